@@ -1,0 +1,85 @@
+"""Parameter, FLOP and memory accounting for one config (Kaplan et al. 2020, Table 1; SCIENCE.md §2).
+
+Rule for N (Kaplan's non-embedding parameters): every weight matrix inside the blocks
+(W_QKV, W_O, and the two FFN matrices), i.e. N = 2·d·L·(2·d_attn + d_ff) with d_attn = d.
+Kaplan drops biases and LayerNorm gains, and so does N; they are counted in n_params_total,
+which adds token and position embeddings and an untied read-out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from depthwidth.config import TRANSFORMER, ModelConfig
+
+BYTES_FP32 = 4
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    n_params: int  # Kaplan's N: non-embedding weight matrices
+    n_params_total: int  # everything the module holds
+    n_small: int  # biases + LayerNorm parameters in the blocks and final norm (not in N)
+    n_embedding: int  # token + position embeddings (+ untied head)
+
+
+def count_params(cfg: ModelConfig) -> ParamCount:
+    if cfg.family != TRANSFORMER:
+        return _count_module(cfg)
+    d, L, ff, V = cfg.width, cfg.depth, cfg.d_ff, cfg.vocab_size
+    n = L * (4 * d * d + 2 * d * ff)  # = 2·d·L·(2·d_attn + d_ff), = 12·L·d² at d_ff = 4d
+    ln_per = (2 if cfg.bias else 1) * d if cfg.layernorm else 0
+    n_ln = L * (2 if ff > 0 else 1) * ln_per + ln_per  # ln1 (+ ln2) per block, + ln_f
+    n_bias = L * (4 * d + ((ff + d) if ff > 0 else 0)) if cfg.bias else 0
+    n_emb = V * d + cfg.seq_len * d + (0 if cfg.tied_embeddings else V * d)
+    return ParamCount(n, n + n_ln + n_bias + n_emb, n_ln + n_bias, n_emb)
+
+
+def _count_module(cfg: ModelConfig) -> ParamCount:
+    """Recurrent families: count the real module (built on the meta device, no memory)."""
+    import torch
+
+    from depthwidth.models import build_model
+
+    with torch.device("meta"):
+        model = build_model(cfg)
+    total = sum(p.numel() for p in model.parameters())
+    emb = sum(p.numel() for n, p in model.named_parameters() if _is_embedding_name(n))
+    small = sum(p.numel() for n, p in model.named_parameters()
+                if p.dim() < 2 and not _is_embedding_name(n))
+    return ParamCount(total - emb - small, total, small, emb)
+
+
+def _is_embedding_name(name: str) -> bool:
+    return name.split(".")[0] in ("tok_emb", "emb", "embedding", "pos_emb", "head", "out", "readout")
+
+
+def flops_per_token(cfg: ModelConfig) -> float:
+    """Forward FLOPs per token, Kaplan Table 1: 2N + 2·n_layer·n_ctx·d_attn."""
+    n = count_params(cfg).n_params
+    if cfg.family != TRANSFORMER:
+        return 2.0 * n
+    return 2.0 * n + 2.0 * cfg.depth * cfg.seq_len * cfg.width
+
+
+def train_flops_per_token(cfg: ModelConfig) -> float:
+    """Training compute per token, C ≈ 6N (Kaplan §2.1: forward + backward ≈ 3 × forward)."""
+    return 6.0 * count_params(cfg).n_params
+
+
+def memory_estimate(cfg: ModelConfig, batch_size: int, bytes_per_act: int = BYTES_FP32) -> int:
+    """Bytes for one AdamW training step: weights + grads + two Adam moments (fp32), plus the
+    activations autograd keeps. Per layer and token it keeps ~ the block inputs/outputs of
+    each sub-layer (≈ 10·d), the FFN hidden before and after GELU (2·d_ff), and on the
+    plain attention path the H·T score and probability rows (2·H·T). Plus logits and their
+    gradient (2·V per token). An estimate to compare configs, accurate to a small factor."""
+    total = count_params(cfg).n_params_total
+    state = 4 * total * BYTES_FP32
+    tokens = batch_size * cfg.seq_len
+    if cfg.family == TRANSFORMER:
+        per_layer = 10 * cfg.width + 2 * cfg.d_ff + 2 * cfg.heads * cfg.seq_len
+        acts = tokens * (cfg.depth * per_layer + 2 * cfg.vocab_size)
+    else:
+        per_layer = 8 * cfg.width + (cfg.nu + cfg.rho) * 2
+        acts = tokens * (cfg.depth * per_layer + 2 * cfg.vocab_size)
+    return int(state + acts * bytes_per_act)

@@ -1,0 +1,158 @@
+"""The `depthwidth` command: a thin argparse front that parses and calls the three packages.
+
+`train` lives here; the other areas register their own subcommands (`sweep` from sweeps.cli,
+`analyze`/`plot`/`kaplan` from analysis.cli, `theory`/`seprank` from depthwidth.theory_cli).
+Bad input: one sentence on stderr naming the field and value, exit code 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+
+from depthwidth import __version__
+from depthwidth.config import (ATTENTIONS, DEVICES, FAMILIES, PARAMETRIZATIONS, PRECISIONS,
+                               ConfigError, DataConfig, ModelConfig, TrainConfig, from_name)
+
+SUBCOMMAND_MODULES = ("sweeps.cli", "analysis.cli", "depthwidth.theory_cli")
+EXIT_BAD_INPUT = 2
+
+
+def fail(message: str) -> int:
+    print(f"depthwidth: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def parse_data(spec: str, seed: int) -> DataConfig:
+    """`pcfg`, `text:PATH`, `tokens:PATH`, `copy:T`, `denoise:T` -> DataConfig."""
+    kind, _, arg = spec.partition(":")
+    if kind == "pcfg" and not arg:
+        return DataConfig(source="pcfg", seed=seed)
+    if kind in ("text", "tokens") and arg:
+        return DataConfig(source=kind, path=arg, seed=seed)
+    if kind in ("copy", "denoise"):
+        try:
+            return DataConfig(source=kind, task_length=int(arg or 100), seed=seed)
+        except ValueError:
+            raise ConfigError(f"--data = {spec!r} is invalid: the delay T after '{kind}:' must be an integer.")
+    raise ConfigError(f"--data = {spec!r} is invalid: expected pcfg, text:PATH, tokens:PATH, "
+                      f"copy:T or denoise:T.")
+
+
+def add_train_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train one model (no Ray) and print its losses",
+                       description="Train one model on one data source, without Ray.")
+    p.add_argument("--preset", help="named model preset (see depthwidth.config.PRESETS)")
+    p.add_argument("--family", choices=FAMILIES)
+    p.add_argument("--depth", type=int)
+    p.add_argument("--width", type=int)
+    p.add_argument("--heads", type=int)
+    p.add_argument("--ffn-ratio", type=float)
+    p.add_argument("--seq-len", type=int)
+    p.add_argument("--attention", choices=ATTENTIONS)
+    p.add_argument("--parametrization", choices=PARAMETRIZATIONS)
+    p.add_argument("--nu", type=int)
+    p.add_argument("--rho", type=int)
+    p.add_argument("--data", default="pcfg", help="pcfg | text:PATH | tokens:PATH | copy:T | denoise:T")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--warmup-steps", type=int)
+    p.add_argument("--eval-every", type=int)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", choices=DEVICES)
+    p.add_argument("--precision", choices=PRECISIONS)
+    p.add_argument("--compile", action="store_true", default=None)
+    p.add_argument("--threads", type=int)
+    p.add_argument("--json", metavar="FILE", help="also write the full result (with the curve) as JSON")
+    p.set_defaults(func=cmd_train)
+
+
+def _given(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
+    return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from depthwidth.data.base import DataError
+
+    model_fields = ("family", "depth", "width", "heads", "ffn_ratio", "seq_len", "attention",
+                    "parametrization", "nu", "rho")
+    train_fields = ("steps", "batch_size", "lr", "warmup_steps", "eval_every", "device",
+                    "precision", "compile", "threads")
+    try:
+        overrides = _given(args, model_fields)
+        model_cfg = from_name(args.preset, **overrides) if args.preset else ModelConfig(**overrides)
+        tkw = _given(args, train_fields)
+        if "steps" in tkw and "eval_every" not in tkw:
+            tkw["eval_every"] = max(1, tkw["steps"] // 10)
+        if "steps" in tkw and "warmup_steps" not in tkw:
+            tkw["warmup_steps"] = min(TrainConfig().warmup_steps, tkw["steps"] // 10)
+        train_cfg = TrainConfig(seed=args.seed, **tkw)
+        data_cfg = parse_data(args.data, seed=0)
+        from depthwidth.train import resolve
+        model_cfg, data = resolve(model_cfg, data_cfg)
+    except (ConfigError, DataError, ValueError) as exc:
+        return fail(str(exc))
+
+    from depthwidth.accounting import count_params
+    from depthwidth.train import train
+
+    counts = count_params(model_cfg)
+    print(f"model: {model_cfg.family} depth={model_cfg.depth} width={model_cfg.width} "
+          f"heads={model_cfg.heads} N={counts.n_params:,} (total {counts.n_params_total:,})")
+    print(f"data:  {data.describe()}  vocab={data.vocab_size}")
+    t0 = time.perf_counter()
+
+    def progress(m: dict) -> None:
+        done = m["step"] / train_cfg.steps
+        eta = (time.perf_counter() - t0) * (1 - done) / max(done, 1e-9)
+        extra = "".join(f"  {k}={v:.4f}" for k, v in m.items() if k in ("accuracy",))
+        print(f"step {m['step']:>6}/{train_cfg.steps} ({100 * done:5.1f}%)  train {m['train_loss']:.4f}"
+              f"  val {m['val_loss']:.4f}{extra}  lr {m['lr']:.2e}  eta {eta:5.1f}s", flush=True)
+
+    result = train(model_cfg, data_cfg, train_cfg, report=progress)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result.to_dict(), indent=1))
+    h = result.unigram_entropy
+    print(f"status: {result.status}{'  (' + result.error + ')' if result.error else ''}")
+    print(f"final train loss {result.final_train_loss:.4f}  val loss {result.final_val_loss:.4f}  "
+          f"unigram entropy {h:.4f} nats  (val/unigram = {result.final_val_loss / h:.3f})")
+    print(f"tokens {result.tokens:,}  train FLOPs {result.flops:.3g}  wall {result.wall_s:.1f}s  "
+          f"device {result.device}")
+    return 0 if result.status == "ok" else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="depthwidth",
+        description="Depth-width expressivity simulator and sweep service: at what depth does "
+                    "stacking self-attention layers stop paying for a given width?")
+    parser.add_argument("--version", action="version", version=f"depthwidth {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_train_parser(sub)
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

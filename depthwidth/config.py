@@ -1,0 +1,290 @@
+"""Typed, frozen configuration: ModelConfig, DataConfig, TrainConfig, and named presets.
+
+Config is data (STYLE.md): plain values that round-trip through dict, JSON, TOML and Ray.
+Each dataclass validates itself on construction and raises ConfigError with one sentence
+naming the bad field and its value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message names the field and the value."""
+
+
+TRANSFORMER = "transformer"
+RECURRENT_FAMILIES = ("lstm", "rnn", "memrnn", "relrnn", "rellstm")
+FAMILIES = (TRANSFORMER,) + RECURRENT_FAMILIES
+ATTENTIONS = ("softmax", "linear")
+PARAMETRIZATIONS = ("standard", "mup")
+DATA_SOURCES = ("pcfg", "text", "tokens", "copy", "denoise")
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("fp32", "bf16")
+
+
+def _bad(cls_name: str, name: str, value: Any, why: str) -> ConfigError:
+    return ConfigError(f"{cls_name}.{name} = {value!r} is invalid: {why}.")
+
+
+def _check_types(obj: Any) -> None:
+    """Reject values whose type does not match the declared field type (bool is not an int)."""
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        ok = {
+            "int": isinstance(v, int) and not isinstance(v, bool),
+            "float": isinstance(v, (int, float)) and not isinstance(v, bool),
+            "bool": isinstance(v, bool),
+            "str": isinstance(v, str),
+        }.get(t, True)
+        if not ok:
+            raise _bad(type(obj).__name__, f.name, v, f"expected {t}, got {type(v).__name__}")
+        if t == "float":
+            object.__setattr__(obj, f.name, float(v))
+            if not math.isfinite(float(v)):
+                raise _bad(type(obj).__name__, f.name, v, "must be a finite number")
+
+
+class _Serializable:
+    """dict / JSON / TOML round-trips shared by the three configs."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]):
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(
+                f"{cls.__name__} has no field {unknown[0]!r}; known fields: {', '.join(sorted(known))}."
+            )
+        return cls(**dict(d))
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, s: str):
+        return cls.from_dict(json.loads(s))
+
+    def to_toml(self) -> str:
+        return "".join(f"{k} = {_toml_value(v)}\n" for k, v in self.to_dict().items())
+
+    @classmethod
+    def from_toml(cls, s: str):
+        return cls.from_dict(tomllib.loads(s))
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a JSON string is a valid TOML basic string
+    raise TypeError(f"cannot write {v!r} as TOML")
+
+
+@dataclass(frozen=True)
+class ModelConfig(_Serializable):
+    """One model. `width` is d_x (d_model); `depth` is the number of layers/blocks.
+
+    Transformer knobs follow Levine et al. 2020 / Kaplan et al. 2020 (SCIENCE.md §1-2);
+    `nu`/`rho` are the relevancy-screening sizes of Kerg et al. 2020 (SCIENCE.md §6).
+    `vocab_size = 0` means "take it from the data".
+    """
+
+    family: str = TRANSFORMER
+    depth: int = 2
+    width: int = 64
+    heads: int = 4
+    ffn_ratio: float = 4.0
+    vocab_size: int = 0
+    seq_len: int = 64
+    attention: str = "softmax"
+    layernorm: bool = True
+    residual: bool = True
+    tied_embeddings: bool = True
+    bias: bool = False
+    parametrization: str = "standard"
+    base_width: int = 64
+    init_std: float = 0.02
+    nu: int = 10
+    rho: int = 15
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        c = "ModelConfig"
+        if self.family not in FAMILIES:
+            raise _bad(c, "family", self.family, f"expected one of {', '.join(FAMILIES)}")
+        if self.depth < 1:
+            raise _bad(c, "depth", self.depth, "depth must be at least 1")
+        if self.width < 1:
+            raise _bad(c, "width", self.width, "width must be at least 1")
+        if self.heads < 1:
+            raise _bad(c, "heads", self.heads, "heads must be at least 1")
+        if self.family == TRANSFORMER and self.width % self.heads != 0:
+            raise _bad(c, "width", self.width, f"width must be divisible by heads = {self.heads}")
+        if self.ffn_ratio < 0:
+            raise _bad(c, "ffn_ratio", self.ffn_ratio, "ffn_ratio must be >= 0 (0 = attention only)")
+        if self.vocab_size < 0 or self.vocab_size == 1:
+            raise _bad(c, "vocab_size", self.vocab_size, "vocab_size must be 0 (from data) or >= 2")
+        if self.seq_len < 2:
+            raise _bad(c, "seq_len", self.seq_len, "seq_len must be at least 2")
+        if self.attention not in ATTENTIONS:
+            raise _bad(c, "attention", self.attention, f"expected one of {', '.join(ATTENTIONS)}")
+        if self.parametrization not in PARAMETRIZATIONS:
+            raise _bad(c, "parametrization", self.parametrization,
+                       f"expected one of {', '.join(PARAMETRIZATIONS)}")
+        if self.base_width < 1:
+            raise _bad(c, "base_width", self.base_width, "base_width must be at least 1")
+        if self.init_std <= 0:
+            raise _bad(c, "init_std", self.init_std, "init_std must be positive")
+        if self.nu < 0:
+            raise _bad(c, "nu", self.nu, "nu (short-term buffer size) must be >= 0")
+        if self.rho < 0:
+            raise _bad(c, "rho", self.rho, "rho (relevant-set size) must be >= 0")
+        if self.family in ("relrnn", "rellstm") and self.nu + self.rho == 0:
+            raise _bad(c, "rho", self.rho, "nu + rho must be at least 1 for relevancy screening")
+
+    @property
+    def head_dim(self) -> int:
+        return self.width // self.heads
+
+    @property
+    def d_ff(self) -> int:
+        return int(round(self.ffn_ratio * self.width))
+
+    @property
+    def width_mult(self) -> float:
+        """μP width multiplier m = width / base_width (1 under the standard parametrization)."""
+        return self.width / self.base_width if self.parametrization == "mup" else 1.0
+
+
+@dataclass(frozen=True)
+class DataConfig(_Serializable):
+    """Where tokens come from.
+
+    pcfg: the embedded default, an infinite seeded random PCFG language (vocab_size,
+    pcfg_depth, branching, n_nonterminals). text: a UTF-8 file or folder as bytes. tokens: a
+    nanoGPT-style uint16 file. copy/denoise: the Kerg et al. 2020 tasks with delay `task_length` (T).
+    """
+
+    source: str = "pcfg"
+    path: str = ""
+    vocab_size: int = 64
+    pcfg_depth: int = 6
+    branching: int = 3
+    n_nonterminals: int = 24
+    seed: int = 0
+    val_fraction: float = 0.1
+    task_length: int = 100
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        c = "DataConfig"
+        if self.source not in DATA_SOURCES:
+            raise _bad(c, "source", self.source, f"expected one of {', '.join(DATA_SOURCES)}")
+        if self.source in ("text", "tokens") and not self.path:
+            raise _bad(c, "path", self.path, f"source {self.source!r} needs a path")
+        if self.vocab_size < 2:
+            raise _bad(c, "vocab_size", self.vocab_size, "vocab_size must be at least 2")
+        if self.pcfg_depth < 1:
+            raise _bad(c, "pcfg_depth", self.pcfg_depth, "pcfg_depth must be at least 1")
+        if self.branching < 2:
+            raise _bad(c, "branching", self.branching, "branching must be at least 2")
+        if self.n_nonterminals < 1:
+            raise _bad(c, "n_nonterminals", self.n_nonterminals, "n_nonterminals must be at least 1")
+        if self.seed < 0:
+            raise _bad(c, "seed", self.seed, "seed must be >= 0")
+        if not 0.0 < self.val_fraction < 1.0:
+            raise _bad(c, "val_fraction", self.val_fraction, "val_fraction must be in (0, 1)")
+        if self.task_length < 1:
+            raise _bad(c, "task_length", self.task_length, "task_length (T) must be at least 1")
+
+
+@dataclass(frozen=True)
+class TrainConfig(_Serializable):
+    """One training run: AdamW, linear warmup then cosine decay to min_lr_ratio·lr."""
+
+    steps: int = 200
+    batch_size: int = 32
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 20
+    weight_decay: float = 0.0
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    eval_every: int = 50
+    eval_batches: int = 4
+    checkpoint_every: int = 1
+    seed: int = 0
+    device: str = "auto"
+    precision: str = "fp32"
+    compile: bool = False
+    threads: int = 0
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        c = "TrainConfig"
+        for name in ("steps", "batch_size", "eval_every", "eval_batches", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise _bad(c, name, getattr(self, name), f"{name} must be at least 1")
+        if self.lr <= 0:
+            raise _bad(c, "lr", self.lr, "lr must be positive")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise _bad(c, "min_lr_ratio", self.min_lr_ratio, "min_lr_ratio must be in [0, 1]")
+        if self.warmup_steps < 0:
+            raise _bad(c, "warmup_steps", self.warmup_steps, "warmup_steps must be >= 0")
+        if self.weight_decay < 0:
+            raise _bad(c, "weight_decay", self.weight_decay, "weight_decay must be >= 0")
+        for name in ("beta1", "beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise _bad(c, name, getattr(self, name), f"{name} must be in [0, 1)")
+        if self.grad_clip < 0:
+            raise _bad(c, "grad_clip", self.grad_clip, "grad_clip must be >= 0 (0 = off)")
+        if self.seed < 0:
+            raise _bad(c, "seed", self.seed, "seed must be >= 0")
+        if self.device not in DEVICES:
+            raise _bad(c, "device", self.device, f"expected one of {', '.join(DEVICES)}")
+        if self.precision not in PRECISIONS:
+            raise _bad(c, "precision", self.precision, f"expected one of {', '.join(PRECISIONS)}")
+        if self.threads < 0:
+            raise _bad(c, "threads", self.threads, "threads must be >= 0 (0 = torch default)")
+
+
+# Named presets: a small ladder of depth x width (model fields only). Sizes chosen so the
+# ladder crosses L_th = log_3(d) (SCIENCE.md §1): log_3(32) = 3.2, log_3(128) = 4.4.
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": dict(depth=2, width=32, heads=2),
+    "small": dict(depth=4, width=64, heads=4),
+    "medium": dict(depth=6, width=128, heads=4),
+    "large": dict(depth=8, width=256, heads=8),
+    "levine-linear": dict(depth=2, width=8, heads=2, attention="linear", layernorm=False,
+                          ffn_ratio=0.0, residual=False, bias=False),
+    "kaplan-6x4288": dict(depth=6, width=4288, heads=32, seq_len=1024),
+    "kaplan-48x1600": dict(depth=48, width=1600, heads=25, seq_len=1024),
+}
+
+
+def from_name(name: str, **overrides: Any) -> ModelConfig:
+    """ModelConfig for a named preset, with field overrides (validated like any config)."""
+    if name not in PRESETS:
+        raise ConfigError(f"preset = {name!r} is unknown; known presets: {', '.join(PRESETS)}.")
+    return ModelConfig.from_dict({**PRESETS[name], **overrides})

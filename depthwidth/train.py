@@ -1,0 +1,230 @@
+"""One training run: `train(model_cfg, data_cfg, train_cfg) -> RunResult`.
+
+An explicit loop (nanoGPT's shape, importable as a function): AdamW, linear warmup then cosine
+decay as a pure `get_lr(step, cfg)`, gradient clipping, periodic evaluation on fixed validation
+batches, a `report(metrics)` callback, exact checkpoint/resume. Ray, the CLI and the tests all
+call this same function; nothing here imports Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+from depthwidth import __version__
+from depthwidth.accounting import count_params, flops_per_token, train_flops_per_token
+from depthwidth.config import DataConfig, ModelConfig, TrainConfig
+from depthwidth.data import DataSource, make_data
+from depthwidth.models import build_model
+
+CHECKPOINT_FILE = "state.pt"
+# A loss this many times the uniform-guess loss ln(V) counts as diverged, as does NaN/inf:
+# far past anything a model that is still learning produces, and it stops a blown-up run early.
+DIVERGENCE_FACTOR = 10.0
+
+Report = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    status: str  # "ok" | "diverged" | "failed"
+    final_train_loss: float
+    final_val_loss: float
+    steps: int
+    tokens: int
+    flops: float
+    wall_s: float
+    n_params: int
+    n_params_total: int
+    flops_per_token: float
+    device: str
+    torch_version: str
+    depthwidth_version: str
+    unigram_entropy: float
+    vocab_size: int
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def get_lr(step: int, cfg: TrainConfig) -> float:
+    """Learning rate at `step` (0-based): linear warmup to cfg.lr, then cosine to min_lr_ratio·lr."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    span = max(1, cfg.steps - cfg.warmup_steps)
+    progress = min(1.0, (step - cfg.warmup_steps) / span)
+    floor = cfg.lr * cfg.min_lr_ratio
+    return floor + 0.5 * (cfg.lr - floor) * (1.0 + math.cos(math.pi * progress))
+
+
+def resolve(model_cfg: ModelConfig, data_cfg: DataConfig) -> tuple[ModelConfig, DataSource]:
+    """Build the data source and fill in what the model takes from it (vocabulary, and the
+    sequence length a task dictates)."""
+    data = make_data(data_cfg, model_cfg.seq_len)
+    changes: dict[str, Any] = {}
+    if model_cfg.vocab_size == 0:
+        changes["vocab_size"] = data.vocab_size
+    elif model_cfg.vocab_size < data.vocab_size:
+        raise ValueError(f"ModelConfig.vocab_size = {model_cfg.vocab_size} is smaller than the "
+                         f"data's vocabulary ({data.vocab_size}).")
+    if data.seq_len != model_cfg.seq_len:
+        changes["seq_len"] = data.seq_len
+    if model_cfg.family in ("relrnn", "rellstm"):
+        from depthwidth.models.relrnn import check_task_fits
+        check_task_fits(model_cfg, data_cfg)
+    return (model_cfg.replace(**changes) if changes else model_cfg), data
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("TrainConfig.device = 'cuda' but no CUDA device is available.")
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    if hasattr(model, "param_groups"):
+        return model.param_groups(weight_decay)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    return [g for g in (dict(params=decay, lr_scale=1.0, weight_decay=weight_decay),
+                        dict(params=rest, lr_scale=1.0, weight_decay=0.0)) if g["params"]]
+
+
+def _save(path: Path, state: dict[str, Any]) -> None:
+    """Atomic: write to a temporary name in the same folder, then rename over the old one."""
+    path.mkdir(parents=True, exist_ok=True)
+    tmp = path / (CHECKPOINT_FILE + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path / CHECKPOINT_FILE)
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Tensors and plain values only (weights_only=True): a checkpoint never runs code."""
+    return torch.load(Path(path) / CHECKPOINT_FILE, map_location="cpu", weights_only=True)
+
+
+def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
+          report: Report | None = None, checkpoint_dir: str | os.PathLike | None = None,
+          resume_from: str | os.PathLike | None = None) -> RunResult:
+    """Train one model. Never raises for divergence or a failure inside the run: the result's
+    status says what happened ("ok", "diverged", "failed" with `error`)."""
+    t0 = time.perf_counter()
+    if train_cfg.threads:
+        torch.set_num_threads(train_cfg.threads)
+    model_cfg, data = resolve(model_cfg, data_cfg)
+    device = pick_device(train_cfg.device)
+    counts = count_params(model_cfg)
+    tokens_per_step = train_cfg.batch_size * model_cfg.seq_len
+    c_per_token = train_flops_per_token(model_cfg)
+    unigram = data.unigram_entropy()
+    diverge_at = DIVERGENCE_FACTOR * math.log(model_cfg.vocab_size)
+
+    torch.manual_seed(train_cfg.seed)
+    model = build_model(model_cfg).to(device)
+    groups = _param_groups(model, train_cfg.weight_decay)
+    opt = torch.optim.AdamW(groups, lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2))
+    step, curve, wall_offset = 0, [], 0.0
+    if resume_from is not None:
+        state = load_checkpoint(resume_from)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"])
+        step, curve, wall_offset = int(state["step"]), json.loads(state["curve"]), float(state["wall_s"])
+    fwd = torch.compile(model) if train_cfg.compile else model
+    amp = (torch.autocast(device.type, dtype=torch.bfloat16) if train_cfg.precision == "bf16"
+           else nullcontext())
+
+    def loss_of(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with amp:
+            logits = fwd(x)
+        return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1)), logits
+
+    @torch.no_grad()
+    def evaluate() -> dict[str, float]:
+        model.eval()
+        losses, extras = [], []
+        for i in range(train_cfg.eval_batches):
+            x, y = (t.to(device) for t in data.batch("val", i, train_cfg.batch_size))
+            loss, logits = loss_of(x, y)
+            losses.append(loss.item())
+            extras.append(data.extra_metrics(logits.float(), y))
+        model.train()
+        out = {"val_loss": sum(losses) / len(losses)}
+        for k in extras[0]:
+            out[k] = sum(e[k] for e in extras) / len(extras)
+        return out
+
+    status, error, acc_loss, acc_n = "ok", "", 0.0, 0
+    last = curve[-1] if curve else {}
+    n_evals = len(curve)
+    try:
+        model.train()
+        while step < train_cfg.steps:
+            lr = get_lr(step, train_cfg)
+            for g in opt.param_groups:
+                g["lr"] = lr * g["lr_scale"]
+            x, y = (t.to(device) for t in data.batch("train", step, train_cfg.batch_size))
+            loss, _ = loss_of(x, y)
+            value = loss.item()
+            if not math.isfinite(value) or value > diverge_at:
+                status, error = "diverged", f"train loss {value:.4g} at step {step}"
+                break
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if train_cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
+            opt.step()
+            step += 1
+            acc_loss, acc_n = acc_loss + value, acc_n + 1
+            if step % train_cfg.eval_every == 0 or step == train_cfg.steps:
+                ev = evaluate()
+                metrics = {"step": step, "tokens": step * tokens_per_step,
+                           "flops": step * tokens_per_step * c_per_token,
+                           "train_loss": acc_loss / acc_n, "lr": lr,
+                           "wall_s": wall_offset + time.perf_counter() - t0, **ev}
+                acc_loss, acc_n = 0.0, 0
+                n_evals += 1
+                if not math.isfinite(ev["val_loss"]) or ev["val_loss"] > diverge_at:
+                    status, error = "diverged", f"val loss {ev['val_loss']:.4g} at step {step}"
+                curve.append(metrics)
+                if checkpoint_dir is not None and status == "ok" and (
+                        n_evals % train_cfg.checkpoint_every == 0 or step == train_cfg.steps):
+                    _save(Path(checkpoint_dir), {
+                        "model": model.state_dict(), "optimizer": opt.state_dict(),
+                        "rng": torch.get_rng_state(), "step": step, "curve": json.dumps(curve),
+                        "wall_s": metrics["wall_s"]})
+                    metrics = {**metrics, "checkpoint": str(checkpoint_dir)}
+                last = metrics
+                if report is not None:
+                    report(metrics)
+                if status != "ok":
+                    break
+    except Exception as exc:  # a failed run is a result, not a crash of the caller
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+
+    extra = {k: v for k, v in last.items() if k not in
+             ("step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s", "checkpoint")}
+    return RunResult(
+        status=status, final_train_loss=float(last.get("train_loss", math.nan)),
+        final_val_loss=float(last.get("val_loss", math.nan)), steps=step,
+        tokens=step * tokens_per_step, flops=step * tokens_per_step * c_per_token,
+        wall_s=wall_offset + time.perf_counter() - t0, n_params=counts.n_params,
+        n_params_total=counts.n_params_total, flops_per_token=flops_per_token(model_cfg),
+        device=str(device), torch_version=torch.__version__, depthwidth_version=__version__,
+        unigram_entropy=unigram, vocab_size=model_cfg.vocab_size,
+        curve=[{k: v for k, v in c.items() if k != "checkpoint"} for c in curve],
+        metrics=extra, error=error)
