@@ -65,8 +65,8 @@ class Block(nn.Module):
         super().__init__()
         self.residual = cfg.residual
         self.ln1, self.attn = _norm(cfg), Attention(cfg)
-        self.ln2 = _norm(cfg)
-        self.mlp = MLP(cfg) if cfg.d_ff > 0 else None
+        self.mlp = MLP(cfg) if cfg.d_ff > 0 else None  # ffn_ratio = 0: attention only
+        self.ln2 = _norm(cfg) if self.mlp is not None else nn.Identity()
 
     def forward(self, x: torch.Tensor, causal: bool = True) -> torch.Tensor:
         a = self.attn(self.ln1(x), causal)
