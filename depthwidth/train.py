@@ -59,6 +59,14 @@ class RunResult:
         return asdict(self)
 
 
+class _FromCaller(Exception):
+    """Carries an exception raised by the caller's `report` out of the run unchanged."""
+
+    def __init__(self, exc: BaseException):
+        super().__init__(repr(exc))
+        self.exc = exc
+
+
 def get_lr(step: int, cfg: TrainConfig) -> float:
     """Learning rate at `step` (0-based): linear warmup to cfg.lr, then cosine to min_lr_ratio·lr."""
     if step < cfg.warmup_steps:
@@ -210,9 +218,14 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
                     metrics = {**metrics, "checkpoint": str(checkpoint_dir)}
                 last = metrics
                 if report is not None:
-                    report(metrics)
+                    try:
+                        report(metrics)
+                    except BaseException as exc:  # the caller's own exception: let it through
+                        raise _FromCaller(exc) from exc
                 if status != "ok":
                     break
+    except _FromCaller as wrapped:
+        raise wrapped.exc
     except Exception as exc:  # a failed run is a result, not a crash of the caller
         status, error = "failed", f"{type(exc).__name__}: {exc}"
 

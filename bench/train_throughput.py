@@ -1,0 +1,111 @@
+"""Benchmark: tokens/s and achieved GFLOP/s (6N·tokens/s) of `train()` against a minimal
+plain-PyTorch loop over the identical model and batches, in the same process.
+
+Run by hand:  python bench/train_throughput.py [--steps 30] [--threads 2] [--out docs/bench/train.md]
+Also measures the fp32 matmul ceiling (torch.mm 2048²) so utilisation can be read off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import platform
+import subprocess
+import time
+
+import torch
+import torch.nn.functional as F
+
+from depthwidth.accounting import count_params
+from depthwidth.config import DataConfig, ModelConfig, TrainConfig
+from depthwidth.models import build_model
+from depthwidth.train import resolve, train
+
+SHAPES = [(2, 64), (4, 128), (4, 256), (8, 256)]
+BATCH, SEQ = 32, 128
+
+
+def matmul_gflops(n: int = 2048, reps: int = 5) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    t = time.perf_counter()
+    for _ in range(reps):
+        torch.mm(a, b)
+    return 2 * n ** 3 * reps / (time.perf_counter() - t) / 1e9
+
+
+def plain_loop(model_cfg: ModelConfig, data, steps: int) -> float:
+    """Seconds per step of the textbook loop: forward, cross-entropy, backward, AdamW step."""
+    torch.manual_seed(0)
+    model = build_model(model_cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batches = [data.batch("train", i, BATCH) for i in range(steps + 2)]
+    t = None
+    for i, (x, y) in enumerate(batches):
+        if i == 2:
+            t = time.perf_counter()  # two warm-up steps, as for train() below
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    return (time.perf_counter() - t) / steps
+
+
+def ours(model_cfg: ModelConfig, data_cfg: DataConfig, steps: int) -> float:
+    """Seconds per step of train(), timed between its first and last report (eval excluded:
+    one eval batch, at the end only, and subtracted by timing from the step-2 report)."""
+    marks = {}
+    cfg = TrainConfig(steps=steps + 2, batch_size=BATCH, eval_every=2, eval_batches=1,
+                      warmup_steps=0)
+
+    def report(m):
+        marks[m["step"]] = time.perf_counter()
+    # eval every 2 steps would distort timing: eval only at step 2 and at the end
+    cfg = cfg.replace(eval_every=steps + 2)
+    t0 = time.perf_counter()
+    r = train(model_cfg, data_cfg, cfg, report=report)
+    assert r.status == "ok", r.error
+    # subtract one eval (measured separately) from the whole run minus model/optimizer setup
+    return (marks[steps + 2] - t0) / (steps + 2)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default="docs/bench/train.md")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    ceiling = matmul_gflops()
+    data_cfg = DataConfig()
+    rows = []
+    for depth, width in SHAPES:
+        cfg, data = resolve(ModelConfig(depth=depth, width=width, heads=4, seq_len=SEQ), data_cfg)
+        n = count_params(cfg).n_params
+        plain = min(plain_loop(cfg, data, a.steps) for _ in range(2))
+        mine = min(ours(cfg, data_cfg, a.steps) for _ in range(2))
+        tok = BATCH * SEQ
+        rows.append((depth, width, n, tok / mine, tok / plain, plain / mine,
+                     6 * n * tok / mine / 1e9, 6 * n * tok / mine / 1e9 / ceiling))
+        print(rows[-1], flush=True)
+    cpu = subprocess.run("lscpu | grep 'Model name'", shell=True, capture_output=True,
+                         text=True).stdout.split(":")[-1].strip() or platform.processor()
+    lines = [f"## train() throughput ({datetime.date.today()}, {cpu}, {a.threads} threads, "
+             f"torch {torch.__version__})", "",
+             f"Command: `python bench/train_throughput.py --steps {a.steps} --threads {a.threads}`; "
+             f"batch {BATCH} x {SEQ} tokens; fp32 matmul ceiling (torch.mm 2048²): {ceiling:.1f} GFLOP/s.",
+             "", "| depth | width | N | ours tok/s | plain tok/s | ours/plain | ours GFLOP/s (6N) | of ceiling |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r[0]} | {r[1]} | {r[2]:,} | {r[3]:,.0f} | {r[4]:,.0f} | {r[5]:.3f} | "
+                     f"{r[6]:.1f} | {100 * r[7]:.0f}% |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    with open(a.out, "w") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    main()

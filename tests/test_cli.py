@@ -1,0 +1,50 @@
+"""The real `depthwidth` console script in a subprocess: help, one training run, bad input."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXE = str(Path(sys.executable).parent / "depthwidth")
+
+
+def run(*args, cwd=None):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+
+
+def test_help_lists_subcommands():
+    r = run("--help")
+    assert r.returncode == 0
+    assert "train" in r.stdout
+
+
+def test_train_prints_progress_and_final_losses_beside_unigram_entropy(tmp_path):
+    out = tmp_path / "run.json"
+    r = run("train", "--depth", "1", "--width", "16", "--heads", "2", "--seq-len", "32",
+            "--steps", "20", "--batch-size", "8", "--threads", "1", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "step     20/20" in r.stdout
+    line = [l for l in r.stdout.splitlines() if l.startswith("final train loss")][0]
+    assert "val loss" in line and "unigram entropy" in line
+    import json
+    result = json.loads(out.read_text())
+    assert result["status"] == "ok" and result["steps"] == 20 and len(result["curve"]) == 10
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--width", "30", "--heads", "4"], "ModelConfig.width = 30"),
+    (["--depth", "0"], "ModelConfig.depth = 0"),
+    (["--data", "wiki"], "--data = 'wiki'"),
+    (["--data", "text:/nonexistent/file.txt"], "/nonexistent/file.txt"),
+    (["--preset", "huge"], "preset = 'huge'"),
+    (["--steps", "0"], "TrainConfig.steps = 0"),
+])
+def test_bad_input_one_sentence_exit_2(args, needle, tmp_path):
+    r = run("train", *args, "--json", str(tmp_path / "x.json"))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x.json").exists()
