@@ -1,0 +1,134 @@
+"""Real corpora: UTF-8 text as byte-level tokens, and nanoGPT-style uint16 token files.
+
+Text: one file, or every file under a folder (sorted by relative path, hidden names skipped,
+concatenated as-is, held in memory), tokenised as raw bytes: vocabulary 256 (loss scales
+depend on the tokenizer, so compare exponents with Kaplan et al. 2020, not losses; SCIENCE.md
+§2). Tokens: a flat little-endian uint16 array (nanoGPT's `train.bin` format) read through
+np.memmap; vocabulary = max token + 1. Both split by position (the last `val_fraction` is
+validation) and draw uniformly random windows of seq_len + 1 tokens inside one split.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from depthwidth.config import DataConfig
+from depthwidth.data.base import DataError, DataSource, entropy_of_counts
+from depthwidth.data.pcfg import _check_request
+
+_CHUNK = 1 << 24  # tokens per pass when scanning a memmap, to bound memory on large files
+
+
+class _WindowSource(DataSource):
+    """Random windows of seq_len + 1 tokens from a 1-D token array split by position."""
+
+    kind = "tokens"
+
+    def _setup(self, cfg: DataConfig, seq_len: int, tokens: np.ndarray, vocab_size: int) -> None:
+        if seq_len < 1:
+            raise DataError(f"seq_len = {seq_len!r} is invalid: it must be at least 1.")
+        self.cfg, self.seq_len, self.seed, self.vocab_size = cfg, seq_len, cfg.seed, vocab_size
+        n = len(tokens)
+        n_val = int(round(n * cfg.val_fraction))
+        self.splits = {"train": tokens[: n - n_val], "val": tokens[n - n_val:]}
+        for split, arr in self.splits.items():
+            if len(arr) < seq_len + 1:
+                raise DataError(
+                    f"seq_len = {seq_len} is longer than the data: the {split} split of "
+                    f"DataConfig.path = {cfg.path!r} holds {len(arr)} {self.kind}, fewer than "
+                    f"seq_len + 1 = {seq_len + 1}.")
+        self._entropy: float | None = None
+
+    def batch(self, split: str, index: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        _check_request(split, index, batch_size)
+        data = self.splits[split]
+        rng = self.rng(split, index)
+        T = self.seq_len + 1
+        starts = rng.integers(0, len(data) - T + 1, size=batch_size)
+        # Fancy indexing copies just these windows out of the (possibly memory-mapped) array.
+        w = torch.from_numpy(data[starts[:, None] + np.arange(T)].astype(np.int64))
+        return w[:, :-1].contiguous(), w[:, 1:].contiguous()
+
+    def unigram_entropy(self) -> float:
+        """Entropy of the train split's token frequencies (computed once, in chunks)."""
+        if self._entropy is None:
+            data = self.splits["train"]
+            counts = np.zeros(self.vocab_size, dtype=np.int64)
+            for lo in range(0, len(data), _CHUNK):
+                counts += np.bincount(data[lo: lo + _CHUNK], minlength=self.vocab_size)
+            self._entropy = entropy_of_counts(counts)
+        return self._entropy
+
+    def _sizes(self) -> str:
+        return f"{len(self.splits['train']):,} train / {len(self.splits['val']):,} val {self.kind}"
+
+
+def _existing(cfg: DataConfig) -> Path:
+    p = Path(cfg.path).expanduser()
+    if not p.exists():
+        raise DataError(f"DataConfig.path = {cfg.path!r} does not exist.")
+    return p
+
+
+def _text_files(root: Path) -> list[Path]:
+    """Regular files under a folder, sorted by relative path, skipping hidden names."""
+    files = [f for f in root.rglob("*") if f.is_file()
+             and not any(part.startswith(".") for part in f.relative_to(root).parts)]
+    return sorted(files, key=lambda f: f.relative_to(root).as_posix())
+
+
+class TextSource(_WindowSource):
+    """A UTF-8 file or folder of files as byte tokens (vocabulary 256)."""
+
+    kind = "bytes"
+
+    def __init__(self, cfg: DataConfig, seq_len: int):
+        root = _existing(cfg)
+        files = _text_files(root) if root.is_dir() else [root]
+        if not files:
+            raise DataError(f"DataConfig.path = {cfg.path!r} is a folder with no files.")
+        parts = []
+        for f in files:
+            raw = f.read_bytes()
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(f"DataConfig.path = {cfg.path!r} is not UTF-8 text: {str(f)!r} has "
+                                f"an invalid byte at offset {exc.start}.") from None
+            parts.append(raw)
+        blob = b"".join(parts)
+        if not blob:
+            what = "a folder of empty files" if root.is_dir() else "an empty file"
+            raise DataError(f"DataConfig.path = {cfg.path!r} is {what}.")
+        self.n_files = len(files)
+        self._setup(cfg, seq_len, np.frombuffer(blob, dtype=np.uint8), 256)
+
+    def describe(self) -> str:
+        return (f"UTF-8 text as bytes from {self.cfg.path} ({self.n_files} file"
+                f"{'s' if self.n_files != 1 else ''}): {self._sizes()}, vocab 256")
+
+
+class TokenFileSource(_WindowSource):
+    """A nanoGPT-style flat uint16 token file, memory-mapped; vocabulary = max token + 1."""
+
+    def __init__(self, cfg: DataConfig, seq_len: int):
+        p = _existing(cfg)
+        if p.is_dir():
+            raise DataError(f"DataConfig.path = {cfg.path!r} is a folder; source 'tokens' needs one "
+                            "uint16 token file.")
+        size = p.stat().st_size
+        if size == 0:
+            raise DataError(f"DataConfig.path = {cfg.path!r} is an empty file.")
+        if size % 2:
+            raise DataError(f"DataConfig.path = {cfg.path!r} has {size} bytes, not a multiple of 2 "
+                            "as a uint16 token file needs.")
+        tokens = np.memmap(p, dtype="<u2", mode="r")
+        top = max(int(tokens[lo: lo + _CHUNK].max()) for lo in range(0, len(tokens), _CHUNK))
+        # At least 2 so a model can be built even for a file of one repeated token.
+        self._setup(cfg, seq_len, tokens, max(2, top + 1))
+
+    def describe(self) -> str:
+        return f"uint16 tokens from {self.cfg.path}: {self._sizes()}, vocab {self.vocab_size}"
