@@ -1,0 +1,98 @@
+"""The analysis commands of `depthwidth`: analyze, plot, kaplan (DESIGN.md, "Commands").
+
+`register(subparsers)` adds them to the main parser; each handler returns the exit code, 2 for
+bad input with one sentence on stderr and nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from analysis.inputs import InputError
+
+
+def _fail(msg: str) -> int:
+    print(f"depthwidth: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _check_counts(args) -> str | None:
+    if getattr(args, "bootstrap", 0) < 0:
+        return f"--bootstrap = {args.bootstrap} is invalid: it must be a non-negative integer."
+    return None
+
+
+def _analyze(args) -> int:
+    from analysis.report import analyze
+    if (bad := _check_counts(args)):
+        return _fail(bad)
+    try:
+        r = analyze(args.source, out_dir=args.out, bootstrap=args.bootstrap, seed=args.seed)
+    except InputError as exc:
+        return _fail(str(exc))
+    thr = r["threshold"]
+    print(f"{r['n_runs']} runs analysed; preferred law: {r['regimes']['preferred']}")
+    if thr.get("base") is not None:
+        ci = " to ".join(f"{v:.3g}" for v in thr["base_ci"]) if thr.get("base_ci") else "none"
+        print(f"threshold base b = {thr['base']:.4g} (95% interval {ci}); "
+              f"claimed: {thr['claimed']}; consistent with b = 3: {thr['consistent_with_theory']}")
+    else:
+        print(f"no threshold claimed: {thr.get('reason', '')}")
+    print(f"report: {r['report_dir']}/report.md")
+    return 0
+
+
+def _plot(args) -> int:
+    from analysis.report import replot
+    try:
+        r = replot(args.dir)
+    except InputError as exc:
+        return _fail(str(exc))
+    print(f"figures redrawn: {', '.join(r['figures']['written']) or 'none'}")
+    return 0
+
+
+def _kaplan(args) -> int:
+    from analysis.markdown import kaplan_table
+    from analysis.report import kaplan_report
+    if (bad := _check_counts(args)):
+        return _fail(bad)
+    try:
+        k = kaplan_report(args.dir, digitized=args.digitized, bootstrap=args.bootstrap, seed=args.seed)
+    except InputError as exc:
+        return _fail(str(exc))
+    print("\n".join(kaplan_table(k)))
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "analyze", help="fits, figures and report from a results store or CSV",
+        description="Fit Kaplan-style laws, crossovers, the two depth regimes and the threshold "
+                    "base b of L_th = log_b(d_x); write report.json, report.md and figures.")
+    p.add_argument("source", help="results directory (runs.parquet [+ curves.parquet]) or a CSV "
+                                  "with depth,width,loss [n_params, seed, tokens, step]")
+    p.add_argument("--out", default=None, help="output folder (default: <store>/analysis)")
+    p.add_argument("--bootstrap", type=int, default=200, help="bootstrap refits (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.set_defaults(func=_analyze)
+
+    p = subparsers.add_parser("plot", help="redraw every figure from a stored report (no refitting)")
+    p.add_argument("dir", help="results directory or the folder holding report.json")
+    p.set_defaults(func=_plot)
+
+    p = subparsers.add_parser("kaplan", help="our exponents and shapes beside Kaplan et al. 2020")
+    p.add_argument("dir", help="results directory (analysed first if it has no report)")
+    p.add_argument("--digitized", default=None,
+                   help="digitized published curves: CSV of N,tokens,loss or a Figure 2 JSON")
+    p.add_argument("--bootstrap", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_kaplan)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m analysis")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)

@@ -1,0 +1,177 @@
+"""Reading runs for the analysis: a results store (runs.parquet + curves.parquet, DESIGN.md) or a CSV.
+
+A CSV needs at least depth, width, loss (or final_val_loss); n_params defaults to Kaplan's
+12·depth·width² (SCIENCE.md §2); a `step` column makes it long-format learning curves. Only
+parquet, CSV and JSON are read (never pickles). Bad input raises InputError: one sentence naming
+the column and row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+RECURRENT = ("lstm", "rnn", "memrnn", "relrnn", "rellstm")
+STATUSES = ("ok", "diverged", "failed")
+CURVE_COLUMNS = ["trial_id", "step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s"]
+
+
+class InputError(ValueError):
+    """Unusable analysis input; the message names the file, column and row."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    runs: pd.DataFrame          # every transformer run used in fits: run_id, depth, width, n_params, loss, seed
+    curves: pd.DataFrame        # run_id, trial_id, n_params, step, loss (val loss) of those runs
+    all_runs: pd.DataFrame      # the table as read (all families and statuses)
+    all_curves: pd.DataFrame    # the curves as read
+    source: Path
+    kind: str                   # "store" | "csv" | "parquet"
+    n_excluded: dict            # status -> count of transformer runs left out of the fits
+    families: tuple
+
+
+def default_out_dir(source: str | Path) -> Path:
+    p = Path(source)
+    return p / "analysis" if p.is_dir() else p.with_name(p.stem + "_analysis")
+
+
+def _row_error(name: str, col: str, pos: int, value, why: str, csv: bool) -> InputError:
+    line = f" (line {pos + 2} of the file)" if csv else ""
+    return InputError(f"{name}: column '{col}' row {pos + 1}{line} is {value!r}; {why}.")
+
+
+def _require(df: pd.DataFrame, cols: list[str], name: str) -> None:
+    for c in cols:
+        if c not in df.columns:
+            have = ", ".join(map(str, df.columns)) or "none"
+            raise InputError(f"{name}: missing required column '{c}' (columns present: {have}).")
+
+
+def _check_positive(df: pd.DataFrame, cols: list[str], name: str, csv: bool) -> None:
+    for c in cols:
+        vals = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
+        bad = ~np.isfinite(vals) | (vals <= 0)
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            raw = df[c].iloc[pos]
+            why = "it must be a finite positive number"
+            raise _row_error(name, c, int(df.index[pos]), raw.item() if hasattr(raw, "item") else raw,
+                             why, csv)
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    if path.suffix.lower() == ".csv":
+        try:
+            return pd.read_csv(path)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            raise InputError(f"{path.name}: not a readable CSV ({str(exc).splitlines()[0]}).") from None
+    if path.suffix.lower() == ".parquet":
+        try:
+            return pd.read_parquet(path)
+        except Exception as exc:  # pyarrow raises several unrelated types for corrupt files
+            raise InputError(f"{path.name}: not a readable parquet file ({type(exc).__name__}).") from None
+    raise InputError(f"{path}: expected a results directory, a .csv or a .parquet file.")
+
+
+def load(source: str | Path) -> Dataset:
+    """Read and validate a store directory, a runs CSV / parquet, or a long-format curves CSV."""
+    src = Path(source)
+    if not src.exists():
+        raise InputError(f"input path '{src}' does not exist.")
+    if src.is_dir():
+        runs_path = src / "runs.parquet"
+        if not runs_path.is_file():
+            raise InputError(f"directory '{src}' has no runs.parquet, so it is not a results store.")
+        runs = _read_table(runs_path).reset_index(drop=True)
+        cpath = src / "curves.parquet"
+        curves = _read_table(cpath).reset_index(drop=True) if cpath.is_file() else pd.DataFrame()
+        return _build(runs, curves, runs_path.name, "curves.parquet", src, "store", csv=False)
+    table = _read_table(src).reset_index(drop=True)
+    csv = src.suffix.lower() == ".csv"
+    if "step" in table.columns:
+        runs, curves = _split_long(table, src.name, csv)
+    else:
+        runs, curves = table, pd.DataFrame()
+    return _build(runs, curves, src.name, src.name, src, "csv" if csv else "parquet", csv=csv)
+
+
+def _split_long(table: pd.DataFrame, name: str, csv: bool):
+    """Long-format curves (one row per run and step) → one run per curve (its last point) + curves."""
+    loss_col = "loss" if "loss" in table.columns else "val_loss"
+    _require(table, ["depth", "width", loss_col], name)
+    _check_positive(table, ["depth", "width", "step", loss_col]
+                    + [c for c in ("n_params", "tokens") if c in table.columns], name, csv)
+    keys = ["trial_id"] if "trial_id" in table.columns else [
+        c for c in ("depth", "width", "seed", "n_params", "family") if c in table.columns]
+    t = table.copy()
+    t["trial_id"] = t.groupby(keys, sort=False).ngroup().astype(str) if keys != ["trial_id"] else t["trial_id"]
+    last = t.sort_values("step").groupby("trial_id", sort=False).tail(1).sort_index()
+    runs = last.rename(columns={loss_col: "loss"}).drop(columns=["step"])
+    curves = t.rename(columns={loss_col: "val_loss"})
+    return runs.reset_index(drop=True), curves.reset_index(drop=True)
+
+
+def _build(runs, curves, name, curves_name, src, kind, csv) -> Dataset:
+    loss_col = "loss" if "loss" in runs.columns else "final_val_loss"
+    _require(runs, ["depth", "width", loss_col], name)
+    runs = runs.copy()
+    if "status" not in runs.columns:
+        runs["status"] = "ok"
+    for pos, s in enumerate(runs["status"]):
+        if s not in STATUSES:
+            raise _row_error(name, "status", pos, s, "expected one of ok, diverged, failed", csv)
+    if "family" not in runs.columns:
+        runs["family"] = "transformer"
+    if "trial_id" not in runs.columns:
+        runs["trial_id"] = [str(i) for i in range(len(runs))]
+    runs["trial_id"] = runs["trial_id"].astype(str)
+    families = tuple(sorted(map(str, runs["family"].dropna().unique())))
+    tf = runs[runs["family"] == "transformer"]
+    used = tf[tf["status"] == "ok"]
+    _check_positive(used, ["depth", "width", loss_col] + (["n_params"] if "n_params" in used else []),
+                    name, csv)
+    n_excluded = {s: int((tf["status"] == s).sum()) for s in STATUSES if s != "ok"}
+    fit_runs = used.copy()
+    fit_runs["loss"] = fit_runs[loss_col].astype(float)
+    fit_runs["depth"] = fit_runs["depth"].astype(float).round().astype(int)
+    fit_runs["width"] = fit_runs["width"].astype(float)
+    if "n_params" not in fit_runs.columns:
+        # Kaplan's non-embedding count N = 12·n_layer·d_model² (SCIENCE.md §2).
+        fit_runs["n_params"] = 12.0 * fit_runs["depth"] * fit_runs["width"] ** 2
+    fit_runs["n_params"] = fit_runs["n_params"].astype(float)
+    if "seed" not in fit_runs.columns:
+        fit_runs["seed"] = 0
+    fit_runs = fit_runs.reset_index(drop=True)
+    fit_runs["run_id"] = np.arange(len(fit_runs))
+    fit_curves = _fit_curves(curves, fit_runs, curves_name, csv)
+    return Dataset(runs=fit_runs, curves=fit_curves, all_runs=runs, all_curves=curves,
+                   source=src, kind=kind, n_excluded=n_excluded, families=families)
+
+
+def _fit_curves(curves: pd.DataFrame, fit_runs: pd.DataFrame, name: str, csv: bool) -> pd.DataFrame:
+    cols = ["run_id", "trial_id", "n_params", "step", "loss"]
+    if curves.empty:
+        return pd.DataFrame(columns=cols)
+    loss_col = "val_loss" if "val_loss" in curves.columns else "loss"
+    _require(curves, ["trial_id", "step", loss_col], name)
+    c = curves.copy()
+    c["trial_id"] = c["trial_id"].astype(str)
+    c = c[c["trial_id"].isin(set(fit_runs["trial_id"]))]
+    # A curve point without a validation measurement (NaN) is a gap, not bad input.
+    c = c[~c[loss_col].isna()]
+    _check_positive(c, [loss_col], name, csv)
+    steps = pd.to_numeric(c["step"], errors="coerce")
+    if steps.isna().any() or (steps < 0).any():
+        pos = int(np.flatnonzero(steps.isna().to_numpy() | (steps < 0).to_numpy())[0])
+        raise _row_error(name, "step", int(c.index[pos]), c["step"].iloc[pos],
+                         "it must be a non-negative number", csv)
+    c = c.drop(columns=[k for k in ("run_id", "n_params") if k in c.columns])
+    c = c.merge(fit_runs[["trial_id", "run_id", "n_params"]], on="trial_id")
+    c["loss"] = c[loss_col].astype(float)
+    c["step"] = c["step"].astype(float)
+    return c[cols]

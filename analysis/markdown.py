@@ -1,0 +1,196 @@
+"""report.md: the readable summary of an analysis report, with the figures inlined.
+
+One paragraph says what the data say about Levine et al. 2020's L_th = log_b(d_x); tables give the
+fits of SCIENCE.md §2–4 with their 95% bootstrap intervals, and Kaplan et al. 2020's values beside ours.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def _g(v, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    if isinstance(v, (int, float)):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def _ci(ci) -> str:
+    return f"[{_g(ci[0])}, {_g(ci[1])}]" if ci and None not in ci else "–"
+
+
+def lth_paragraph(r: dict) -> str:
+    """What the data say about L_th, in words, from the headline and the model comparison."""
+    thr, reg = r["threshold"], r["regimes"]
+    tf = thr["transition_fit"]
+    pref = reg.get("preferred")
+    parts = []
+    if thr.get("base") is not None and thr.get("claimed"):
+        b, ci = thr["base"], thr["base_ci"]
+        at768 = math.log(768) / math.log(b)
+        parts.append(
+            f"These runs locate a depth threshold: L_th = log_b(d_x) with b = {_g(b)} "
+            f"(95% interval {_ci(ci)}), from {thr['method']}. The interval "
+            f"{'contains' if thr['consistent_with_theory'] else 'excludes'} the theory's b = 3 "
+            f"(Levine et al. 2020); at width 768 it puts the threshold at {at768:.2g} layers "
+            f"(theory {math.log(768) / math.log(3):.2g}).")
+    elif thr.get("base") is not None:
+        parts.append(f"The best estimate is b = {_g(thr['base'])} (interval {_ci(thr['base_ci'])}, "
+                     f"from {thr['method']}), but it is not claimed: {thr.get('reason', '')}.")
+    else:
+        parts.append(f"These runs do not locate a depth threshold: {thr.get('reason', 'no estimate')}.")
+    if pref and pref != "kaplan":
+        parts.append(f"Of the loss laws, `{pref}` is preferred by BIC.")
+    cc = thr.get("cross_check")
+    if cc:
+        parts.append(f"Cross-check: {cc['method'].split(';')[0]} gives b = {_g(cc['base'])} "
+                     f"{_ci(cc['base_ci'])}, which {'agrees' if cc['agree'] else 'disagrees'} with "
+                     f"the headline" + ("." if cc["agree"] else
+                                        "; one of the two descriptions does not fit these runs."))
+    from_transitions = (thr.get("method") or "").startswith("transition")
+    if tf.get("status") == "ok" and not from_transitions:
+        parts.append(f"Model-free, the transition widths grow by e^beta = {_g(tf['base'])} per layer "
+                     f"(interval {_ci(tf['base_ci'])}; theory 3, Levine et al.'s empirical fit "
+                     f"e^0.0555 = 1.057).")
+    elif tf.get("status") != "ok":
+        parts.append(f"The transition widths could not be fitted ({tf.get('reason', '')}).")
+    return " ".join(parts)
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_g(c) if not isinstance(c, str) else c for c in row) + " |" for row in rows]
+    return out + [""]
+
+
+def render(r: dict) -> str:
+    L = [f"# Depth–width analysis: `{r['source']}`", ""]
+    exc = ", ".join(f"{k}: {v}" for k, v in r["n_excluded"].items() if v) or "none"
+    L += [f"{r['n_runs']} runs fitted (excluded: {exc}); depths {r['depths']}; "
+          f"{len(r['widths'])} widths; {r['bootstrap']} bootstrap refits, seed {r['seed']}.", ""]
+    L += ["## What the data say about L_th", "", lth_paragraph(r), ""]
+
+    thr = r["threshold"]
+    L += ["## Threshold base b in L_th = log_b(d_x)", ""]
+    tf, kf = thr["transition_fit"], thr["knee_fit"]
+    L += _table(["estimate", "b", "95% interval", "how"], [
+        ["headline", thr.get("base"), _ci(thr.get("base_ci")), thr.get("method") or "–"],
+        ["transition widths", tf.get("base"), _ci(tf.get("base_ci")),
+         tf.get("reason") or "crossovers of consecutive depths"],
+        ["knees of loss vs depth", kf.get("base"), _ci(kf.get("base_ci")),
+         kf.get("reason") or "two-segment fit per width; under the §4 law the knee sits past L_th"],
+        ["theory (Levine et al. 2020)", 3.0, "–", "separation rank"],
+        ["Levine et al. empirical", math.exp(0.0555), "–", "d* = exp(5.039 + 0.0555 L)"],
+    ])
+
+    L += ["## Loss laws on all runs (SCIENCE.md §4)", ""]
+    rows = []
+    for name, m in r["regimes"]["models"].items():
+        p = m.get("params", {})
+        key = ", ".join(f"{k}={_g(v)}" for k, v in p.items() if k in ("E", "alpha_N", "alpha_kappa", "b"))
+        rows.append([name + (" (preferred)" if name == r["regimes"]["preferred"] else ""), m["status"],
+                     key or m.get("reason", ""), m.get("aic"), m.get("bic"), m.get("cv_error")])
+    L += _table(["law", "status", "parameters", "AIC", "BIC", "leave-one-depth-out RMS"], rows)
+
+    L += ["## Power laws L(N) = E + A·N^-alpha", ""]
+    rows = []
+    pls = dict(r["power_laws"]["per_depth"])
+    pls["envelope"] = r["power_laws"]["envelope"]
+    for k, f in pls.items():
+        p, ci = f.get("params", {}), f.get("ci", {})
+        rows.append([k, f["status"], p.get("E"), p.get("alpha_N"), _ci(ci.get("alpha_N")),
+                     f.get("n_points"), f.get("reason") or ""])
+    L += _table(["depth", "status", "E", "alpha_N", "95% interval", "runs", "note"], rows)
+
+    L += ["## Crossovers: where the deeper model starts to win at equal N", ""]
+    rows = [[f"{c['depths'][0]} → {c['depths'][1]}", c["status"], c.get("n_params"),
+             _ci(c.get("n_params_ci")), ", ".join(_g(w) for w in c["widths"]) if c.get("widths") else "–",
+             c.get("p_crossover")] for c in r["crossovers"]]
+    L += _table(["depths", "status", "N*", "95% interval", "widths at N*", "P(crossover)"], rows)
+
+    opt = r["optimal_depth"]
+    if opt.get("points"):
+        seq = [f"{_g(p['n_params'])}: {p['depth']}" for p in opt["points"][:: max(1, len(opt['points']) // 8)]]
+        L += ["Optimal depth L*(N) (N: depth): " + "; ".join(seq) + ".", ""]
+
+    lc = r["learning_curves"]["fit"]
+    L += ["## Learning curves L(N,S) (Kaplan eq. 1.6 with a floor E)", ""]
+    if lc["status"] == "ok":
+        L += [", ".join(f"{k} = {_g(v)} {_ci(lc['ci'].get(k))}" for k, v in lc["params"].items()), ""]
+    else:
+        L += [f"{lc['status']}: {lc['reason']}", ""]
+
+    k = r["kaplan"]
+    ours = k["ours"]
+    kap = k["kaplan2020"]
+    L += ["## Beside Kaplan et al. 2020", ""]
+    aN, aS = ours.get("alpha_N") or {}, ours.get("alpha_S") or {}
+    shape, coll = ours["shape"], ours["depth_collapse"]
+    L += _table(["quantity", "ours", "95% interval", "Kaplan et al. 2020"], [
+        ["alpha_N, (N_c/N)^alpha_N", aN.get("value"), _ci(aN.get("ci")), kap["alpha_N"]["value"]],
+        ["alpha_S, L(N,S)", aS.get("value"), _ci(aS.get("ci")), kap["alpha_S"]["value"]],
+        ["max loss increase over shapes", shape.get("max_loss_increase"),
+         f"aspect range {_g(shape.get('aspect_ratio_range'))}x", "0.03 over 40x"],
+    ])
+    if coll.get("depths"):
+        L += ["Depth collapse (median deviation above the deep envelope): " + "; ".join(
+            f"depth {d['depth']}: {100 * d['median_deviation']:+.1f}%" for d in coll["depths"]) + ".", ""]
+    L += ["Levine et al.'s predicted departure points for Kaplan's Figure 6 depths: " + "; ".join(
+        f"L={d['depth']}: d=3^L={_g(d['width_theory'])}, N={_g(d['n_params_theory'])}"
+        for d in k["levine_departures"]) + ".", "", k["note"] + ".", ""]
+
+    if "relrnn" in r:
+        L += ["## Recurrent family", "", f"status: {r['relrnn'].get('status', 'see report.json')}"
+              + (f" ({r['relrnn']['reason']})" if r["relrnn"].get("reason") else ""), ""]
+
+    figs = r.get("figures", {})
+    if figs.get("written"):
+        L += ["## Figures", ""]
+        L += [f"![{n}]({n}.png)" for n in figs["written"]] + [""]
+        L += [f"Not drawn: {n} ({why})." for n, why in figs.get("skipped", {}).items()] + [""]
+    if r.get("timings_s"):
+        L += ["Stage times (s): " + ", ".join(f"{k} {v:.2f}" for k, v in r["timings_s"].items()), ""]
+    return "\n".join(L)
+
+
+def kaplan_table(k: dict) -> list[str]:
+    """Ours | Kaplan et al. 2020 | digitized published curves fitted by the same code."""
+    ours, kap = k["ours"], k["kaplan2020"]
+    dig = k.get("digitized") or {}
+    aN, aS = ours.get("alpha_N") or {}, ours.get("alpha_S") or {}
+    dlc = (dig.get("learning_curves") or {}).get("params", {})
+    dci = (dig.get("learning_curves") or {}).get("ci", {})
+    shape = ours["shape"]
+    rows = [
+        ["alpha_N", f"{_g(aN.get('value'))} {_ci(aN.get('ci'))}", _g(kap["alpha_N"]["value"]),
+         f"{_g(dig.get('alpha_N'))} (final losses); {_g(dlc.get('alpha_N'))} in L(N,S)" if dig else "–"],
+        ["alpha_S", f"{_g(aS.get('value'))} {_ci(aS.get('ci'))}", _g(kap["alpha_S"]["value"]),
+         f"{_g(dlc.get('alpha_S'))} {_ci(dci.get('alpha_S'))}" if dig else "–"],
+        ["S_c (steps)", _g(aS.get("S_c")), _g(kap["alpha_S"]["S_c"]),
+         f"{_g(dlc.get('S_c'))} {_ci(dci.get('S_c'))}" if dig else "–"],
+        ["max loss increase over shapes", f"{_g(shape.get('max_loss_increase'))} over "
+         f"{_g(shape.get('aspect_ratio_range'))}x" if shape.get("status") == "ok" else shape.get("reason", "–"),
+         "0.03 over 40x", "–"],
+    ]
+    return _table(["quantity", "ours", "Kaplan et al. 2020", "digitized, same code"], rows)
+
+
+def render_kaplan(k: dict) -> str:
+    L = [f"# Beside Kaplan et al. 2020: `{k['source']}`", ""]
+    L += kaplan_table(k)
+    coll = k["ours"]["depth_collapse"]
+    if coll.get("depths"):
+        L += ["Depth collapse (median / max deviation above the deep envelope; Kaplan: depths >= 2 "
+              "converge, 1 layer deviates): " + "; ".join(
+                  f"depth {d['depth']}: {100 * d['median_deviation']:+.1f}% / {100 * d['max_deviation']:+.1f}%"
+                  for d in coll["depths"]) + ".", ""]
+    L += ["Levine et al. 2020's departure points for Kaplan's Figure 6 depths:", ""]
+    L += _table(["depth", "width 3^L", "N = 12 L d^2", "empirical d*(L)", "N_opt(L)"],
+                [[d["depth"], d["width_theory"], d["n_params_theory"], d["width_empirical"],
+                  d["n_params_empirical"]] for d in k["levine_departures"]])
+    L += [k["note"] + ".", ""]
+    if k.get("figures", {}).get("written"):
+        L += [f"![{n}]({n}.png)" for n in k["figures"]["written"]] + [""]
+    return "\n".join(L)

@@ -1,0 +1,300 @@
+"""Model-free estimators of the depth threshold and the headline threshold base b.
+
+Follows SCIENCE.md §4 (ours, testing Levine et al. 2020's L_th = log_3 d_x): crossover sizes where
+depth L' starts to beat depth L at equal N, the optimal depth per size, the transition widths and
+the fit log d = a + β·L through them (base e^β; theory ln 3, Levine's empirical 0.0555), and the
+knee of loss-vs-depth at fixed width.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import brentq
+
+from analysis.fitcore import LOG_BASE_BOUNDS
+from analysis.powerlaw import FitResult
+
+THEORY_BASE = 3.0
+LEVINE_EMPIRICAL = {"a": 5.039, "beta": 0.0555}  # d_x*(L) = exp(5.039 + 0.0555 L), SCIENCE.md §1
+_GRID = 256
+
+
+def width_at(runs: pd.DataFrame, depth: int, n_params: np.ndarray) -> np.ndarray:
+    """Width of a depth-`depth` model with N parameters, interpolated in log-log from the runs
+    (so any parameter count, not only 12·L·d², is inverted consistently)."""
+    g = runs[runs["depth"] == depth].groupby("width", as_index=False)["n_params"].mean()
+    g = g.sort_values("n_params")
+    lw = np.interp(np.log(n_params), np.log(g["n_params"].to_numpy(float)),
+                   np.log(g["width"].to_numpy(float)))
+    return np.exp(lw)
+
+
+def _first_crossing(diff: np.ndarray) -> tuple[int | None, str]:
+    """Index i where diff changes from > 0 (deeper worse) to ≤ 0 between grid points i, i+1."""
+    pos = diff > 0
+    change = np.flatnonzero(pos[:-1] & ~pos[1:])
+    if change.size:
+        return int(change[0]), "crossover"
+    return None, "shallower_better_throughout" if pos.all() else (
+        "deeper_better_throughout" if (~pos).all() else "deeper_falls_behind")
+
+
+def crossover(runs: pd.DataFrame, d1: int, f1: FitResult, d2: int, f2: FitResult) -> dict:
+    """Where depth d2 (> d1) starts to beat depth d1 at equal N, within the N range both cover."""
+    out = {"depths": [d1, d2], "status": "insufficient_data", "n_params": None, "n_params_ci": None,
+           "widths": None, "p_crossover": None}
+    if not (f1.ok and f2.ok):
+        out["reason"] = "a per-depth fit is missing"
+        return out
+    n1 = runs.loc[runs["depth"] == d1, "n_params"]
+    n2 = runs.loc[runs["depth"] == d2, "n_params"]
+    lo, hi = max(n1.min(), n2.min()), min(n1.max(), n2.max())
+    if not lo < hi:
+        out.update(status="no_overlap", reason="the two depths cover disjoint ranges of N")
+        return out
+    grid = np.logspace(np.log10(lo), np.log10(hi), _GRID)
+    diff = np.log(f2.predict(N=grid)) - np.log(f1.predict(N=grid))
+    i, kind = _first_crossing(diff)
+    out["range"] = [float(lo), float(hi)]
+    if i is None:
+        out.update(status="no_crossover_in_range", which=kind)
+    else:
+        g = lambda ln: float(np.log(f2.predict(N=np.array([np.exp(ln)]))[0])
+                             - np.log(f1.predict(N=np.array([np.exp(ln)]))[0]))
+        n_star = float(np.exp(brentq(g, np.log(grid[i]), np.log(grid[i + 1]))))
+        out.update(status="ok", n_params=n_star,
+                   widths=[float(width_at(runs, d1, np.array([n_star]))[0]),
+                           float(width_at(runs, d2, np.array([n_star]))[0])])
+    draws = boot_crossovers(f1, f2, grid)
+    if draws is not None:
+        found = np.isfinite(draws)
+        out["p_crossover"] = float(found.mean())
+        out["n_boot"] = int(len(draws))
+        if found.sum() >= 10:
+            out["n_params_ci"] = [float(q) for q in np.percentile(draws[found], [2.5, 97.5])]
+    return out
+
+
+def boot_crossovers(f1: FitResult, f2: FitResult, grid: np.ndarray) -> np.ndarray | None:
+    """Crossover N for paired bootstrap draws of the two depths' fits (NaN where none in range)."""
+    if f1.boot_theta is None or f2.boot_theta is None:
+        return None
+    B = min(len(f1.boot_theta), len(f2.boot_theta))
+    if B < 10:
+        return None
+    l1 = np.log(f1.predict(theta=f1.boot_theta[:B], N=grid))
+    l2 = np.log(f2.predict(theta=f2.boot_theta[:B], N=grid))
+    diff = l2 - l1
+    pos = diff > 0
+    change = pos[:, :-1] & ~pos[:, 1:]
+    has = change.any(axis=1)
+    i = np.argmax(change, axis=1)
+    rows = np.arange(B)
+    # Linear interpolation of the sign change in log N between the bracketing grid points.
+    a, b = diff[rows, i], diff[rows, np.minimum(i + 1, len(grid) - 1)]
+    t = np.where(a != b, a / np.where(a != b, a - b, 1.0), 0.0)
+    lg = np.log(grid)
+    ln_star = lg[i] + t * (lg[np.minimum(i + 1, len(grid) - 1)] - lg[i])
+    return np.exp(np.where(has, ln_star, np.nan))
+
+
+def all_crossovers(runs: pd.DataFrame, fits: dict[int, FitResult]) -> list[dict]:
+    depths = sorted(fits)
+    return [crossover(runs, d1, fits[d1], d2, fits[d2])
+            for k, d1 in enumerate(depths) for d2 in depths[k + 1:]]
+
+
+def optimal_depth(runs: pd.DataFrame, fits: dict[int, FitResult], n_grid: int = 40) -> dict:
+    """L*(N): the depth whose fitted curve is lowest at N, among depths whose runs cover N."""
+    ok = {d: f for d, f in fits.items() if f.ok}
+    if len(ok) < 2:
+        return {"status": "insufficient_data", "reason": "needs fitted curves for at least two "
+                f"depths, has {len(ok)}", "points": []}
+    rng = {d: (runs.loc[runs["depth"] == d, "n_params"].min(),
+               runs.loc[runs["depth"] == d, "n_params"].max()) for d in ok}
+    grid = np.logspace(np.log10(min(r[0] for r in rng.values())),
+                       np.log10(max(r[1] for r in rng.values())), n_grid)
+    points = []
+    for N in grid:
+        cands = {d: float(f.predict(N=np.array([N]))[0]) for d, f in ok.items()
+                 if rng[d][0] * (1 - 1e-9) <= N <= rng[d][1] * (1 + 1e-9)}
+        if len(cands) < 2:
+            continue
+        best = min(cands, key=cands.get)
+        points.append({"n_params": float(N), "depth": int(best), "loss": cands[best],
+                       "width": float(width_at(runs, best, np.array([N]))[0]),
+                       "n_compared": len(cands)})
+    return {"status": "ok" if points else "insufficient_data", "points": points,
+            "reason": "" if points else "no size is covered by two fitted depths"}
+
+
+def line_fit(depth: np.ndarray, log_width: np.ndarray) -> tuple[float, float]:
+    """Least-squares log d = a + β·L; returns (a, β)."""
+    A = np.c_[np.ones_like(depth), depth]
+    (a, beta), *_ = np.linalg.lstsq(A, log_width, rcond=None)
+    return float(a), float(beta)
+
+
+def transition_points(crossovers: list[dict], depths: list[int]) -> list[dict]:
+    """Crossovers of consecutive depths → (depth midway, geometric-mean width): at the crossover
+    neither depth is optimal, so the optimal depth for that width lies between the two."""
+    cons = {(depths[k], depths[k + 1]) for k in range(len(depths) - 1)}
+    pts = []
+    for c in crossovers:
+        if c["status"] == "ok" and tuple(c["depths"]) in cons:
+            d1, d2 = c["depths"]
+            pts.append({"depth": (d1 + d2) / 2, "width": float(np.sqrt(c["widths"][0] * c["widths"][1])),
+                        "n_params": c["n_params"], "depths": [d1, d2]})
+    return pts
+
+
+def fit_transition(points: list[dict], draws: np.ndarray | None = None,
+                   source: str = "crossovers") -> dict:
+    """log d = a + β·L through transition points; base e^β with intervals (and a band for the
+    line) from bootstrap replicates of (a, β) in `draws` (B, 2)."""
+    out = {"source": source, "points": points, "theory": {"a": 0.0, "beta": float(np.log(THEORY_BASE))},
+           "levine_empirical": dict(LEVINE_EMPIRICAL), "a": None, "beta": None, "base": None,
+           "beta_ci": None, "base_ci": None, "n_boot": 0, "band": None}
+    if len(points) < 2:
+        out.update(status="insufficient_data", reason=f"needs at least 2 transition points, has {len(points)}")
+        return out
+    L = np.array([p["depth"] for p in points], float)
+    lw = np.log([p["width"] for p in points])
+    if np.ptp(L) == 0:
+        out.update(status="insufficient_data", reason="all transition points are at one depth")
+        return out
+    a, beta = line_fit(L, lw)
+    out.update(status="ok", reason="", a=a, beta=beta, base=float(np.exp(beta)))
+    if draws is not None and len(draws) >= 10:
+        lo, hi = np.percentile(draws[:, 1], [2.5, 97.5])
+        grid = np.linspace(L.min() - 0.5, L.max() + 0.5, 25)
+        lines = draws[:, :1] + draws[:, 1:] * grid[None, :]
+        out.update(beta_ci=[float(lo), float(hi)], base_ci=[float(np.exp(lo)), float(np.exp(hi))],
+                   n_boot=int(len(draws)),
+                   band={"depth": grid.tolist(),
+                         "width_lo": np.exp(np.percentile(lines, 2.5, axis=0)).tolist(),
+                         "width_hi": np.exp(np.percentile(lines, 97.5, axis=0)).tolist()})
+    return out
+
+
+def transition_draws(runs, crossovers, points, fits) -> np.ndarray | None:
+    """Bootstrap replicates of (a, β): each replicate's crossovers (from the paired per-depth
+    draws) give its own transition widths, and the line is refitted through those it has."""
+    if len(points) < 2:
+        return None
+    L = np.array([p["depth"] for p in points], float)
+    cols = []
+    for p in points:
+        d1, d2 = p["depths"]
+        c = next(c for c in crossovers if c["depths"] == [d1, d2])
+        grid = np.logspace(np.log10(c["range"][0]), np.log10(c["range"][1]), _GRID)
+        dr = boot_crossovers(fits[d1], fits[d2], grid)
+        if dr is None:
+            return None
+        w = np.full(len(dr), np.nan)
+        m = np.isfinite(dr)
+        w[m] = 0.5 * (np.log(width_at(runs, d1, dr[m])) + np.log(width_at(runs, d2, dr[m])))
+        cols.append(w)
+    B = min(len(c) for c in cols)
+    lw = np.stack([c[:B] for c in cols], axis=1)
+    lines = [line_fit(L[m], row[m]) for row in lw
+             for m in [np.isfinite(row)] if m.sum() >= 2 and np.ptp(L[m]) > 0]
+    return np.array(lines).reshape(-1, 2)
+
+
+def knee(depths: np.ndarray, log_loss: np.ndarray) -> float | None:
+    """Breakpoint of a continuous two-segment line through log-loss vs depth, kept only when loss
+    falls faster before it than after (the double-exponential regime giving way to saturation)."""
+    if len(depths) < 5:  # each segment needs at least two depths beside the breakpoint
+        return None
+    best = (np.inf, None)
+    for c in np.linspace(depths[1], depths[-2], 200):
+        A = np.c_[np.ones_like(depths), np.minimum(depths - c, 0), np.maximum(depths - c, 0)]
+        coef, *_ = np.linalg.lstsq(A, log_loss, rcond=None)
+        rss = float(np.sum((A @ coef - log_loss) ** 2))
+        if rss < best[0]:
+            best = (rss, (c, coef))
+    c, (_, s1, s2) = best[1]
+    return float(c) if s1 < 0 and abs(s2) < abs(s1) else None
+
+
+def knees(runs: pd.DataFrame, n_boot: int = 200, seed: int = 0) -> dict:
+    """The knee depth per fixed width (seeds averaged) and the line log d = a + β·knee through
+    them; its interval comes from resampling the widths' knee points with replacement."""
+    pts = []
+    for w, g in runs.groupby("width"):
+        m = g.groupby("depth")["loss"].mean().sort_index()
+        k = knee(m.index.to_numpy(float), np.log(m.to_numpy(float)))
+        if k is not None:
+            pts.append({"width": float(w), "depth": k})
+    draws = None
+    if len(pts) >= 3 and n_boot > 0:
+        L = np.array([p["depth"] for p in pts])
+        lw = np.log([p["width"] for p in pts])
+        idx = np.random.default_rng(seed).integers(0, len(pts), size=(n_boot, len(pts)))
+        draws = np.array([line_fit(L[r], lw[r]) for r in idx if np.ptp(L[r]) > 0]).reshape(-1, 2)
+    return fit_transition(pts, draws, source="knees")
+
+
+def _kappa_estimate(models: dict, pref: str | None) -> dict | None:
+    if pref not in ("two_regime", "combined") or models[pref].get("status") != "ok":
+        return None
+    m = models[pref]
+    return {"base": m["params"].get("b"), "base_ci": m["ci"].get("b"),
+            "method": f"the {pref} law (SCIENCE.md §4) with b free, preferred by BIC; 95% percentile "
+                      f"interval from {m['n_boot']} bootstrap replicates over runs "
+                      f"({m.get('bootstrap_method', 'refit').replace('_', '-')})"}
+
+
+def _transition_estimate(tf: dict) -> dict | None:
+    if tf.get("status") != "ok" or not tf.get("base_ci"):
+        return None
+    return {"base": tf["base"], "base_ci": tf["base_ci"],
+            "method": f"transition widths: log d = a + beta*L through the crossovers of "
+                      f"{len(tf['points'])} pairs of consecutive depths, base e^beta; 95% interval "
+                      f"from {tf['n_boot']} bootstrap replicates of the per-depth fits"}
+
+
+def headline(regimes: dict, transition: dict, knee_fit: dict) -> dict:
+    """threshold.base: b in L_th = log_b(d_x) and how it was obtained.
+
+    The transition widths come first: where depth L+1 starts to beat depth L at equal N is the
+    threshold's own definition and assumes no loss law. When no consecutive depths cross in range
+    (as under the §4 law, where deeper always wins at equal N) the preferred κ-law's b is used.
+    Nothing is claimed when the shape-agnostic law is preferred, when b sits on its search bound,
+    or when the interval spans more than a factor of 4; the other estimate is kept as a cross-check."""
+    out = {"base": None, "base_ci": None, "method": None, "claimed": False,
+           "consistent_with_theory": None, "theory_base": THEORY_BASE,
+           "transition_fit": transition, "knee_fit": knee_fit, "cross_check": None}
+    pref = regimes.get("preferred")
+    models = regimes.get("models", {})
+    kappa = _kappa_estimate(models, pref)
+    trans = _transition_estimate(transition)
+    if pref == "kaplan":
+        out.update(method="none", reason="the shape-agnostic law E + A·N^-alpha is preferred by "
+                   "BIC: loss depends on N alone in these runs, so no depth threshold is claimed")
+        return out
+    chosen, other = (trans, kappa) if trans else (kappa, None)
+    if chosen is None:
+        out.update(method="none", reason="neither a threshold law nor the transition widths could "
+                   "be fitted: " + "; ".join(filter(None, [models.get("two_regime", {}).get("reason"),
+                                                           transition.get("reason")])))
+        return out
+    out.update(base=chosen["base"], base_ci=chosen["base_ci"], method=chosen["method"])
+    if other is not None and other.get("base_ci"):
+        a, b = chosen["base_ci"], other["base_ci"]
+        out["cross_check"] = {**other, "agree": bool(a[0] <= b[1] and b[0] <= a[1])}
+    ci = out["base_ci"]
+    if ci is None or None in ci:
+        out["reason"] = "no bootstrap interval, so the estimate is not claimed"
+        return out
+    lo_b, hi_b = np.exp(LOG_BASE_BOUNDS)
+    if chosen is kappa and not lo_b * 1.001 < out["base"] < hi_b * 0.999:
+        out["reason"] = f"b sits on the edge of its search range [{lo_b:.3g}, {hi_b:.3g}]"
+        return out
+    out["consistent_with_theory"] = bool(ci[0] <= THEORY_BASE <= ci[1])
+    out["claimed"] = bool(ci[1] / ci[0] <= 4.0)
+    out["reason"] = ("" if out["claimed"] else
+                     f"the 95% interval [{ci[0]:.3g}, {ci[1]:.3g}] spans more than a factor of 4")
+    return out
