@@ -66,10 +66,20 @@ class _WindowSource(DataSource):
         return f"{len(self.splits['train']):,} train / {len(self.splits['val']):,} val {self.kind}"
 
 
+# Serialised-object formats: refused by name, since reading one as data hides a mistake and
+# loading one could run code. Raw bytes are never sniffed: a real uint16 token file may start
+# with any two bytes, including a pickle opcode.
+PICKLE_SUFFIXES = (".pkl", ".pickle", ".pt", ".pth", ".joblib", ".npy", ".npz", ".ckpt")
+
+
 def _existing(cfg: DataConfig) -> Path:
     p = Path(cfg.path).expanduser()
     if not p.exists():
         raise DataError(f"DataConfig.path = {cfg.path!r} does not exist.")
+    if p.suffix.lower() in PICKLE_SUFFIXES:
+        raise DataError(f"DataConfig.path = {cfg.path!r} is a serialised-object file ({p.suffix}); "
+                        f"depthwidth reads only UTF-8 text or raw uint16 token files and never "
+                        f"unpickles data.")
     return p
 
 
