@@ -1,0 +1,203 @@
+"""`depthwidth sweep run | submit | status | logs | results | plan`: the sweep service's commands.
+
+Thin: parse, validate the spec, call sweeps.service / sweeps.cluster. Ray is imported only inside
+the handlers that need it, so `depthwidth --help` stays fast. Bad input: one sentence on stderr
+naming the field and value, exit code 2, nothing written or submitted.
+`python -m sweeps.cli run SPEC` is the same as `depthwidth sweep run SPEC` (Ray Jobs use it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+EXIT_BAD_INPUT = 2
+
+
+def _fail(message: str) -> int:
+    print(f"depthwidth: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _errors():
+    from sweeps.spec import SpecError
+    from sweeps.store import StoreError
+    from sweeps.cluster import ClusterError
+    from depthwidth.config import ConfigError
+    return (SpecError, StoreError, ClusterError, ConfigError)
+
+
+def _check_max_concurrent(args: argparse.Namespace) -> None:
+    from sweeps.spec import SpecError
+    if args.max_concurrent is not None and args.max_concurrent < 1:
+        raise SpecError(f"--max-concurrent = {args.max_concurrent} is invalid: it must be at least 1.")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        from sweeps.spec import load_spec
+        from sweeps.service import run_sweep
+        _check_max_concurrent(args)
+        spec = load_spec(args.spec)
+        return run_sweep(spec, address=args.address, storage=args.storage,
+                         max_concurrent=args.max_concurrent, rerun=args.rerun or (),
+                         analyze=not args.no_analyze)
+    except _errors() as exc:
+        return _fail(str(exc))
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    try:
+        from sweeps.cluster import submit
+        from sweeps.service import prepare
+        from sweeps.spec import load_spec
+        _check_max_concurrent(args)
+        from sweeps.plan import check_memory
+        spec = load_spec(args.spec)
+        check_memory(spec)
+        location = args.storage or spec.storage
+        local = location[len("file://"):] if location.startswith("file://") else location
+        if "://" not in local and os.path.exists(local):
+            prepare(spec, args.storage, args.rerun or ())  # a store we can see: check it first
+        flags = (["--no-analyze"] if args.no_analyze else []) + \
+            (["--max-concurrent", str(args.max_concurrent)] if args.max_concurrent else []) + \
+            [a for r in (args.rerun or ()) for a in ("--rerun", r)]
+        job_id, location = submit(spec, args.address, args.storage, flags)
+    except _errors() as exc:
+        return _fail(str(exc))
+    print(f"submitted sweep {spec.name!r} as job {job_id}; results go to {location}")
+    print(f"follow it with: depthwidth sweep status {job_id}  |  depthwidth sweep logs {job_id} --follow")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    try:
+        from sweeps.cluster import job_status
+        status, message = job_status(args.address, args.job)
+    except _errors() as exc:
+        return _fail(str(exc))
+    print(f"{args.job}: {status}" + (f" ({message})" if message else ""))
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    try:
+        from sweeps.cluster import job_logs
+        text = job_logs(args.address, args.job, follow=args.follow)
+    except _errors() as exc:
+        return _fail(str(exc))
+    if text is not None:
+        print(text, end="" if text.endswith("\n") else "\n")
+    return 0
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    try:
+        from sweeps.store import RUNS, ResultStore, StoreError, runs_table_text
+        store = ResultStore(args.store)
+        if not store.exists(RUNS):
+            raise StoreError(f"store = {args.store!r} is invalid: it holds no {RUNS}.")
+        runs = store.runs()
+    except _errors() as exc:
+        return _fail(str(exc))
+    if args.csv:
+        if args.csv == "-":
+            runs.to_csv(sys.stdout, index=False)
+        else:
+            runs.to_csv(args.csv, index=False)
+            print(f"wrote {len(runs)} runs to {args.csv}")
+        return 0
+    print(runs_table_text(runs))
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    try:
+        from sweeps.plan import plan_text
+        from sweeps.spec import load_spec
+        from sweeps.store import ResultStore
+        spec = load_spec(args.spec)
+        store = ResultStore(args.storage or spec.storage)
+        finished = store.finished_ids() if store.exists("runs.parquet") else None
+        print(plan_text(spec, finished))
+    except _errors() as exc:
+        return _fail(str(exc))
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    def common(p: argparse.ArgumentParser, storage: bool = True) -> None:
+        p.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else embedded Ray)")
+        if storage:
+            p.add_argument("--storage", help="store location: a path or a pyarrow URI (overrides the spec)")
+
+    p = sub.add_parser("run", help="run (or resume, or extend) a sweep, then analyze it",
+                       description="Run every trial of SPEC that the store lacks on Ray Tune; "
+                                   "finished trials are never rerun, interrupted ones resume.")
+    p.add_argument("spec", help="sweep spec (TOML)")
+    common(p)
+    p.add_argument("--max-concurrent", type=int, help="at most N trials at once")
+    p.add_argument("--no-analyze", action="store_true", help="skip the analysis at the end")
+    p.add_argument("--rerun", action="append", metavar="ID|STATUS",
+                   help="rerun a stored trial from scratch: its trial_id, or all/ok/diverged/failed")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("submit", help="send a sweep to a cluster as a Ray Job",
+                       description="Submit `sweep run SPEC` through the Ray Jobs API (address: the "
+                                   "dashboard, e.g. http://HEAD:8265); prints the job id.")
+    p.add_argument("spec")
+    common(p)
+    p.add_argument("--max-concurrent", type=int)
+    p.add_argument("--no-analyze", action="store_true")
+    p.add_argument("--rerun", action="append", metavar="ID|STATUS")
+    p.set_defaults(func=cmd_submit)
+
+    for name, helptext, func in (("status", "a submitted sweep's job status", cmd_status),
+                                 ("logs", "a submitted sweep's job logs", cmd_logs)):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("job", help="job id printed by `sweep submit`")
+        common(p, storage=False)
+        if name == "logs":
+            p.add_argument("--follow", action="store_true", help="stream until the job ends")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("results", help="print a store's runs table (or export it as CSV)")
+    p.add_argument("store", help="store folder or URI, e.g. results/smoke")
+    p.add_argument("--csv", metavar="FILE", help="write every column as CSV ('-' for stdout)")
+    p.set_defaults(func=cmd_results)
+
+    p = sub.add_parser("plan", help="the expanded trial table and estimated cost; runs nothing")
+    p.add_argument("spec")
+    p.add_argument("--storage", help="mark trials already in this store (default: the spec's)")
+    p.set_defaults(func=cmd_plan)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `sweep` and its subcommands to the `depthwidth` parser."""
+    p = subparsers.add_parser("sweep", help="run depth x width sweeps on Ray Tune",
+                              description="Sweeps of depth x width on Ray Tune: run, submit, "
+                                          "status, logs, results, plan.")
+    sub = p.add_subparsers(dest="sweep_command", metavar="SUBCOMMAND")
+    add_commands(sub)
+
+    def usage(args: argparse.Namespace) -> int:
+        p.print_help(sys.stderr)
+        return EXIT_BAD_INPUT
+
+    p.set_defaults(func=usage)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="depthwidth sweep", description="depth x width sweeps on Ray Tune")
+    sub = parser.add_subparsers(dest="sweep_command", metavar="SUBCOMMAND")
+    add_commands(sub)
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return EXIT_BAD_INPUT
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""Ray clusters: connecting (embedded or by address), checking that every trial fits a node and
+that a multi-node cluster sees the store, and sweeps sent as Ray Jobs (submit, status, logs).
+
+Ray ≥ 2.59 turns token authentication on (DESIGN.md "Execution"): the token is read from
+RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token, sent only as an HTTP header, never printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from sweeps.spec import Resources, SpecError, SweepSpec
+from sweeps.store import ResultStore
+
+TOKEN_HELP = ("put the cluster's token in the RAY_AUTH_TOKEN environment variable or in "
+              "~/.ray/auth_token (or point RAY_AUTH_TOKEN_PATH at a file holding it); "
+              "`ray get-auth-token` on the head node prints it")
+SHIPPED_PACKAGES = ("depthwidth", "sweeps", "analysis")
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot be reached or used as asked; the message says what to change."""
+
+
+def connect(address: str | None) -> bool:
+    """Embedded Ray without an address (no dashboard), else the cluster at `address` or
+    RAY_ADDRESS. Returns True when this call started or joined Ray (and should shut it down)."""
+    addr = address or os.environ.get("RAY_ADDRESS") or None
+    if addr and "RAY_AUTH_MODE" not in os.environ and find_token():
+        # A token in RAY_AUTH_TOKEN or ~/.ray/auth_token means the user expects token auth, but
+        # Ray's client sends it only in token mode, read when ray is first imported (this is
+        # how `ray start` decides for a new head).
+        os.environ["RAY_AUTH_MODE"] = "token"
+        if "ray" in sys.modules:  # imported already (a caller inside Python): reload the mode
+            from ray._raylet import Config
+            Config.initialize("")
+    import ray
+    from ray.exceptions import AuthenticationError
+
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = dict(log_to_driver=False, logging_level=logging.WARNING)
+    if not addr:
+        ray.init(include_dashboard=False, **kwargs)
+        return True
+    with _captured_stderr() as captured:
+        try:
+            ray.init(address=addr, **kwargs)
+            failure = None
+        except AuthenticationError:
+            failure = "auth"
+        except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
+            failure = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    log = "".join(captured)
+    if failure is None:
+        sys.stderr.write(log)  # Ray's own notices, e.g. that token authentication is on
+        return True
+    if failure == "auth" or "Unauthenticated" in log or "InvalidAuthToken" in log:
+        what = "rejected the token it was given" if find_token() else "requires a token and none was found"
+        raise ClusterError(f"the Ray cluster at {addr} {what}: {TOKEN_HELP}.")
+    raise ClusterError(f"--address = {addr!r} is invalid: no Ray cluster answered there ({failure}).")
+
+
+@contextlib.contextmanager
+def _captured_stderr():
+    """Route file descriptor 2 (Ray's C++ core logs there) to a temporary file for a while, so
+    a failed connection reads as one sentence and its cause can be told apart."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    text: list[str] = []
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield text
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text.append(tmp.read())
+
+
+def alive_nodes() -> list[dict[str, Any]]:
+    import ray
+    return [n for n in ray.nodes() if n.get("Alive")]
+
+
+def check_resources(resources: Resources, nodes: list[dict[str, Any]]) -> None:
+    """Every trial asks for the same CPUs and GPU fraction: some node must hold that much."""
+    cpus = [n["Resources"].get("CPU", 0.0) for n in nodes]
+    gpus = [n["Resources"].get("GPU", 0.0) for n in nodes]
+    if any(c >= resources.cpus and g >= resources.gpus for c, g in zip(cpus, gpus)):
+        return
+    if max(cpus, default=0) < resources.cpus:
+        raise SpecError(f"resources.cpus = {resources.cpus:g} is invalid: no node of the cluster has "
+                        f"that many CPUs (the largest has {max(cpus, default=0):g}).")
+    if max(gpus, default=0) < resources.gpus:
+        raise SpecError(f"resources.gpus = {resources.gpus:g} is invalid: no node of the cluster has "
+                        f"that much GPU (the largest has {max(gpus, default=0):g}).")
+    raise SpecError(f"resources = {resources.cpus:g} CPUs + {resources.gpus:g} GPU is invalid: no "
+                    f"single node of the cluster has both.")
+
+
+def check_shared_storage(store: ResultStore, nodes: list[dict[str, Any]]) -> None:
+    """A local store path on a multi-node cluster must be one folder every node sees (NFS):
+    drop a probe file next to it and ask each node, pinned there, whether it is visible."""
+    if not store.is_local or len(nodes) < 2:
+        return
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    folder = Path(store.root)
+    while not folder.exists():
+        folder = folder.parent
+    probe = folder / f".depthwidth-probe-{uuid.uuid4().hex}"
+    probe.write_text("probe")
+    try:
+        @ray.remote(num_cpus=0)
+        def sees(path: str) -> bool:
+            return os.path.exists(path)
+
+        refs = {n["NodeManagerAddress"] + " (" + n["NodeID"][:8] + ")": sees.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(str(probe))
+            for n in nodes}
+        blind = [name for name, ref in refs.items() if not ray.get(ref, timeout=120)]
+    finally:
+        probe.unlink(missing_ok=True)
+    if blind:
+        raise SpecError(f"storage.path = {store.location!r} is invalid: the cluster has {len(nodes)} "
+                        f"nodes and node {blind[0]} cannot see that folder; use a shared path (NFS) "
+                        f"or an object-store URI such as s3://bucket/prefix.")
+
+
+# -- Ray Jobs ---------------------------------------------------------------------------------
+
+def find_token() -> str | None:
+    token = os.environ.get("RAY_AUTH_TOKEN", "").strip()
+    if token:
+        return token
+    for path in (os.environ.get("RAY_AUTH_TOKEN_PATH"), str(Path.home() / ".ray" / "auth_token")):
+        if path and os.path.isfile(path):
+            text = Path(path).read_text(encoding="utf-8", errors="replace").strip()
+            if text:
+                return text
+    return None
+
+
+def job_client(address: str | None):
+    from ray.exceptions import AuthenticationError
+    from ray.job_submission import JobSubmissionClient
+
+    addr = address or os.environ.get("RAY_ADDRESS")
+    if not addr:
+        raise ClusterError("--address is missing: give the cluster's dashboard address, e.g. "
+                           "--address http://HEAD:8265 (or set RAY_ADDRESS).")
+    token = find_token()
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    try:
+        client = JobSubmissionClient(addr, headers=headers)
+        client.list_jobs()  # the first authenticated call: fail here, before anything is sent
+    except AuthenticationError:
+        what = "rejected the token it was given" if token else "requires a token and none was found"
+        raise ClusterError(f"the Ray cluster at {addr} {what}: {TOKEN_HELP}.") from None
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ClusterError(f"--address = {addr!r} is invalid: no Ray Jobs API answered there ({first}).") from None
+    return client
+
+
+def _stage(spec: SweepSpec) -> str:
+    """A folder holding the three packages and the spec: the job's runtime_env working_dir."""
+    import importlib
+
+    stage = tempfile.mkdtemp(prefix="depthwidth-job-")
+    for name in SHIPPED_PACKAGES:
+        src = Path(importlib.import_module(name).__file__).parent
+        shutil.copytree(src, Path(stage) / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    Path(stage, "spec.toml").write_text(spec.text, encoding="utf-8")
+    return stage
+
+
+def submit(spec: SweepSpec, address: str | None, storage: str | None, flags: list[str]) -> tuple[str, str]:
+    """Send `depthwidth sweep run` to the cluster as a Ray Job. Returns (job id, storage)."""
+    import shlex
+
+    client = job_client(address)
+    location = storage or spec.storage
+    if "://" not in location and not os.path.isabs(location):
+        location = os.path.abspath(location)  # the job's own folder is temporary
+    stage = _stage(spec)
+    try:
+        entry = ["python", "-m", "sweeps.cli", "run", "spec.toml", "--storage", location, *flags]
+        job_id = client.submit_job(
+            entrypoint=" ".join(shlex.quote(a) for a in entry),
+            submission_id=f"depthwidth-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}",
+            runtime_env={"working_dir": stage}, metadata={"sweep": spec.name})
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return job_id, location
+
+
+def job_status(address: str | None, job_id: str) -> tuple[str, str]:
+    client = job_client(address)
+    try:
+        info = client.get_job_info(job_id)
+    except RuntimeError as exc:
+        raise ClusterError(f"job = {job_id!r} is invalid: the cluster does not know it ({exc}).") from None
+    return str(info.status), info.message or ""
+
+
+def job_logs(address: str | None, job_id: str, follow: bool = False) -> str | None:
+    client = job_client(address)
+    try:
+        if not follow:
+            return client.get_job_logs(job_id)
+        import asyncio
+
+        async def tail() -> None:
+            async for chunk in client.tail_job_logs(job_id):
+                print(chunk, end="", flush=True)
+
+        asyncio.run(tail())
+        return None
+    except RuntimeError as exc:
+        raise ClusterError(f"job = {job_id!r} is invalid: the cluster does not know it ({exc}).") from None

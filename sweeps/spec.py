@@ -1,0 +1,349 @@
+"""Sweep specs: a TOML file, validated once at the edge, expanded to trials with stable ids.
+
+A sweep is a grid of depth x width (x any other config field) in the sense of Levine et al.
+2020 and Kaplan et al. 2020 (SCIENCE.md §1-2). Format reference (sweeps/README.md has more):
+
+    name = "smoke"                  # required: letters, digits, "-", "_", "."
+    description = "..."             # optional
+    where = "width % heads == 0"    # optional filter on grid points (string or list; all must hold)
+    [model]  family = "transformer", heads = 2, ...   # fixed ModelConfig fields
+    [data]   source = "pcfg", vocab_size = 64, ...    # fixed DataConfig fields
+    [train]  batch_size = 16, lr = 3e-3, ...          # fixed TrainConfig fields
+    [grid]   depth = [1, 2], width = [16, 32], seed = [0, 1], "data.seed" = [0]  # cartesian product
+    [[points]] depth = 8, width = 16                  # explicit extra points (where not applied)
+    [budget] steps = 300 | tokens = 2e6 | compute = 1e15 | tokens_per_param = 20;
+             evals = 10, min_steps = 500, warmup_fraction = 0.05   # optional
+    [resources] cpus = 1, gpus = 0.25, max_concurrent = 2, max_failures = 3,
+                gpu_memory_gb = 80, gpu_tflops = 100, cpu_gflops = 10
+    [storage] path = "results/smoke"                  # local path or pyarrow URI (s3://, gs://, file://)
+
+Axis names are fields of ModelConfig, DataConfig or TrainConfig. A field in several configs
+must be qualified (`model.vocab_size`, `data.vocab_size`), except the rule `seed` = train.seed:
+every trial of a sweep then sees the same synthetic language unless `data.seed` is swept.
+trial_id = first 16 hex digits of SHA-256 over the canonical JSON of the three configs, leaving
+out execution knobs that do not change what is computed (EXECUTION_FIELDS).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import re
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
+from sweeps.budget import Budget, apply_budget, model_stats, parse_budget, resolve_model
+from sweeps.errors import SpecError, fail, number
+from sweeps.where import WhereError, compile_where, evaluate_where, where_names
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+
+CONFIGS: dict[str, type] = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig}
+FIELDS: dict[str, tuple[str, ...]] = {k: tuple(f.name for f in fields(c)) for k, c in CONFIGS.items()}
+# `seed` alone means the training seed (init + batch order); the language stays fixed.
+DEFAULT_OWNER = {"seed": "train"}
+EXECUTION_FIELDS = {"train": ("device", "threads", "compile", "checkpoint_every")}
+TOP_KEYS = ("name", "description", "where", "model", "data", "train", "grid", "points",
+            "budget", "resources", "storage")
+RESOURCE_KEYS = ("cpus", "gpus", "max_concurrent", "max_failures", "gpu_memory_gb",
+                 "gpu_tflops", "cpu_gflops")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpus: float = 1.0
+    gpus: float = 0.0
+    max_concurrent: int = 0  # 0: as many as the cluster's resources allow
+    max_failures: int = 3
+    gpu_memory_gb: float = 80.0  # per GPU, for the memory check of `sweep plan`
+    gpu_tflops: float = 100.0  # assumed sustained training throughput per GPU (plan only)
+    cpu_gflops: float = 10.0  # assumed sustained training throughput per CPU core (plan only)
+
+
+@dataclass(frozen=True)
+class Trial:
+    trial_id: str
+    model: ModelConfig
+    data: DataConfig
+    train: TrainConfig
+    axes: tuple[tuple[str, Any], ...]  # the grid coordinates that made this trial, for display
+
+    def config_dict(self) -> dict[str, dict[str, Any]]:
+        return {"model": self.model.to_dict(), "data": self.data.to_dict(), "train": self.train.to_dict()}
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    description: str
+    source_path: str
+    text: str  # the TOML as written, stored verbatim in the store's spec.toml
+    trials: tuple[Trial, ...]
+    resources: Resources
+    storage: str
+    budget: Budget | None
+
+
+def trial_id_of(model: ModelConfig, data: DataConfig, train: TrainConfig) -> str:
+    parts = {"model": model.to_dict(), "data": data.to_dict(), "train": train.to_dict()}
+    for section, names in EXECUTION_FIELDS.items():
+        for n in names:
+            parts[section].pop(n, None)
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def resolve_axis(name: str, where: str, kind: str = "axis") -> tuple[str, str]:
+    """'depth' -> ('model', 'depth'); 'data.seed' -> ('data', 'seed'); ambiguity is an error."""
+    if "." in name:
+        owner, _, fname = name.partition(".")
+        if owner not in CONFIGS:
+            raise SpecError(f"{where}: {kind} {name!r} has an unknown qualifier {owner!r}; "
+                            f"use model., data. or train.")
+        if fname not in FIELDS[owner]:
+            raise SpecError(f"{where}: {kind} {name!r} is not a field of {CONFIGS[owner].__name__}; "
+                            f"known fields: {', '.join(FIELDS[owner])}.")
+        return owner, fname
+    owners = [k for k, names in FIELDS.items() if name in names]
+    if not owners:
+        raise SpecError(f"{where}: {kind} {name!r} is not a field of ModelConfig, DataConfig or "
+                        f"TrainConfig.")
+    if len(owners) > 1:
+        if name in DEFAULT_OWNER:
+            return DEFAULT_OWNER[name], name
+        raise SpecError(f"{where}: {kind} {name!r} is ambiguous (a field of "
+                        f"{' and '.join(CONFIGS[o].__name__ for o in owners)}); write "
+                        f"{' or '.join(o + '.' + name for o in owners)}.")
+    return owners[0], name
+
+
+def _flatten_axes(table: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Dotted TOML keys (data.seed = [...]) arrive as nested tables; flatten them back."""
+    out: dict[str, Any] = {}
+    for k, v in table.items():
+        if k in CONFIGS and isinstance(v, Mapping):
+            for k2, v2 in v.items():
+                out[f"{k}.{k2}"] = v2
+        elif isinstance(v, Mapping):
+            raise SpecError(f"{where}: axis {k!r} is a table; qualify fields as model.X, data.X "
+                            f"or train.X.")
+        else:
+            out[k] = v
+    return out
+
+
+def _fixed(doc: Mapping[str, Any], section: str, path: str) -> dict[str, Any]:
+    table = doc.get(section, {})
+    if not isinstance(table, Mapping):
+        raise fail(path, section, table, "expected a table")
+    for k, v in table.items():
+        if k not in FIELDS[section]:
+            raise SpecError(f"{path}: [{section}] has no field {k!r}; known fields: "
+                            f"{', '.join(FIELDS[section])}.")
+        if isinstance(v, (list, Mapping)):
+            raise fail(path, f"{section}.{k}", v, "fixed fields take one value; sweep lists in [grid]")
+    return dict(table)
+
+
+def _resources(doc: Mapping[str, Any], path: str) -> Resources:
+    table = doc.get("resources", {})
+    if not isinstance(table, Mapping):
+        raise fail(path, "resources", table, "expected a table")
+    for k in table:
+        if k not in RESOURCE_KEYS:
+            raise SpecError(f"{path}: [resources] has no key {k!r}; known keys: {', '.join(RESOURCE_KEYS)}.")
+    r = Resources()
+    kw: dict[str, Any] = {}
+    for k, v in table.items():
+        if k in ("max_concurrent", "max_failures"):
+            kw[k] = int(number(path, f"resources.{k}", v, positive=False, integer=True))
+        elif k == "gpus":
+            kw[k] = float(number(path, "resources.gpus", v, positive=False))
+            if kw[k] > 1:
+                raise fail(path, "resources.gpus", v, "a trial trains on one device, so ask for a "
+                            "fraction in [0, 1]")
+        else:
+            kw[k] = float(number(path, f"resources.{k}", v))
+    return Resources(**{**r.__dict__, **kw})
+
+
+def _storage(doc: Mapping[str, Any], name: str, path: str) -> str:
+    table = doc.get("storage", {})
+    if not isinstance(table, Mapping):
+        raise fail(path, "storage", table, "expected a table")
+    for k in table:
+        if k != "path":
+            raise SpecError(f"{path}: [storage] has no key {k!r}; the only key is 'path'.")
+    value = table.get("path", f"results/{name}")
+    if not isinstance(value, str) or not value.strip():
+        raise fail(path, "storage.path", value, "expected a non-empty path or URI")
+    return value
+
+
+def check_storage_writable(storage: str, field: str = "storage.path") -> None:
+    """A local store must be creatable: its nearest existing ancestor is a writable folder."""
+    if URI_RE.match(storage) and not storage.startswith("file://"):
+        return  # remote filesystems are checked when the store opens
+    p = Path(storage[len("file://"):] if storage.startswith("file://") else storage).absolute()
+    probe = p
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise SpecError(f"{field} = {storage!r} is invalid: {str(probe)!r} is a file, not a folder.")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise SpecError(f"{field} = {storage!r} is invalid: {str(probe)!r} is not writable.")
+
+
+def _make_trial(base: dict[str, dict[str, Any]], point: Mapping[str, Any], budget: Budget | None,
+                where: str) -> Trial:
+    cfg = {k: dict(v) for k, v in base.items()}
+    axes = []
+    for name, value in point.items():
+        owner, fname = resolve_axis(name, where)
+        cfg[owner][fname] = value
+        axes.append((name, value))
+    label = ", ".join(f"{k}={v!r}" for k, v in axes) or "the fixed config"
+    try:
+        model = ModelConfig.from_dict(cfg["model"])
+        data = DataConfig.from_dict(cfg["data"])
+        train = TrainConfig.from_dict(cfg["train"])
+        resolve_model(model, data)  # the data must agree with the model (vocab, task length)
+        train = apply_budget(model, data, train, budget, where)
+    except (ConfigError, ValueError) as exc:
+        if isinstance(exc, SpecError):
+            raise
+        raise SpecError(f"{where}: the trial at {label} is invalid: {exc}") from None
+    return Trial(trial_id_of(model, data, train), model, data, train, tuple(axes))
+
+
+def _where_env(model: ModelConfig, data: DataConfig, train: TrainConfig, used: set[str]) -> dict[str, Any]:
+    env: dict[str, Any] = {}
+    for section, cfg in (("model", model), ("data", data), ("train", train)):
+        for f in FIELDS[section]:
+            env[f"{section}.{f}"] = getattr(cfg, f)
+            if sum(f in FIELDS[s] for s in FIELDS) == 1 or DEFAULT_OWNER.get(f) == section:
+                env[f] = getattr(cfg, f)
+    if "n_params" in used:
+        env["n_params"] = model_stats(model, data)[0]
+    env["aspect"] = model.width / model.depth  # Kaplan Figure 5's d_model / n_layer
+    return env
+
+
+def _axes(doc: Mapping[str, Any], path: str) -> dict[str, list[Any]]:
+    table = doc.get("grid", {})
+    if not isinstance(table, Mapping):
+        raise fail(path, "grid", table, "expected a table of axes")
+    axes = _flatten_axes(table, path + " [grid]")
+    seen: dict[tuple[str, str], str] = {}
+    for name, values in axes.items():
+        key = resolve_axis(name, path)
+        if key in seen:
+            raise SpecError(f"{path}: axes {seen[key]!r} and {name!r} name the same field.")
+        seen[key] = name
+        if not isinstance(values, list):
+            raise fail(path, f"grid.{name}", values, "an axis is a list of values")
+        if not values:
+            raise fail(path, f"grid.{name}", values, "an axis needs at least one value")
+        if any(isinstance(v, (list, Mapping)) for v in values):
+            raise fail(path, f"grid.{name}", values, "axis values must be plain numbers, strings or booleans")
+        if len(set(map(repr, values))) != len(values):
+            raise fail(path, f"grid.{name}", values, "the axis repeats a value")
+    return axes
+
+
+def parse_spec(text: str, source_path: str = "<spec>") -> SweepSpec:
+    """Validate a spec's TOML text and expand it into trials. Raises SpecError."""
+    path = source_path
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path} is not valid TOML: {exc}.") from None
+    for k in doc:
+        if k not in TOP_KEYS:
+            raise SpecError(f"{path}: unknown key {k!r}; known keys: {', '.join(TOP_KEYS)}.")
+    name = doc.get("name")
+    if name is None:
+        raise SpecError(f"{path}: name is missing; every sweep needs a name (e.g. name = \"smoke\").")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise fail(path, "name", name, "use 1-100 letters, digits, '-', '_' or '.'")
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        raise fail(path, "description", description, "expected a string")
+    base = {s: _fixed(doc, s, path) for s in CONFIGS}
+    budget = parse_budget(doc, path)
+    resources = _resources(doc, path)
+    storage = _storage(doc, name, path)
+    axes = _axes(doc, path)
+    for fname, owner_key in (("steps", "kind"), ("warmup_steps", "warmup_fraction")):
+        if budget is None or (owner_key == "warmup_fraction" and budget.warmup_fraction is None):
+            continue
+        if fname in base["train"] or any(resolve_axis(a, path) == ("train", fname) for a in axes):
+            raise fail(path, f"train.{fname}", base["train"].get(fname, "[grid]"),
+                        f"[budget] sets {fname}; give it in one place")
+
+    raw_where = doc.get("where", [])
+    exprs = [raw_where] if isinstance(raw_where, str) else raw_where
+    if not isinstance(exprs, list) or not all(isinstance(e, str) for e in exprs):
+        raise fail(path, "where", raw_where, "expected a string or a list of strings")
+    try:
+        compiled = [compile_where(e) for e in exprs]
+    except WhereError as exc:
+        raise SpecError(f"{path}: {exc}") from None
+    used: set[str] = set().union(*(where_names(c) for c in compiled)) if compiled else set()
+    for n in sorted(used):
+        if n not in ("n_params", "aspect"):
+            text = next(c.text for c in compiled if n in where_names(c))
+            resolve_axis(n, f"{path}: where = {text!r} is invalid", kind="the name")
+
+    points = doc.get("points", [])
+    if not isinstance(points, list) or not all(isinstance(p, Mapping) for p in points):
+        raise fail(path, "points", points, "expected [[points]] tables")
+
+    trials: list[Trial] = []
+    seen: set[str] = set()
+    names = list(axes)
+    for combo in itertools.product(*(axes[n] for n in names)):
+        trial = _make_trial(base, dict(zip(names, combo)), budget, path)
+        if compiled:
+            env = _where_env(trial.model, trial.data, trial.train, used)
+            try:
+                if not all(evaluate_where(c, env) for c in compiled):
+                    continue
+            except WhereError as exc:
+                raise SpecError(f"{path}: {exc}") from None
+        if trial.trial_id not in seen:
+            seen.add(trial.trial_id)
+            trials.append(trial)
+    if axes and not trials:
+        raise fail(path, "where", raw_where, "it leaves no grid point to run")
+    for i, point in enumerate(points):
+        flat = _flatten_axes(point, f"{path} [[points]] #{i + 1}")
+        for k, v in flat.items():
+            if isinstance(v, (list, Mapping)):
+                raise fail(path, f"points[{i + 1}].{k}", v, "a point gives one value per field")
+        trial = _make_trial(base, flat, budget, f"{path} [[points]] #{i + 1}")
+        if trial.trial_id not in seen:
+            seen.add(trial.trial_id)
+            trials.append(trial)
+    return SweepSpec(name, description, source_path, text, tuple(trials), resources, storage, budget)
+
+
+def load_spec(path: str | os.PathLike) -> SweepSpec:
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"spec = {str(path)!r} is invalid: no such file.")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"spec = {str(path)!r} is invalid: cannot read it ({exc}).") from None
+    return parse_spec(text, str(path))

@@ -1,0 +1,283 @@
+"""The results store, the contract between sweeps/ and analysis/ (DESIGN.md "The results store").
+
+`spec.toml` (the first spec verbatim; later, different submissions appended as comments),
+`runs.parquet` (one row per finished trial) and `curves.parquet` (long format), on a local path or
+any pyarrow filesystem URI. Every write is atomic (temporary name, then rename); the store holds
+only parquet, TOML and JSON, never pickles; an unreadable file is reported, never overwritten.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import uuid
+from typing import Any, Iterable
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+RUNS = "runs.parquet"
+CURVES = "curves.parquet"
+SPEC = "spec.toml"
+TUNE_DIR = "tune"  # Ray Tune's storage (trial checkpoints) lives inside the store
+REQUIRED_RUN_COLUMNS = (
+    "trial_id", "family", "depth", "width", "heads", "seed", "n_params", "n_params_total",
+    "flops_per_token", "tokens", "steps", "final_train_loss", "final_val_loss", "status", "wall_s",
+    "depthwidth_version", "torch_version", "device")
+CURVE_COLUMNS = ("trial_id", "step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")
+STATUSES = ("ok", "diverged", "failed")
+_URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+class StoreError(RuntimeError):
+    """The store cannot be read or written; the message names the file."""
+
+
+def split_location(location: str) -> tuple[pafs.FileSystem, str, bool]:
+    """(filesystem, path inside it, is_local) for a local path or a pyarrow URI."""
+    if _URI_RE.match(location) and not location.startswith("file://"):
+        try:
+            fs, path = pafs.FileSystem.from_uri(location)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
+            raise StoreError(f"storage = {location!r} is not a usable filesystem URI ({exc}).") from None
+        return fs, path.rstrip("/"), False
+    local = location[len("file://"):] if location.startswith("file://") else location
+    return pafs.LocalFileSystem(), os.path.abspath(local), True
+
+
+class ResultStore:
+    """One sweep's folder. The sweep driver is its single writer (see `lock`)."""
+
+    def __init__(self, location: str):
+        self.location = location
+        self.fs, self.root, self.is_local = split_location(location)
+        self._runs: pd.DataFrame | None = None
+        self._curves: pd.DataFrame | None = None
+        self._lock_file: Any = None
+
+    # -- paths -------------------------------------------------------------------------------
+    def path(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def display(self, name: str) -> str:
+        return self.path(name) if self.is_local else f"{self.location.rstrip('/')}/{name}"
+
+    @property
+    def tune_storage(self) -> str:
+        """Where Ray Tune keeps trial checkpoints: a local path, or a URI on the same filesystem."""
+        return self.path(TUNE_DIR) if self.is_local else f"{self.location.rstrip('/')}/{TUNE_DIR}"
+
+    def exists(self, name: str) -> bool:
+        return self.fs.get_file_info(self.path(name)).type == pafs.FileType.File
+
+    # -- reading -----------------------------------------------------------------------------
+    def _read_parquet(self, name: str, required: Iterable[str]) -> pd.DataFrame | None:
+        if not self.exists(name):
+            return None
+        try:
+            table = pq.read_table(self.path(name), filesystem=self.fs)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise StoreError(f"{self.display(name)} cannot be read as parquet ({first}); it was left "
+                             f"untouched: restore it, or move it aside to start the store over.") from None
+        missing = [c for c in required if c not in table.column_names]
+        if missing:
+            raise StoreError(f"{self.display(name)} lacks the required column {missing[0]!r}; it was "
+                             f"left untouched.")
+        return table.to_pandas()
+
+    def runs(self) -> pd.DataFrame:
+        if self._runs is None:
+            df = self._read_parquet(RUNS, REQUIRED_RUN_COLUMNS)
+            self._runs = df if df is not None else pd.DataFrame(columns=list(REQUIRED_RUN_COLUMNS))
+        return self._runs
+
+    def curves(self) -> pd.DataFrame:
+        if self._curves is None:
+            df = self._read_parquet(CURVES, CURVE_COLUMNS)
+            self._curves = df if df is not None else pd.DataFrame(columns=list(CURVE_COLUMNS))
+        return self._curves
+
+    def finished_ids(self) -> set[str]:
+        return set(self.runs()["trial_id"])
+
+    def check(self) -> None:
+        """Read everything once, so a damaged store stops a sweep before it runs anything."""
+        self.runs()
+        self.curves()
+        self.first_spec_text()
+
+    def first_spec_text(self) -> str | None:
+        if not self.exists(SPEC):
+            return None
+        with self.fs.open_input_stream(self.path(SPEC)) as f:
+            text = f.read().decode("utf-8", errors="replace")
+        first, _, _ = text.partition(_EXTENSION_MARK)
+        return first
+
+    # -- writing -----------------------------------------------------------------------------
+    def _atomic_write(self, name: str, data: bytes) -> None:
+        final = self.path(name)
+        tmp = f"{self.root}/.{name}.{uuid.uuid4().hex[:8]}.tmp"
+        if self.is_local:
+            os.makedirs(self.root, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final)  # atomic on POSIX: readers see the old file or the new one
+            dir_fd = os.open(self.root, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)  # the rename itself survives a power cut
+            finally:
+                os.close(dir_fd)
+        else:
+            self.fs.create_dir(self.root, recursive=True)
+            with self.fs.open_output_stream(tmp) as f:
+                f.write(data)
+            self.fs.move(tmp, final)
+
+    def write_spec(self, text: str, source: str) -> None:
+        """First submission verbatim; a later, different one appended as a commented block."""
+        if not self.exists(SPEC):
+            self._atomic_write(SPEC, text.encode("utf-8"))
+            return
+        with self.fs.open_input_stream(self.path(SPEC)) as f:
+            current = f.read().decode("utf-8", errors="replace")
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        first = current.partition(_EXTENSION_MARK)[0]
+        if first == text or f"sha256={digest}" in current:
+            return
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        block = "".join(f"# {line}\n" for line in text.splitlines())
+        sep = "" if current.endswith("\n") else "\n"
+        self._atomic_write(SPEC, (current + sep + f"{_EXTENSION_MARK} {stamp} from {source} "
+                                  f"sha256={digest}\n" + block).encode("utf-8"))
+
+    def add_trial(self, row: dict[str, Any], curve: list[dict[str, Any]]) -> None:
+        """Record one finished trial (replacing an older row of the same id, for --rerun).
+        Curves first, runs last: a trial counts as finished once its runs row exists."""
+        tid = row["trial_id"]
+        curves = self.curves()
+        curves = curves[curves["trial_id"] != tid]
+        new_curve = pd.DataFrame(curve, columns=_curve_columns(curve))
+        self._curves = _concat(curves, new_curve)
+        self._atomic_write(CURVES, _to_parquet(self._curves))
+        runs = self.runs()
+        runs = runs[runs["trial_id"] != tid]
+        self._runs = _concat(runs, pd.DataFrame([row]))
+        self._atomic_write(RUNS, _to_parquet(self._runs))
+
+    def lock(self) -> None:
+        """One driver per store: an advisory lock the OS drops when the process dies."""
+        if not self.is_local:
+            return
+        import fcntl
+        os.makedirs(self.root, exist_ok=True)
+        f = open(self.path(".lock"), "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            raise StoreError(f"{self.root} is being written by another running sweep; wait for it "
+                             f"to finish or stop it first.") from None
+        self._lock_file = f
+
+    def unlock(self) -> None:
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+
+_EXTENSION_MARK = "# ---- extension submitted"
+
+
+def _curve_columns(curve: list[dict[str, Any]]) -> list[str]:
+    extra = sorted({k for c in curve for k in c} - set(CURVE_COLUMNS))
+    return list(CURVE_COLUMNS) + extra
+
+
+def _concat(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    if old.empty:
+        return new.reset_index(drop=True)
+    return pd.concat([old, new], ignore_index=True)
+
+
+def _to_parquet(df: pd.DataFrame) -> bytes:
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
+
+
+def make_row(sweep: str, trial: dict[str, Any], result: dict[str, Any], node: dict[str, Any],
+             resumed_from_step: int) -> dict[str, Any]:
+    """One runs.parquet row: DESIGN.md's required columns, then provenance and the resolved
+    configs as JSON so the table describes itself. `trial` is Trial.config_dict() + trial_id."""
+    m, d, t = trial["model"], trial["data"], trial["train"]
+    vocab = int(result.get("vocab_size") or m["vocab_size"] or d["vocab_size"])
+    metrics = {k: v for k, v in (result.get("metrics") or {}).items() if _is_number(v)}
+    row: dict[str, Any] = {
+        "trial_id": trial["trial_id"], "family": m["family"], "depth": int(m["depth"]),
+        "width": int(m["width"]), "heads": int(m["heads"]), "seed": int(t["seed"]),
+        "n_params": int(result["n_params"]), "n_params_total": int(result["n_params_total"]),
+        "flops_per_token": float(result["flops_per_token"]), "tokens": int(result["tokens"]),
+        "steps": int(result["steps"]), "final_train_loss": float(result["final_train_loss"]),
+        "final_val_loss": float(result["final_val_loss"]), "status": str(result["status"]),
+        "wall_s": float(result["wall_s"]), "depthwidth_version": str(result["depthwidth_version"]),
+        "torch_version": str(result["torch_version"]), "device": str(result["device"]),
+        "sweep": sweep, "flops": float(result["flops"]),
+        "unigram_entropy": float(result.get("unigram_entropy", math.nan)),
+        # Wies et al. 2021 (SCIENCE.md §1): the embedding rank caps what width can buy.
+        "vocab_size": vocab, "embedding_rank": min(vocab, int(m["width"])),
+        "attention": m["attention"], "parametrization": m["parametrization"],
+        "seq_len": int(m["seq_len"]), "ffn_ratio": float(m["ffn_ratio"]),
+        "nu": int(m["nu"]), "rho": int(m["rho"]), "data_source": d["source"],
+        "task_length": int(d["task_length"]), "data_seed": int(d["seed"]),
+        "lr": float(t["lr"]), "batch_size": int(t["batch_size"]),
+        "error": str(result.get("error", "")), "resumed_from_step": int(resumed_from_step),
+        "node_id": str(node.get("node_id", "")), "node_ip": str(node.get("node_ip", "")),
+        "finished_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "model_config": json.dumps(m, sort_keys=True), "data_config": json.dumps(d, sort_keys=True),
+        "train_config": json.dumps(t, sort_keys=True), "metrics": json.dumps(metrics, sort_keys=True),
+    }
+    for k, v in metrics.items():  # e.g. copy-task `accuracy` as its own column
+        if re.fullmatch(r"[a-z][a-z0-9_]*", k) and k not in row:
+            row[k] = float(v)
+    return row
+
+
+def make_curve(trial_id: str, curve: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for point in curve:
+        rec: dict[str, Any] = {"trial_id": trial_id}
+        for k in CURVE_COLUMNS[1:]:
+            rec[k] = point.get(k, math.nan)
+        for k, v in point.items():
+            if k not in rec and _is_number(v):
+                rec[k] = float(v)
+        rec["step"], rec["tokens"] = int(rec["step"]), int(rec["tokens"])
+        out.append(rec)
+    return out
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def runs_table_text(df: pd.DataFrame) -> str:
+    """The runs table as people read it: the grid coordinates, sizes and losses."""
+    if df.empty:
+        return "(no finished trials)"
+    cols = [c for c in ("trial_id", "family", "depth", "width", "heads", "seed", "n_params", "steps",
+                        "final_train_loss", "final_val_loss", "accuracy", "status", "wall_s")
+            if c in df.columns]
+    view = df[cols].sort_values([c for c in ("family", "depth", "width", "seed") if c in cols])
+    return view.to_string(index=False, float_format=lambda x: f"{x:.4f}")

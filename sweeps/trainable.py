@@ -1,0 +1,100 @@
+"""The function trainable every sweep trial runs: `depthwidth.train.train` inside Ray Tune.
+
+Ray Tune's canonical shape (STYLE.md): a function that reports each evaluation with
+`tune.report(metrics, checkpoint=...)`; on a restart it resumes from `tune.get_checkpoint()`,
+or, when a previous driver was interrupted, from the trial's last checkpoint in the store.
+The final report carries the whole RunResult as JSON, which the driver writes to the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from typing import Any
+
+import ray
+from ray import tune
+
+FINAL_KEY = "final_result"  # the last report of a trial: RunResult.to_dict() as JSON
+HOOK_ENV = "DEPTHWIDTH_TEST_HOOK_DIR"  # tests: where trials note their pid and wait on `hold`
+
+
+def run_trial(config: dict[str, Any]) -> None:
+    from depthwidth.config import DataConfig, ModelConfig, TrainConfig
+    from depthwidth.train import load_checkpoint, train
+
+    trial, run = config["trial"], config["run"]
+    tid = trial["trial_id"]
+    model = ModelConfig.from_dict(trial["model"])
+    data = DataConfig.from_dict(trial["data"])
+    train_cfg = TrainConfig.from_dict(trial["train"])
+    if train_cfg.threads == 0:  # one intra-op thread per CPU the trial holds (not part of trial_id)
+        train_cfg = train_cfg.replace(threads=max(1, int(run["cpus"])))
+
+    work = tempfile.mkdtemp(prefix=f"depthwidth-{tid}-")
+    try:
+        ckpt = tune.get_checkpoint()
+        if ckpt is None and trial.get("resume_uri"):
+            ckpt = tune.Checkpoint(trial["resume_uri"])  # left by an interrupted driver
+        resume_from, resumed_step = None, 0
+        if ckpt is not None:
+            resume_from = ckpt.to_directory(os.path.join(work, "resume"))
+            resumed_step = int(load_checkpoint(resume_from)["step"])
+        hook = run.get("hook_dir") or ""
+        _hook_note(hook, f"start {tid} {resumed_step} {os.getpid()}\n")
+        ckpt_dir = os.path.join(work, "checkpoint")
+
+        def report(metrics: dict[str, Any]) -> None:
+            path = metrics.pop("checkpoint", None)
+            metrics = {**metrics, "trial_id": tid, "progress": metrics["step"] / train_cfg.steps}
+            if path is None:
+                tune.report(metrics)
+                return
+            c = tune.Checkpoint.from_directory(path)
+            c.set_metadata({"trial_id": tid, "step": int(metrics["step"])})
+            tune.report(metrics, checkpoint=c)  # persisted to the store's tune/ before returning
+            _hook_hold(hook, tid, resumed_step)
+
+        result = train(model, data, train_cfg, report=report, checkpoint_dir=ckpt_dir,
+                       resume_from=resume_from)
+        node = {"node_id": ray.get_runtime_context().get_node_id(),
+                "node_ip": ray.util.get_node_ip_address()}
+        tune.report({"trial_id": tid, "step": result.steps, "progress": 1.0,
+                     FINAL_KEY: json.dumps({"result": result.to_dict(), "node": node,
+                                            "resumed_from_step": resumed_step})})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _hook_note(hook: str, line: str) -> None:
+    if hook:
+        with open(os.path.join(hook, "starts.log"), "a") as f:
+            f.write(line)
+
+
+def _hook_hold(hook: str, tid: str, resumed_step: int) -> None:
+    """Test hook: after a first-attempt checkpoint, publish the pid and wait while the file
+    `hold` exists (and lists this trial, or nothing), so a test can kill this worker or the
+    driver at a known point. Inactive unless the driver sets DEPTHWIDTH_TEST_HOOK_DIR."""
+    if not hook or resumed_step > 0:
+        return
+    hold = os.path.join(hook, "hold")
+    try:
+        with open(hold) as f:
+            named = f.read().split()  # trial ids to hold; none listed means every trial
+    except FileNotFoundError:
+        return
+    if named and tid not in named:
+        return
+    pid_file = os.path.join(hook, f"{tid}.pid")
+    if os.path.exists(pid_file):
+        return
+    with open(pid_file + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(pid_file + ".tmp", pid_file)
+    deadline = time.monotonic() + 120
+    while os.path.exists(hold) and time.monotonic() < deadline:
+        time.sleep(0.05)

@@ -1,0 +1,125 @@
+"""The `where` filter of a sweep spec: a small arithmetic language, parsed by `ast`, never eval'd.
+
+Allowed: numbers, strings, booleans, config field names (`width`, `data.seed`), the derived
+`n_params` (Kaplan's non-embedding N) and `aspect` (width / depth, Kaplan Figure 5), + - * / //
+% **, comparisons (also `in [..]`), and/or/not, and the functions in FUNCTIONS.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from typing import Any, Callable
+
+
+class WhereError(ValueError):
+    """A where expression that does not parse, names an unknown thing, or cannot be evaluated."""
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "log": math.log, "log2": math.log2, "log10": math.log10,
+    "log3": lambda x: math.log(x, 3),  # Levine et al.'s L_th = log_3(d_x), SCIENCE.md §1
+    "exp": math.exp, "sqrt": math.sqrt, "abs": abs, "min": min, "max": max, "round": round,
+}
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+           ast.Pow: operator.pow}
+_CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+           ast.Gt: operator.gt, ast.GtE: operator.ge,
+           ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+_QUALIFIERS = ("model", "data", "train")
+
+
+class Where:
+    def __init__(self, text: str, tree: ast.Expression):
+        self.text, self.tree = text, tree
+
+
+def compile_where(text: str) -> Where:
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise WhereError(f"where = {text!r} is invalid: it does not parse ({exc.msg}).") from None
+    for node in ast.walk(tree):
+        _check_node(node, text)
+    return Where(text, tree)
+
+
+def _check_node(node: ast.AST, text: str) -> None:
+    ok = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd,
+          ast.BinOp, ast.Compare, ast.Name, ast.Load, ast.Constant, ast.Call, ast.Attribute,
+          ast.List, ast.Tuple, *_BINOPS, *_CMPOPS)
+    if not isinstance(node, ok):
+        raise WhereError(f"where = {text!r} is invalid: {type(node).__name__} is not allowed "
+                         f"(arithmetic, comparisons, and/or/not and {', '.join(FUNCTIONS)} only).")
+    if isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS or node.keywords:
+            name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
+            raise WhereError(f"where = {text!r} is invalid: function {name!r} is not one of "
+                             f"{', '.join(FUNCTIONS)}.")
+    if isinstance(node, ast.Attribute):
+        if not (isinstance(node.value, ast.Name) and node.value.id in _QUALIFIERS):
+            raise WhereError(f"where = {text!r} is invalid: {ast.unparse(node)!r} is not a field; "
+                             f"qualify fields only as model.X, data.X or train.X.")
+    if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, str, bool)):
+        raise WhereError(f"where = {text!r} is invalid: constant {node.value!r} is not allowed.")
+
+
+def where_names(w: Where) -> set[str]:
+    """The field names an expression reads ('width', 'data.seed', 'n_params')."""
+    names: set[str] = set()
+    for node in ast.walk(w.tree):
+        if isinstance(node, ast.Attribute):
+            names.add(f"{node.value.id}.{node.attr}")  # type: ignore[attr-defined]
+        elif isinstance(node, ast.Name) and node.id not in FUNCTIONS and node.id not in _QUALIFIERS:
+            names.add(node.id)
+    return names
+
+
+def evaluate_where(w: Where, env: dict[str, Any]) -> bool:
+    try:
+        return bool(_eval(w.tree.body, env, w.text))
+    except WhereError:
+        raise
+    except (ArithmeticError, TypeError, ValueError) as exc:
+        raise WhereError(f"where = {w.text!r} cannot be evaluated: {exc}.") from None
+
+
+def _eval(node: ast.AST, env: dict[str, Any], text: str) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in env:
+            raise WhereError(f"where = {text!r} is invalid: {node.id!r} is not a config field "
+                             f"(or is ambiguous; qualify it as model.X, data.X or train.X).")
+        return env[node.id]
+    if isinstance(node, ast.Attribute):
+        key = f"{node.value.id}.{node.attr}"  # type: ignore[attr-defined]
+        if key not in env:
+            raise WhereError(f"where = {text!r} is invalid: {key!r} is not a config field.")
+        return env[key]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_eval(e, env, text) for e in node.elts]
+    if isinstance(node, ast.BoolOp):
+        values = (_eval(v, env, text) for v in node.values)
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.UnaryOp):
+        v = _eval(node.operand, env, text)
+        return (not v) if isinstance(node.op, ast.Not) else (-v if isinstance(node.op, ast.USub) else +v)
+    if isinstance(node, ast.BinOp):
+        a, b = _eval(node.left, env, text), _eval(node.right, env, text)
+        if isinstance(node.op, ast.Pow) and isinstance(b, (int, float)) and abs(b) > 64:
+            raise WhereError(f"where = {text!r} is invalid: exponent {b!r} is too large.")
+        return _BINOPS[type(node.op)](a, b)
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, env, text)
+        for op, comp in zip(node.ops, node.comparators):
+            right = _eval(comp, env, text)
+            if not _CMPOPS[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.Call):
+        return FUNCTIONS[node.func.id](*(_eval(a, env, text) for a in node.args))  # type: ignore[attr-defined]
+    raise WhereError(f"where = {text!r} is invalid: {type(node).__name__} is not allowed.")

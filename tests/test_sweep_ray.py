@@ -1,0 +1,254 @@
+"""The sweep service on real Ray (a head started by the `ray_cluster` fixture, and embedded Ray):
+a killed trial worker, a killed driver, extending a finished sweep, a sweep through `--address`
+and through the Jobs API with a token, and a resource request no node can satisfy.
+Every run is the real CLI in a subprocess; models are tiny and trials last a few steps."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("ray")
+
+pytestmark = pytest.mark.slow
+
+SPEC = """name = "{name}"
+[model]
+heads = 2
+seq_len = 16
+[data]
+vocab_size = 16
+[train]
+batch_size = 4
+eval_every = 5
+eval_batches = 1
+warmup_steps = 2
+[grid]
+depth = {depths}
+width = {widths}
+[budget]
+steps = {steps}
+[resources]
+cpus = 1
+max_failures = 2
+"""
+
+
+def write_spec(path: Path, name: str, depths, widths, steps: int = 20, extra: str = "") -> Path:
+    path.write_text(SPEC.format(name=name, depths=list(depths), widths=list(widths), steps=steps) + extra)
+    return path
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "sweeps.cli", *args]
+
+
+def run_cli(args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(cli(*args), env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def hook_env(base: dict[str, str], hook: Path) -> dict[str, str]:
+    hook.mkdir(exist_ok=True)
+    return {**base, "DEPTHWIDTH_TEST_HOOK_DIR": str(hook)}
+
+
+def starts(hook: Path) -> list[tuple[str, int]]:
+    """(trial_id, step it started from) for every trial attempt, in order."""
+    log = hook / "starts.log"
+    if not log.exists():
+        return []
+    return [(p[1], int(p[2])) for p in (line.split() for line in log.read_text().splitlines())]
+
+
+def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"driver exited ({proc.returncode}) before {what}:\n{out}\n{err}")
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def trial_ids(spec: Path) -> list[str]:
+    from sweeps.spec import load_spec
+    return [t.trial_id for t in load_spec(spec).trials]
+
+
+def test_killed_worker_restarts_trial_from_checkpoint(ray_cluster, tmp_path):
+    spec = write_spec(tmp_path / "kw.toml", "killworker", [1], [8, 16], steps=30)
+    store = tmp_path / "store"
+    victim, other = trial_ids(spec)
+    hook = tmp_path / "hook"
+    env = hook_env(ray_cluster.env, hook)
+    (hook / "hold").write_text(victim)  # the victim waits after its first checkpoint (step 5)
+    proc = subprocess.Popen(cli("run", str(spec), "--address", ray_cluster.address, "--storage",
+                                str(store), "--no-analyze"), env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: (hook / f"{victim}.pid").exists(), 150, "the victim's checkpoint", proc)
+        os.kill(int((hook / f"{victim}.pid").read_text()), signal.SIGKILL)
+        (hook / "hold").unlink()
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out + err
+    assert "lost its worker" in out
+    runs = pd.read_parquet(store / "runs.parquet")
+    assert sorted(runs["trial_id"]) == sorted([victim, other])  # each trial exactly once
+    row = runs.set_index("trial_id").loc[victim]
+    assert row["status"] == "ok" and row["steps"] == 30 and row["resumed_from_step"] == 5
+    attempts = [s for t, s in starts(hook) if t == victim]
+    assert attempts == [0, 5]  # a fresh start, then a restart from the step-5 checkpoint
+    curve = pd.read_parquet(store / "curves.parquet")
+    assert list(curve.loc[curve["trial_id"] == victim, "step"]) == [5, 10, 15, 20, 25, 30]
+    assert not list((store / "tune").glob(f"*/{victim}"))  # finished: its checkpoints are gone
+
+
+def test_killed_driver_rerun_runs_only_missing_trials(ray_cluster, tmp_path):
+    spec = write_spec(tmp_path / "kd.toml", "killdriver", [1], [8, 12, 16], steps=20)
+    store = tmp_path / "store"
+    first, second, last = trial_ids(spec)
+    hook = tmp_path / "hook"
+    env = hook_env(ray_cluster.env, hook)
+    (hook / "hold").write_text(last)
+    args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store),
+            "--max-concurrent", "1", "--no-analyze"]
+    proc = subprocess.Popen(cli(*args), env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_for(lambda: (hook / f"{last}.pid").exists(), 150, "the last trial's checkpoint", proc)
+        before_bytes = (store / "runs.parquet").read_bytes()
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver, mid-sweep
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    (hook / "hold").unlink()
+    assert (store / "runs.parquet").read_bytes() == before_bytes
+    before = pd.read_parquet(store / "runs.parquet")
+    assert sorted(before["trial_id"]) == sorted([first, second])
+
+    done = run_cli(args, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 trials to run (2 already in the store)" in done.stdout
+    after = pd.read_parquet(store / "runs.parquet").set_index("trial_id")
+    assert sorted(after.index) == sorted([first, second, last])
+    pd.testing.assert_frame_equal(after.loc[before["trial_id"]].reset_index(),
+                                  before.reset_index(drop=True), check_like=True)
+    attempts = starts(hook)
+    assert [t for t, _ in attempts].count(first) == 1 and [t for t, _ in attempts].count(second) == 1
+    resumed = [s for t, s in attempts if t == last]
+    assert resumed == [0, 5]  # the rerun picked up the interrupted trial's checkpoint
+    assert after.loc[last, "resumed_from_step"] == 5 and after.loc[last, "steps"] == 20
+
+
+def test_extend_finished_sweep_runs_only_new_points(ray_cluster, tmp_path):
+    store = tmp_path / "store"
+    hook = tmp_path / "hook"
+    spec = write_spec(tmp_path / "ext.toml", "extend", [1, 2], [8], steps=10)
+    embedded = {k: v for k, v in hook_env(dict(os.environ), hook).items() if k != "RAY_ADDRESS"}
+    first = run_cli(["run", str(spec), "--storage", str(store), "--no-analyze"], embedded)
+    assert first.returncode == 0, first.stdout + first.stderr  # embedded Ray: no address
+    old_ids = set(trial_ids(spec))
+    before = pd.read_parquet(store / "runs.parquet")
+    spec_text_before = (store / "spec.toml").read_text()
+
+    # one more width, and a point whose learning rate makes it diverge at once
+    diverging = "[[points]]\ndepth = 1\nwidth = 8\n\"train.lr\" = 1e4\n"
+    spec = write_spec(tmp_path / "ext.toml", "extend", [1, 2], [8, 16], steps=10, extra=diverging)
+    new_ids = set(trial_ids(spec)) - old_ids
+    assert len(new_ids) == 3
+    cluster_env = hook_env(ray_cluster.env, hook)
+    second = run_cli(["run", str(spec), "--address", ray_cluster.address, "--storage", str(store),
+                      "--no-analyze"], cluster_env)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "3 trials to run (2 already in the store)" in second.stdout and "1 diverged" in second.stdout
+    started = [t for t, _ in starts(hook)]
+    assert len(started) == 5 and set(started[:2]) == old_ids and set(started[2:]) == new_ids
+    after = pd.read_parquet(store / "runs.parquet").set_index("trial_id")
+    assert set(after.index) == old_ids | new_ids
+    assert sorted(after["status"]) == ["diverged", "ok", "ok", "ok", "ok"]
+    pd.testing.assert_frame_equal(after.loc[before["trial_id"]].reset_index(),
+                                  before.reset_index(drop=True), check_like=True)
+    spec_text = (store / "spec.toml").read_text()
+    assert spec_text.startswith(spec_text_before) and "# ---- extension submitted" in spec_text
+    assert "# width = [8, 16]" in spec_text
+    again = run_cli(["run", str(spec), "--storage", str(store), "--no-analyze"], embedded)
+    assert again.returncode == 0 and "nothing to run" in again.stdout  # no Ray needed at all
+    # --rerun names one stored trial: only it runs again, and its row is replaced
+    target = sorted(old_ids)[0]
+    rerun = run_cli(["run", str(spec), "--address", ray_cluster.address, "--storage", str(store),
+                     "--no-analyze", "--rerun", target], cluster_env)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert [t for t, _ in starts(hook)][5:] == [target]
+    final = pd.read_parquet(store / "runs.parquet").set_index("trial_id")
+    assert len(final) == 5 and final.loc[target, "wall_s"] != after.loc[target, "wall_s"]  # a new row
+
+
+def test_submit_through_jobs_api_with_token(ray_cluster, tmp_path):
+    if ray_cluster.dashboard is None:
+        pytest.skip("the Ray Jobs API needs the dashboard: pip install 'ray[default]'")
+    spec = write_spec(tmp_path / "job.toml", "jobsweep", [1], [8, 16], steps=10)
+    store = tmp_path / "store"
+    no_token = {k: v for k, v in ray_cluster.env.items()
+                if k not in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")}
+    no_token["HOME"] = str(tmp_path / "home")  # no ~/.ray/auth_token either
+    refused = run_cli(["submit", str(spec), "--address", ray_cluster.dashboard, "--storage",
+                       str(store)], no_token)
+    assert refused.returncode == 2
+    assert "requires a token and none was found" in refused.stderr
+    assert "RAY_AUTH_TOKEN" in refused.stderr and "~/.ray/auth_token" in refused.stderr
+    assert ray_cluster.token not in refused.stdout + refused.stderr
+    assert not store.exists()
+
+    sub = run_cli(["submit", str(spec), "--address", ray_cluster.dashboard, "--storage", str(store),
+                   "--no-analyze"], ray_cluster.env)
+    assert sub.returncode == 0, sub.stdout + sub.stderr
+    assert ray_cluster.token not in sub.stdout + sub.stderr
+    job_id = sub.stdout.split(" as job ")[1].split(";")[0]
+
+    def finished() -> bool:
+        st = run_cli(["status", job_id, "--address", ray_cluster.dashboard], ray_cluster.env)
+        assert st.returncode == 0, st.stderr
+        return any(s in st.stdout for s in ("SUCCEEDED", "FAILED", "STOPPED"))
+
+    wait_for(finished, 240, "the job to end")
+    logs = run_cli(["logs", job_id, "--address", ray_cluster.dashboard], ray_cluster.env)
+    st = run_cli(["status", job_id, "--address", ray_cluster.dashboard], ray_cluster.env)
+    assert "SUCCEEDED" in st.stdout, logs.stdout
+    assert "2 trials to run" in logs.stdout
+    runs = pd.read_parquet(store / "runs.parquet")
+    assert sorted(runs["trial_id"]) == sorted(trial_ids(spec))
+    assert (runs["status"] == "ok").all() and (runs["node_ip"] != "").all()
+
+
+def test_cluster_refusals_write_nothing(ray_cluster, tmp_path):
+    spec = write_spec(tmp_path / "big.toml", "toobig", [1], [8])
+    spec.write_text(spec.read_text().replace("cpus = 1", "cpus = 64"))
+    store = tmp_path / "store"
+    res = run_cli(["run", str(spec), "--address", ray_cluster.address, "--storage", str(store)],
+                  ray_cluster.env)
+    assert res.returncode == 2
+    assert res.stderr.strip() == ("depthwidth: error: resources.cpus = 64 is invalid: no node of the "
+                                  "cluster has that many CPUs (the largest has 2).")
+    no_token = {k: v for k, v in ray_cluster.env.items() if not k.startswith("RAY_AUTH")}
+    no_token["HOME"] = str(tmp_path / "home")
+    res = run_cli(["run", str(spec), "--address", ray_cluster.address, "--storage", str(store)], no_token)
+    assert res.returncode == 2
+    assert res.stderr.strip() == (
+        f"depthwidth: error: the Ray cluster at {ray_cluster.address} requires a token and none was "
+        "found: put the cluster's token in the RAY_AUTH_TOKEN environment variable or in "
+        "~/.ray/auth_token (or point RAY_AUTH_TOKEN_PATH at a file holding it); `ray get-auth-token` "
+        "on the head node prints it.")
+    assert not store.exists()

@@ -1,0 +1,264 @@
+"""Sweep specs: expansion (product, where, points, budgets, the seed rule), trial ids recomputed
+by hand, the ready-made specs, and bad input through the real CLI: each bad spec gives its exact
+one-sentence message, exit code 2, and writes nothing. No Ray is started here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from depthwidth.config import TrainConfig
+from sweeps import cli
+from sweeps.spec import load_spec, parse_spec, trial_id_of
+from sweeps.where import WhereError, compile_where, evaluate_where
+
+REPO = Path(__file__).resolve().parent.parent
+BASE = """name = "t"
+[model]
+heads = 2
+seq_len = 16
+[data]
+vocab_size = 16
+[grid]
+depth = [1, 2]
+width = [8, 16]
+[budget]
+steps = 10
+"""
+FIELDS_MODEL = ("family, depth, width, heads, ffn_ratio, vocab_size, seq_len, attention, layernorm, "
+                "residual, tied_embeddings, bias, parametrization, base_width, init_std, nu, rho")
+FUNCS = "log, log2, log10, log3, exp, sqrt, abs, min, max, round"
+
+
+def sub(old: str, new: str) -> str:
+    assert old in BASE
+    return BASE.replace(old, new)
+
+
+BAD_SPECS = [
+    ("name = \n", "{p} is not valid TOML: Invalid value (at line 1, column 8)."),
+    (BASE + "[grids]\ndepth = [1]\n", "{p}: unknown key 'grids'; known keys: name, description, where, "
+     "model, data, train, grid, points, budget, resources, storage."),
+    (sub('name = "t"\n', ""), '{p}: name is missing; every sweep needs a name (e.g. name = "smoke").'),
+    (sub('name = "t"', 'name = "a b"'), "{p}: name = 'a b' is invalid: use 1-100 letters, digits, "
+     "'-', '_' or '.'."),
+    (sub("heads = 2", "heads = 2\nlayers = 3"), "{p}: [model] has no field 'layers'; known fields: "
+     + FIELDS_MODEL + "."),
+    (sub("heads = 2", 'heads = "two"'), "{p}: the trial at depth=1, width=8 is invalid: "
+     "ModelConfig.heads = 'two' is invalid: expected int, got str."),
+    (sub("heads = 2", "heads = [2]"), "{p}: model.heads = [2] is invalid: fixed fields take one value; "
+     "sweep lists in [grid]."),
+    (sub("depth = [1, 2]", "depth = 3"), "{p}: grid.depth = 3 is invalid: an axis is a list of values."),
+    (sub("depth = [1, 2]", "depth = []"), "{p}: grid.depth = [] is invalid: an axis needs at least one value."),
+    (sub("depth = [1, 2]", "depth = [1, 1]"), "{p}: grid.depth = [1, 1] is invalid: the axis repeats a value."),
+    (sub("depth = [1, 2]", "depth = [1, 2]\nlayers = [3]"), "{p}: axis 'layers' is not a field of "
+     "ModelConfig, DataConfig or TrainConfig."),
+    (sub("depth = [1, 2]", "depth = [1, 2]\nvocab_size = [16, 32]"), "{p}: axis 'vocab_size' is ambiguous "
+     "(a field of ModelConfig and DataConfig); write model.vocab_size or data.vocab_size."),
+    (sub("depth = [1, 2]", 'depth = [1, 2]\n"optim.lr" = [0.1]'), "{p}: axis 'optim.lr' has an unknown "
+     "qualifier 'optim'; use model., data. or train."),
+    (sub("width = [8, 16]", "width = [8, 15]"), "{p}: the trial at depth=1, width=15 is invalid: "
+     "ModelConfig.width = 15 is invalid: width must be divisible by heads = 2."),
+    (sub("depth = [1, 2]", 'depth = [1, 2]\nfamily = ["transformer", "gru"]'), "{p}: the trial at depth=1, "
+     "family='gru', width=8 is invalid: ModelConfig.family = 'gru' is invalid: expected one of transformer, "
+     "lstm, rnn, memrnn, relrnn, rellstm."),
+    (sub("depth = [1, 2]", 'depth = [1, "2"]'), "{p}: the trial at depth='2', width=8 is invalid: "
+     "ModelConfig.depth = '2' is invalid: expected int, got str."),
+    (sub("depth = [1, 2]", 'depth = [1]\nfamily = ["relrnn"]\nnu = [40]'), "{p}: the trial at depth=1, "
+     "family='relrnn', nu=40, width=8 is invalid: ModelConfig.nu = 40 is invalid: the short-term buffer "
+     "is longer than the sequence, ModelConfig.seq_len = 16."),
+    (sub("steps = 10", "steps = 10\ntokens = 1000"), "{p}: budget = {{'steps': 10, 'tokens': 1000}} is "
+     "invalid: give exactly one of steps, tokens, compute, tokens_per_param."),
+    (sub("steps = 10", "tokens = -5"), "{p}: budget.tokens = -5 is invalid: must be positive."),
+    (sub("steps = 10", "steps = 10\nepochs = 3"), "{p}: [budget] has no key 'epochs'; known keys: steps, "
+     "tokens, compute, tokens_per_param, evals, min_steps, warmup_fraction."),
+    (sub("[grid]", "[train]\nsteps = 5\n[grid]"), "{p}: train.steps = 5 is invalid: [budget] sets "
+     "steps; give it in one place."),
+    (sub("steps = 10", "tokens = 10"), "{p}: budget.tokens = 10 is invalid: it buys less than one step "
+     "of 32x16 tokens."),
+    (BASE + "[resources]\ncpus = 0\n", "{p}: resources.cpus = 0 is invalid: must be positive."),
+    (BASE + "[resources]\ngpus = 2\n", "{p}: resources.gpus = 2 is invalid: a trial trains on one device, "
+     "so ask for a fraction in [0, 1]."),
+    (BASE + "[resources]\nmemory = 3\n", "{p}: [resources] has no key 'memory'; known keys: cpus, gpus, "
+     "max_concurrent, max_failures, gpu_memory_gb, gpu_tflops, cpu_gflops."),
+    (BASE + "[resources]\ngpus = 0.001\ngpu_memory_gb = 0.1\n", "{p}: resources.gpus = 0.001 is invalid: "
+     "the trial at depth=1, width=8 needs about 0.000508 GB, more than 0.0001 GB (0.001 of a 0.1 GB GPU)."),
+    (BASE + "[storage]\nbucket = 'x'\n", "{p}: [storage] has no key 'bucket'; the only key is 'path'."),
+    ('where = "width %% == 0"\n' + BASE, "{p}: where = 'width %% == 0' is invalid: it does not parse "
+     "(invalid syntax)."),
+    ('where = "widht > 8"\n' + BASE, "{p}: where = 'widht > 8' is invalid: the name 'widht' is not a "
+     "field of ModelConfig, DataConfig or TrainConfig."),
+    ("where = \"__import__('os').system('x') == 0\"\n" + BASE, "{p}: where = \"__import__('os').system('x') "
+     "== 0\" is invalid: function \"__import__('os').system\" is not one of " + FUNCS + "."),
+    ('where = "width.real > 2"\n' + BASE, "{p}: where = 'width.real > 2' is invalid: 'width.real' is not "
+     "a field; qualify fields only as model.X, data.X or train.X."),
+    ('where = "width > 100"\n' + BASE, "{p}: where = 'width > 100' is invalid: it leaves no grid point to run."),
+    (BASE + "[[points]]\ndepth = 3\nwidht = 8\n", "{p} [[points]] #1: axis 'widht' is not a field of "
+     "ModelConfig, DataConfig or TrainConfig."),
+]
+
+
+@pytest.mark.parametrize("text,message", BAD_SPECS, ids=[f"bad{i:02d}" for i in range(len(BAD_SPECS))])
+def test_bad_spec_exact_message_exit_2_nothing_written(tmp_path, capsys, text, message):
+    spec = tmp_path / "bad.toml"
+    spec.write_text(text)
+    store = tmp_path / "store"
+    commands = [["run", str(spec), "--storage", str(store)]]
+    if "needs about" not in message:  # `plan` shows a too-big trial instead of refusing it
+        commands.append(["plan", str(spec), "--storage", str(store)])
+    for command in commands:
+        assert cli.main(command) == 2
+        err = capsys.readouterr().err
+        assert err == "depthwidth: error: " + message.format(p=spec) + "\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]
+
+
+def test_bad_command_line_input(tmp_path, capsys):
+    spec = tmp_path / "ok.toml"
+    spec.write_text(BASE)
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    cases = [
+        (["run", str(tmp_path / "missing.toml")], f"spec = '{tmp_path / 'missing.toml'}' is invalid: no such file."),
+        (["run", str(spec), "--max-concurrent", "0"], "--max-concurrent = 0 is invalid: it must be at least 1."),
+        (["run", str(spec), "--storage", str(blocker / "store")],
+         f"--storage = '{blocker / 'store'}' is invalid: '{blocker}' is a file, not a folder."),
+        (["run", str(spec), "--storage", str(tmp_path / "s"), "--rerun", "nope"],
+         "--rerun = 'nope' is invalid: it is neither a trial_id of this sweep nor one of all, ok, diverged, failed."),
+        (["results", str(tmp_path / "nowhere")], f"store = '{tmp_path / 'nowhere'}' is invalid: it holds no runs.parquet."),
+    ]
+    for args, message in cases:
+        assert cli.main(args) == 2, args
+        assert capsys.readouterr().err == f"depthwidth: error: {message}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "ok.toml"]
+
+
+def test_store_of_another_sweep_is_refused(tmp_path, capsys):
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "spec.toml").write_text('name = "other"\n')
+    spec = tmp_path / "t.toml"
+    spec.write_text(BASE)
+    assert cli.main(["run", str(spec), "--storage", str(store)]) == 2
+    assert capsys.readouterr().err == (f"depthwidth: error: name = 't' is invalid: the store {store} holds "
+                                       f"the sweep 'other'; give this sweep its own storage.path or --storage.\n")
+    assert (store / "spec.toml").read_text() == 'name = "other"\n'
+
+
+def test_expansion_product_where_points_and_dedup():
+    text = ('where = "depth * width <= 32"\n' + BASE.replace("depth = [1, 2]", "depth = [1, 2, 4]")
+            + "[[points]]\ndepth = 8\nwidth = 8\n[[points]]\ndepth = 1\nwidth = 8\n")
+    spec = parse_spec(text, "x.toml")
+    got = [(t.model.depth, t.model.width) for t in spec.trials]
+    # product in axis order, filtered; the second point repeats (1, 8) and is dropped
+    assert got == [(1, 8), (1, 16), (2, 8), (2, 16), (4, 8), (8, 8)]
+    assert len({t.trial_id for t in spec.trials}) == len(got)
+    assert all(t.train.steps == 10 and t.data.vocab_size == 16 and t.model.heads == 2 for t in spec.trials)
+    assert spec.storage == "results/t" and spec.resources.cpus == 1.0
+
+
+def test_trial_id_is_sha256_of_canonical_config_without_execution_knobs():
+    spec = parse_spec(BASE, "x.toml")
+    t = spec.trials[0]
+    parts = {"model": t.model.to_dict(), "data": t.data.to_dict(), "train": t.train.to_dict()}
+    for k in ("device", "threads", "compile", "checkpoint_every"):
+        del parts["train"][k]
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()
+    assert t.trial_id == hashlib.sha256(blob).hexdigest()[:16]
+    # order of keys in the file does not matter; execution knobs do not; the learning rate does
+    reordered = parse_spec(BASE.replace("heads = 2\nseq_len = 16", "seq_len = 16\nheads = 2")
+                           .replace("[data]", "[train]\nthreads = 3\ndevice = 'cpu'\n[data]"), "y.toml")
+    assert [x.trial_id for x in reordered.trials] == [x.trial_id for x in spec.trials]
+    changed = parse_spec(BASE.replace("[data]", "[train]\nlr = 0.001\n[data]"), "z.toml")
+    assert not {x.trial_id for x in changed.trials} & {x.trial_id for x in spec.trials}
+    assert trial_id_of(t.model, t.data, t.train.replace(threads=8)) == t.trial_id
+
+
+def test_seed_means_train_seed_and_qualified_names_reach_their_config():
+    spec = parse_spec(BASE.replace("width = [8, 16]", "width = [8]\nseed = [0, 1]"), "x.toml")
+    assert [(t.train.seed, t.data.seed) for t in spec.trials] == [(0, 0), (1, 0), (0, 0), (1, 0)]
+    spec = parse_spec(BASE.replace("width = [8, 16]", 'width = [8]\n"data.seed" = [3]\nmodel.vocab_size = [32]'),
+                      "x.toml")
+    assert {(t.data.seed, t.train.seed, t.model.vocab_size) for t in spec.trials} == {(3, 0, 32)}
+
+
+def test_budgets_set_steps_from_tokens_compute_and_tokens_per_param():
+    # N = L·(4d² + 2·d·d_ff) = 12·L·d² at d_ff = 4d (Kaplan Table 1): depth 2, width 16 -> 6144
+    n = 12 * 2 * 16 ** 2
+    one = BASE.replace("depth = [1, 2]", "depth = [2]").replace("width = [8, 16]", "width = [16]")
+    tokens_per_step = 32 * 16  # default batch 32 x seq_len 16
+    cases = {"tokens = 51200": 51200 / tokens_per_step,
+             f"compute = {6 * n * 40960:.1f}": 40960 / tokens_per_step,
+             "tokens_per_param = 20": 20 * n / tokens_per_step}
+    for line, steps in cases.items():
+        spec = parse_spec(one.replace("steps = 10", line + "\nevals = 4"), "x.toml")
+        (t,) = spec.trials
+        assert t.train.steps == round(steps), line
+        assert t.train.eval_every == t.train.steps // 4
+        assert t.train.warmup_steps == TrainConfig().warmup_steps  # 20 < steps: kept
+
+
+def test_where_language_is_arithmetic_only():
+    env = {"width": 64, "depth": 3, "heads": 4, "model.width": 64}
+    assert evaluate_where(compile_where("width % heads == 0 and depth <= log3(width)"), env)
+    assert not evaluate_where(compile_where("depth > log3(model.width) or width in [8, 16]"), env)
+    assert evaluate_where(compile_where("not (width < 2 ** 5) and abs(-depth) == 3"), env)
+    for bad in ("open('x')", "[x for x in (1,)]", "lambda: 1", "width if depth else 2", "(1).real",
+                "depth ** 1000", "__import__('os')", "print", "x = 1"):
+        with pytest.raises(WhereError):
+            evaluate_where(compile_where(bad), env)
+
+
+def test_where_can_use_n_params_and_aspect():
+    text = 'where = "n_params == 12 * depth * width ** 2 and aspect >= 8"\n' + BASE
+    spec = parse_spec(text, "x.toml")
+    assert [(t.model.depth, t.model.width) for t in spec.trials] == [(1, 8), (1, 16), (2, 16)]
+
+
+@pytest.mark.parametrize("name,count", [("smoke", 12), ("threshold", None), ("kaplan-aspect", None)])
+def test_ready_made_specs_load_and_plan(name, count, capsys):
+    path = REPO / "sweeps" / f"{name}.toml"
+    spec = load_spec(path)
+    if count is not None:
+        assert len(spec.trials) == count
+    assert spec.name == name and len(spec.trials) >= 12
+    assert cli.main(["plan", str(path), "--storage", "/nonexistent/store"]) == 0
+    out = capsys.readouterr().out
+    assert f"sweep {name!r}: {len(spec.trials)} trials" in out
+    assert ("GPU-hours" in out) == (spec.resources.gpus > 0)
+
+
+def test_threshold_grid_spans_both_regimes_with_mup_and_seeds():
+    spec = load_spec(REPO / "sweeps" / "threshold.toml")
+    assert {t.model.parametrization for t in spec.trials} == {"mup"}
+    assert len({t.train.seed for t in spec.trials}) == 3
+    below = [t for t in spec.trials if t.model.depth < math.log(t.model.width, 3)]
+    above = [t for t in spec.trials if t.model.depth > math.log(t.model.width, 3)]
+    assert below and above  # L_th = log_3(d_x) (SCIENCE.md §1) is crossed at every width
+    assert min(t.model.depth for t in spec.trials) == 2 and max(t.model.depth for t in spec.trials) == 24
+    assert min(t.model.width for t in spec.trials) == 64 and max(t.model.width for t in spec.trials) == 2048
+
+
+def test_kaplan_aspect_trials_sit_in_fixed_n_bands():
+    from depthwidth.accounting import count_params
+    spec = load_spec(REPO / "sweeps" / "kaplan-aspect.toml")
+    bands: dict[int, list[float]] = {}
+    for t in spec.trials:
+        n = count_params(t.model).n_params
+        centre = min((4e6, 1.6e7, 6.4e7), key=lambda c: abs(math.log(n / c)))
+        assert abs(math.log(n / centre)) < 0.2, (t.model.depth, t.model.width, n)
+        bands.setdefault(int(centre), []).append(t.model.width / t.model.depth)
+    for aspects in bands.values():
+        assert max(aspects) / min(aspects) >= 10  # a wide range of shapes at fixed N (Kaplan Figure 5)
+
+
+def test_cli_module_does_not_import_ray():
+    code = "import sys, sweeps.cli; sys.exit('ray' in sys.modules or 'torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
