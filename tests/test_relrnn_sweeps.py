@@ -1,0 +1,50 @@
+"""The ready-made sweeps of the recurrence-vs-attention study (Kerg et al. 2020, SCIENCE.md §6):
+relrnn-copy.toml expands to the intended grid (models × T × ν × ρ × seeds, the authors' lr
+rule), relrnn-smoke.toml stays CPU-sized, and a ν longer than the delay fails at spec load.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from sweeps.plan import plan_rows, totals
+from sweeps.spec import SpecError, load_spec, parse_spec
+
+SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"
+
+
+def test_relrnn_copy_grid():
+    spec = load_spec(SWEEPS / "relrnn-copy.toml")
+    trials = spec.trials
+    by_family = Counter(t.model.family for t in trials)
+    # screened: 2 tasks × 4 T × 3 ν × 3 ρ × 3 seeds; the others: 2 tasks × 4 T × 3 seeds
+    assert by_family == {"relrnn": 216, "rellstm": 216, "lstm": 24, "rnn": 24, "memrnn": 24}
+    for t in trials:
+        if t.model.family not in ("relrnn", "rellstm"):
+            assert (t.model.nu, t.model.rho) == (10, 15)
+        assert (t.train.lr < 5e-4) == (t.data.task_length == 1000)
+        assert (t.model.width, t.model.depth, t.train.batch_size) == (128, 1, 10)
+        assert t.train.steps == 20000 and t.train.grad_clip == 1.0
+    assert {t.data.task_length for t in trials} == {100, 200, 500, 1000}
+    assert {t.data.source for t in trials} == {"copy", "denoise"}
+    assert {(t.model.nu, t.model.rho) for t in trials if t.model.family == "relrnn"} == {
+        (nu, rho) for nu in (5, 10, 15) for rho in (3, 15, 30)}
+    assert spec.resources.gpus == 0.25
+
+
+def test_relrnn_smoke_is_cpu_sized():
+    spec = load_spec(SWEEPS / "relrnn-smoke.toml")
+    assert len(spec.trials) == 12 and spec.resources.gpus == 0
+    assert all(t.train.steps == 200 and t.model.width == 32 for t in spec.trials)
+    rows = plan_rows(spec)
+    assert Counter(r["family"] for r in rows) == {"relrnn": 8, "lstm": 2, "memrnn": 2}
+    assert totals(spec, rows)["cpu_core_hours"] < 0.5
+
+
+def test_nu_longer_than_the_delay_fails_at_spec_load():
+    text = (SWEEPS / "relrnn-smoke.toml").read_text().replace("nu = [10, 5]", "nu = [10, 50]")
+    with pytest.raises(SpecError, match=r"ModelConfig\.nu = 50 is invalid"):
+        parse_spec(text, "bad.toml")
