@@ -42,7 +42,8 @@ def run_trial(config: dict[str, Any]) -> None:
         resume_from, resumed_step = None, 0
         if ckpt is not None:
             resume_from = ckpt.to_directory(os.path.join(work, "resume"))
-            resumed_step = int(load_checkpoint(resume_from)["step"])
+            step = ckpt.get_metadata().get("step")  # set below at every report
+            resumed_step = int(step) if isinstance(step, int) else int(load_checkpoint(resume_from)["step"])
         hook = run.get("hook_dir") or ""
         _hook_note(hook, f"start {tid} {resumed_step} {os.getpid()}\n")
         ckpt_dir = os.path.join(work, "checkpoint")
