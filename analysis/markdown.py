@@ -143,7 +143,8 @@ def render(r: dict) -> str:
 
     if "relrnn" in r:
         L += ["## Recurrent family", "", f"status: {r['relrnn'].get('status', 'see report.json')}"
-              + (f" ({r['relrnn']['reason']})" if r["relrnn"].get("reason") else ""), ""]
+              + (f" ({r['relrnn']['reason']})" if r["relrnn"].get("reason") else ""), "",
+              r["relrnn"].get("markdown", ""), ""]
 
     figs = r.get("figures", {})
     if figs.get("written"):

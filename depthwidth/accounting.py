@@ -54,11 +54,22 @@ def _is_embedding_name(name: str) -> bool:
     return name.split(".")[0] in ("tok_emb", "emb", "embedding", "pos_emb", "head", "out", "readout")
 
 
+def _attended_states(cfg: ModelConfig) -> float:
+    """Mean number of stored states each step attends to (Kerg et al. 2020, SCIENCE.md §6):
+    ν + ρ under relevancy screening, (T + 1)/2 on average for full attention (memrnn)."""
+    if cfg.family in ("relrnn", "rellstm"):
+        return float(cfg.nu + cfg.rho)
+    if cfg.family == "memrnn":
+        return (cfg.seq_len + 1) / 2
+    return 0.0
+
+
 def flops_per_token(cfg: ModelConfig) -> float:
     """Forward FLOPs per token, Kaplan Table 1: 2N + 2·n_layer·n_ctx·d_attn."""
     n = count_params(cfg).n_params
     if cfg.family != TRANSFORMER:
-        return 2.0 * n
+        # additive attention over n̄ stored states: scores and context, ~4·H FLOPs per state
+        return 2.0 * n + cfg.depth * 4.0 * cfg.width * _attended_states(cfg)
     return 2.0 * n + 2.0 * cfg.depth * cfg.seq_len * cfg.width
 
 
@@ -80,6 +91,9 @@ def memory_estimate(cfg: ModelConfig, batch_size: int, bytes_per_act: int = BYTE
         per_layer = 10 * cfg.width + 2 * cfg.d_ff + 2 * cfg.heads * cfg.seq_len
         acts = tokens * (cfg.depth * per_layer + 2 * cfg.vocab_size)
     else:
-        per_layer = 8 * cfg.width + (cfg.nu + cfg.rho) * 2
+        # recurrent state and gates (8·H) plus, for the attentive families, the per-state
+        # attention terms autograd keeps (3·H·n̄ + 2·H + n̄; matches measured saved bytes)
+        n_bar = _attended_states(cfg)
+        per_layer = 8 * cfg.width + (3 * cfg.width * n_bar + 2 * cfg.width + n_bar if n_bar else 0)
         acts = tokens * (cfg.depth * per_layer + 2 * cfg.vocab_size)
     return int(state + acts * bytes_per_act)

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from depthwidth import __version__
 from depthwidth.accounting import count_params, flops_per_token, train_flops_per_token
-from depthwidth.config import DataConfig, ModelConfig, TrainConfig
+from depthwidth.config import RECURRENT_FAMILIES, DataConfig, ModelConfig, TrainConfig
 from depthwidth.data import DataSource, make_data
 from depthwidth.models import build_model
 
@@ -231,6 +231,13 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
 
     extra = {k: v for k, v in last.items() if k not in
              ("step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s", "checkpoint")}
+    if status == "ok" and model_cfg.family in RECURRENT_FAMILIES:
+        # Kerg et al. 2020: the per-step gradient profile and step cost, kept with the run
+        from depthwidth.gradprobe import end_of_run_metrics
+        try:
+            extra.update(end_of_run_metrics(model, data, train_cfg.batch_size, device))
+        except Exception as exc:  # the probe must not cost a finished run
+            extra["probe_error"] = f"{type(exc).__name__}: {exc}"
     return RunResult(
         status=status, final_train_loss=float(last.get("train_loss", math.nan)),
         final_val_loss=float(last.get("val_loss", math.nan)), steps=step,

@@ -223,7 +223,11 @@ def make_row(sweep: str, trial: dict[str, Any], result: dict[str, Any], node: di
     configs as JSON so the table describes itself. `trial` is Trial.config_dict() + trial_id."""
     m, d, t = trial["model"], trial["data"], trial["train"]
     vocab = int(result.get("vocab_size") or m["vocab_size"] or d["vocab_size"])
-    metrics = {k: v for k, v in (result.get("metrics") or {}).items() if _is_number(v)}
+    raw = result.get("metrics") or {}
+    metrics = {k: v for k, v in raw.items() if _is_number(v)}
+    # Lists of numbers (e.g. a per-step gradient profile) go into the metrics JSON only.
+    profiles = {k: v for k, v in raw.items()
+                if isinstance(v, list) and v and all(_is_number(x) for x in v)}
     row: dict[str, Any] = {
         "trial_id": trial["trial_id"], "family": m["family"], "depth": int(m["depth"]),
         "width": int(m["width"]), "heads": int(m["heads"]), "seed": int(t["seed"]),
@@ -246,7 +250,7 @@ def make_row(sweep: str, trial: dict[str, Any], result: dict[str, Any], node: di
         "node_id": str(node.get("node_id", "")), "node_ip": str(node.get("node_ip", "")),
         "finished_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "model_config": json.dumps(m, sort_keys=True), "data_config": json.dumps(d, sort_keys=True),
-        "train_config": json.dumps(t, sort_keys=True), "metrics": json.dumps(metrics, sort_keys=True),
+        "train_config": json.dumps(t, sort_keys=True), "metrics": json.dumps({**metrics, **profiles}, sort_keys=True),
     }
     for k, v in metrics.items():  # e.g. copy-task `accuracy` as its own column
         if re.fullmatch(r"[a-z][a-z0-9_]*", k) and k not in row:
