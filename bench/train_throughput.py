@@ -76,12 +76,15 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="docs/bench/train.md")
+    ap.add_argument("--shapes", default=",".join(f"{d}x{w}" for d, w in SHAPES),
+                    help="comma-separated DEPTHxWIDTH list")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     ceiling = matmul_gflops()
     data_cfg = DataConfig()
     rows = []
-    for depth, width in SHAPES:
+    shapes = [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")]
+    for depth, width in shapes:
         cfg, data = resolve(ModelConfig(depth=depth, width=width, heads=4, seq_len=SEQ), data_cfg)
         n = count_params(cfg).n_params
         plain = min(plain_loop(cfg, data, a.steps) for _ in range(2))
