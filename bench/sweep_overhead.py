@@ -37,6 +37,8 @@ steps = {steps}
 cpus = 1
 """
 
+DEPTHWIDTH = str(Path(sys.executable).with_name("depthwidth"))  # the console script users run
+
 BIG_SPEC = """name = "big"
 [model]
 heads = 4
@@ -86,7 +88,7 @@ def through_service(spec_path: str, store: str, concurrent: int) -> tuple[float,
 
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "sweeps.cli", "run", spec_path, "--storage", store,
+    res = subprocess.run([DEPTHWIDTH, "sweep", "run", spec_path, "--storage", store,
                           "--max-concurrent", str(concurrent), "--no-analyze"], env=env,
                          capture_output=True, text=True)
     wall = time.perf_counter() - t0

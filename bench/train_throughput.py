@@ -1,7 +1,8 @@
 """Benchmark: tokens/s and achieved GFLOP/s (6N·tokens/s) of `train()` against a minimal
 plain-PyTorch loop over the identical model and batches, in the same process.
 
-Run by hand:  python bench/train_throughput.py [--steps 30] [--threads 2] [--out docs/bench/train.md]
+Run by hand:  python bench/train_throughput.py [--steps 10] [--threads 2] [--out docs/bench/train.md]
+Both loops run `--steps` warm-up steps, then `--steps` timed steps and one validation batch.
 Also measures the fp32 matmul ceiling (torch.mm 2048²) so utilisation can be read off.
 """
 
@@ -35,46 +36,49 @@ def matmul_gflops(n: int = 2048, reps: int = 5) -> float:
 
 
 def plain_loop(model_cfg: ModelConfig, data, steps: int) -> float:
-    """Seconds per step of the textbook loop: forward, cross-entropy, backward, AdamW step."""
+    """Seconds per step of the textbook loop: batch, forward, cross-entropy, backward, clipping,
+    AdamW step; `steps` warm-up steps, then `steps` timed ones and one validation batch, the
+    same work as the window timed in `ours`."""
     torch.manual_seed(0)
     model = build_model(model_cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    batches = [data.batch("train", i, BATCH) for i in range(steps + 2)]
-    t = None
-    for i, (x, y) in enumerate(batches):
-        if i == 2:
-            t = time.perf_counter()  # two warm-up steps, as for train() below
+    t = 0.0
+    for i in range(2 * steps):
+        if i == steps:
+            t = time.perf_counter()
+        x, y = data.batch("train", i, BATCH)
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        loss.item()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+    model.eval()
+    with torch.no_grad():
+        x, y = data.batch("val", 0, BATCH)
+        F.cross_entropy(model(x).reshape(-1, model_cfg.vocab_size), y.reshape(-1)).item()
     return (time.perf_counter() - t) / steps
 
 
 def ours(model_cfg: ModelConfig, data_cfg: DataConfig, steps: int) -> float:
-    """Seconds per step of train(), timed between its first and last report (eval excluded:
-    one eval batch, at the end only, and subtracted by timing from the step-2 report)."""
+    """Seconds per step of train() in steady state: a run of 2·steps steps reporting (after a
+    one-batch evaluation) at `steps` and at the end; the window between the two reports holds
+    `steps` training steps and one evaluation. Set-up (data source, model build, optimizer)
+    and the warm-up steps fall outside it, as they do for the plain loop."""
     marks = {}
-    cfg = TrainConfig(steps=steps + 2, batch_size=BATCH, eval_every=2, eval_batches=1,
+    cfg = TrainConfig(steps=2 * steps, batch_size=BATCH, eval_every=steps, eval_batches=1,
                       warmup_steps=0)
-
-    def report(m):
-        marks[m["step"]] = time.perf_counter()
-    # eval every 2 steps would distort timing: eval only at step 2 and at the end
-    cfg = cfg.replace(eval_every=steps + 2)
-    t0 = time.perf_counter()
-    r = train(model_cfg, data_cfg, cfg, report=report)
+    r = train(model_cfg, data_cfg, cfg, report=lambda m: marks.setdefault(m["step"], time.perf_counter()))
     assert r.status == "ok", r.error
-    # subtract one eval (measured separately) from the whole run minus model/optimizer setup
-    return (marks[steps + 2] - t0) / (steps + 2)
+    return (marks[2 * steps] - marks[steps]) / steps
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3, help="alternating runs of each loop per shape")
     ap.add_argument("--out", default="docs/bench/train.md")
     ap.add_argument("--shapes", default=",".join(f"{d}x{w}" for d, w in SHAPES),
                     help="comma-separated DEPTHxWIDTH list")
@@ -87,8 +91,15 @@ def main() -> None:
     for depth, width in shapes:
         cfg, data = resolve(ModelConfig(depth=depth, width=width, heads=4, seq_len=SEQ), data_cfg)
         n = count_params(cfg).n_params
-        plain = min(plain_loop(cfg, data, a.steps) for _ in range(2))
-        mine = min(ours(cfg, data_cfg, a.steps) for _ in range(2))
+        # Alternate the two loops and keep each one's best run: on a shared VM a run's speed
+        # drifts by tens of percent, and interference only ever slows a run down.
+        plains, mines = [], []
+        for _ in range(a.repeats):
+            plains.append(plain_loop(cfg, data, a.steps))
+            mines.append(ours(cfg, data_cfg, a.steps))
+        print(f"  s/step plain {[round(v, 4) for v in plains]}  ours {[round(v, 4) for v in mines]}",
+              flush=True)
+        plain, mine = min(plains), min(mines)
         tok = BATCH * SEQ
         rows.append((depth, width, n, tok / mine, tok / plain, plain / mine,
                      6 * n * tok / mine / 1e9, 6 * n * tok / mine / 1e9 / ceiling))
@@ -97,7 +108,8 @@ def main() -> None:
                          text=True).stdout.split(":")[-1].strip() or platform.processor()
     lines = [f"## train() throughput ({datetime.date.today()}, {cpu}, {a.threads} threads, "
              f"torch {torch.__version__})", "",
-             f"Command: `python bench/train_throughput.py --steps {a.steps} --threads {a.threads}`; "
+             f"Command: `python bench/train_throughput.py --steps {a.steps} --threads {a.threads} "
+             f"--repeats {a.repeats}`; "
              f"batch {BATCH} x {SEQ} tokens; fp32 matmul ceiling (torch.mm 2048²): {ceiling:.1f} GFLOP/s.",
              "", "| depth | width | N | ours tok/s | plain tok/s | ours/plain | ours GFLOP/s (6N) | of ceiling |",
              "|---|---|---|---|---|---|---|---|"]

@@ -8,8 +8,10 @@ Bad input: one sentence on stderr naming the field and value, exit code 2, nothi
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -93,7 +95,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             tkw["warmup_steps"] = min(TrainConfig().warmup_steps, tkw["steps"] // 10)
         train_cfg = TrainConfig(seed=args.seed, **tkw)
         data_cfg = parse_data(args.data, seed=0)
-        from depthwidth.train import resolve
+        from depthwidth.data import resolve
         model_cfg, data = resolve(model_cfg, data_cfg)
     except (ConfigError, DataError, ValueError) as exc:
         return fail(str(exc))
@@ -154,5 +156,20 @@ def main(argv: list[str] | None = None) -> int:
     return int(args.func(args) or 0)
 
 
+def run() -> None:
+    """The console script. A finished command exits without the interpreter's teardown of torch,
+    Ray and pandas (about 1.5 s on 2 cores, and it does nothing a finished command needs): the
+    standard streams are flushed and the atexit handlers run, then the process ends. Every file
+    the commands write is closed (and renamed into place) before they return."""
+    code = main()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

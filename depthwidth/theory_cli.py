@@ -144,8 +144,8 @@ def _print_theory(doc: dict, args: argparse.Namespace) -> None:
         print(f"  theory optimum (L = log_3 d):            depth {th['depth']:.2f}, width {th['width']:.0f}")
         print(f"  Levine et al. empirical (d* = e^(5.039 + 0.0555 L)): depth {lv['depth']:.2f}, "
               f"width {lv['width']:.0f}")
-        print(f"  (empirical width grows e^0.0555 = 1.057x per layer, the theory 3x: same form, "
-              f"different constant)")
+        print("  (empirical width grows e^0.0555 = 1.057x per layer, the theory 3x: same form, "
+              "different constant)")
     print("\ncrossover width per depth: theory d = 3^L vs Levine et al.'s d*(L)")
     print(f"{'depth':>6} {'3^L':>12} {'N at 3^L':>12} {'d*(L)':>10} {'N at d*':>12}  d*(L) from")
     for r in doc["depth_table"]:

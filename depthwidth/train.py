@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from depthwidth import __version__
 from depthwidth.accounting import count_params, flops_per_token, train_flops_per_token
 from depthwidth.config import RECURRENT_FAMILIES, DataConfig, ModelConfig, TrainConfig
-from depthwidth.data import DataSource, make_data
+from depthwidth.data import resolve
 from depthwidth.models import build_model
 
 CHECKPOINT_FILE = "state.pt"
@@ -75,24 +75,6 @@ def get_lr(step: int, cfg: TrainConfig) -> float:
     progress = min(1.0, (step - cfg.warmup_steps) / span)
     floor = cfg.lr * cfg.min_lr_ratio
     return floor + 0.5 * (cfg.lr - floor) * (1.0 + math.cos(math.pi * progress))
-
-
-def resolve(model_cfg: ModelConfig, data_cfg: DataConfig) -> tuple[ModelConfig, DataSource]:
-    """Build the data source and fill in what the model takes from it (vocabulary, and the
-    sequence length a task dictates)."""
-    data = make_data(data_cfg, model_cfg.seq_len)
-    changes: dict[str, Any] = {}
-    if model_cfg.vocab_size == 0:
-        changes["vocab_size"] = data.vocab_size
-    elif model_cfg.vocab_size < data.vocab_size:
-        raise ValueError(f"ModelConfig.vocab_size = {model_cfg.vocab_size} is smaller than the "
-                         f"data's vocabulary ({data.vocab_size}).")
-    if data.seq_len != model_cfg.seq_len:
-        changes["seq_len"] = data.seq_len
-    if model_cfg.family in ("relrnn", "rellstm"):
-        from depthwidth.models.relrnn import check_task_fits
-        check_task_fits(model_cfg, data_cfg)
-    return (model_cfg.replace(**changes) if changes else model_cfg), data
 
 
 def pick_device(name: str) -> torch.device:

@@ -99,10 +99,10 @@ _RESOLVE_CACHE: dict[tuple, tuple[int, int]] = {}
 
 def resolve_model(model: ModelConfig, data: DataConfig) -> ModelConfig:
     """The model as train() will build it: vocabulary and task length filled in from the data.
-    Cached on everything train.resolve reads, so a 500-point grid builds its data source once."""
+    Cached on everything data.resolve reads, so a 500-point grid builds its data source once."""
     key = (data.to_json(), model.seq_len, model.vocab_size, model.family, model.nu)
     if key not in _RESOLVE_CACHE:
-        from depthwidth.train import resolve
+        from depthwidth.data import resolve
         resolved = resolve(model, data)[0]
         _RESOLVE_CACHE[key] = (resolved.vocab_size, resolved.seq_len)
     vocab_size, seq_len = _RESOLVE_CACHE[key]

@@ -15,7 +15,7 @@ from depthwidth.cli import main
 from depthwidth.config import ConfigError, DataConfig, ModelConfig
 from depthwidth.data import make_data
 from depthwidth.data.tasks import CopyTask
-from depthwidth.models.relrnn import check_task_fits
+from depthwidth.data import check_task_fits
 from depthwidth.train import resolve
 
 

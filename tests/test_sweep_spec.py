@@ -262,3 +262,15 @@ def test_cli_module_does_not_import_ray():
     code = "import sys, sweeps.cli; sys.exit('ray' in sys.modules or 'torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
+
+
+def test_planning_a_sweep_does_not_import_torch(tmp_path):
+    """The driver expands, budgets and plans (N, FLOPs, memory) without torch: importing it costs
+    seconds of the sweep's start-up on a small machine, and only the trial workers train."""
+    spec = tmp_path / "s.toml"
+    spec.write_text(BASE.replace("steps = 10", "tokens_per_param = 5\nmin_steps = 2"))
+    code = ("import sys; from sweeps.spec import load_spec; from sweeps.plan import plan_text; "
+            f"s = load_spec({str(spec)!r}); text = plan_text(s); "
+            "print(len(s.trials), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["4", "False"]

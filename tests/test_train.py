@@ -3,7 +3,6 @@
 import math
 
 import pytest
-import torch
 
 from depthwidth.config import DataConfig, ModelConfig, TrainConfig
 from depthwidth.train import get_lr, load_checkpoint, train

@@ -3,10 +3,14 @@ nanoGPT-style uint16 token files, and the copy/denoise tasks of Kerg et al. 2020
 
 from __future__ import annotations
 
-from depthwidth.config import DataConfig
+from typing import Any
+
+from depthwidth.config import ConfigError, DataConfig, ModelConfig
 from depthwidth.data.base import DataError, DataSource
 
-__all__ = ["DataError", "DataSource", "make_data"]
+__all__ = ["DataError", "DataSource", "TASK_SOURCES", "check_task_fits", "make_data", "resolve"]
+
+TASK_SOURCES = ("copy", "denoise")
 
 
 def make_data(cfg: DataConfig, seq_len: int) -> DataSource:
@@ -24,3 +28,38 @@ def make_data(cfg: DataConfig, seq_len: int) -> DataSource:
         from depthwidth.data.tasks import CopyTask
         return CopyTask(cfg, seq_len)
     raise DataError(f"DataConfig.source = {cfg.source!r} is unknown.")
+
+
+def check_task_fits(model_cfg: ModelConfig, data_cfg: DataConfig) -> None:
+    """Raise ConfigError when the short-term buffer ν is longer than the sequence it screens.
+
+    Called where model meets data (`resolve`, sweep expansion): on copy/denoise the bound is
+    the task delay T; on language data it is the model's sequence length.
+    """
+    if model_cfg.family not in ("relrnn", "rellstm"):
+        return
+    if data_cfg.source in TASK_SOURCES:
+        if model_cfg.nu > data_cfg.task_length:
+            raise ConfigError(
+                f"ModelConfig.nu = {model_cfg.nu} is invalid: the short-term buffer is longer than "
+                f"the task delay DataConfig.task_length = {data_cfg.task_length}.")
+    elif model_cfg.nu > model_cfg.seq_len:
+        raise ConfigError(
+            f"ModelConfig.nu = {model_cfg.nu} is invalid: the short-term buffer is longer than "
+            f"the sequence, ModelConfig.seq_len = {model_cfg.seq_len}.")
+
+
+def resolve(model_cfg: ModelConfig, data_cfg: DataConfig) -> tuple[ModelConfig, DataSource]:
+    """Build the data source and fill in what the model takes from it (vocabulary, and the
+    sequence length a task dictates). Needs no torch, so a sweep driver can plan with it."""
+    data = make_data(data_cfg, model_cfg.seq_len)
+    changes: dict[str, Any] = {}
+    if model_cfg.vocab_size == 0:
+        changes["vocab_size"] = data.vocab_size
+    elif model_cfg.vocab_size < data.vocab_size:
+        raise ValueError(f"ModelConfig.vocab_size = {model_cfg.vocab_size} is smaller than the "
+                         f"data's vocabulary ({data.vocab_size}).")
+    if data.seq_len != model_cfg.seq_len:
+        changes["seq_len"] = data.seq_len
+    check_task_fits(model_cfg, data_cfg)
+    return (model_cfg.replace(**changes) if changes else model_cfg), data

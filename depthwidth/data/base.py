@@ -2,12 +2,18 @@
 
 A batch is a pure function of (seed, split, index): resuming a run needs only the step
 count, and the same seed gives the same stream on every machine (numpy's PCG64 is portable).
+Sources import torch only when they make a batch: planning a sweep reads their vocabulary and
+sequence length without it.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 SPLITS = ("train", "val")
 _SPLIT_ID = {"train": 0, "val": 1}

@@ -34,10 +34,14 @@ sentences of a batch at once (one numpy pass per tree level), so every batch is 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import functools
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 from depthwidth.config import DataConfig
 from depthwidth.data.base import _SPLIT_ID, DataError, DataSource, entropy_of_counts
@@ -291,6 +295,8 @@ class PCFGSource(DataSource):
         self.grammar = _grammar(*self._key)
 
     def batch(self, split: str, index: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
         _check_request(split, index, batch_size)
         rng = self.rng(split, index)
         T = self.seq_len + 1

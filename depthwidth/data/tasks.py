@@ -7,10 +7,14 @@ Accuracy counts the last 10 outputs; `baseline_loss` is the memoryless cross-ent
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 from depthwidth.config import DataConfig
 from depthwidth.data.base import DataError, DataSource
@@ -28,7 +32,7 @@ class CopyTask(DataSource):
     T + 9 steps, then the delimiter and 10 blanks. Both: target = T + 10 blanks, then the symbols.
 
     The length T + 20 is set by the task, so the `seq_len` asked for is not used: the model
-    takes `self.seq_len` from the source (depthwidth.train.resolve).
+    takes `self.seq_len` from the source (depthwidth.data.resolve).
     """
 
     def __init__(self, cfg: DataConfig, seq_len: int | None = None):
@@ -41,6 +45,8 @@ class CopyTask(DataSource):
         self.seed = cfg.seed
 
     def batch(self, split: str, index: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
         _check_request(split, index, batch_size)
         rng = self.rng(split, index)
         T, n, B = self.delay, N_SYMBOLS, batch_size

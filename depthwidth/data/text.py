@@ -10,10 +10,14 @@ validation) and draw uniformly random windows of seq_len + 1 tokens inside one s
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pathlib import Path
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 from depthwidth.config import DataConfig
 from depthwidth.data.base import DataError, DataSource, entropy_of_counts
@@ -43,6 +47,8 @@ class _WindowSource(DataSource):
         self._entropy: float | None = None
 
     def batch(self, split: str, index: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
         _check_request(split, index, batch_size)
         data = self.splits[split]
         rng = self.rng(split, index)

@@ -12,30 +12,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from depthwidth.config import RECURRENT_FAMILIES, ConfigError, DataConfig, ModelConfig
+from depthwidth.config import RECURRENT_FAMILIES, ConfigError, ModelConfig
 
-TASK_SOURCES = ("copy", "denoise")
 LSTM_CELLS = ("lstm", "rellstm")
 StepHook = Callable[[int, int], None]  # (t, number of states the memory holds after step t)
-
-
-def check_task_fits(model_cfg: ModelConfig, data_cfg: DataConfig) -> None:
-    """Raise ConfigError when the short-term buffer ν is longer than the sequence it screens.
-
-    Called where model meets data (train.resolve, sweep expansion): on copy/denoise the bound is
-    the task delay T; on language data it is the model's sequence length.
-    """
-    if model_cfg.family not in ("relrnn", "rellstm"):
-        return
-    if data_cfg.source in TASK_SOURCES:
-        if model_cfg.nu > data_cfg.task_length:
-            raise ConfigError(
-                f"ModelConfig.nu = {model_cfg.nu} is invalid: the short-term buffer is longer than "
-                f"the task delay DataConfig.task_length = {data_cfg.task_length}.")
-    elif model_cfg.nu > model_cfg.seq_len:
-        raise ConfigError(
-            f"ModelConfig.nu = {model_cfg.nu} is invalid: the short-term buffer is longer than "
-            f"the sequence, ModelConfig.seq_len = {model_cfg.seq_len}.")
 
 
 class _Memory:
@@ -210,7 +190,7 @@ class RecurrentLM(nn.Module):
     def forward(self, x: torch.Tensor, return_states: bool = False, hook: StepHook | None = None):
         """x: (B, T) tokens -> logits (B, T, V) [, the top layer's states h_t, each (B, H)].
         `hook(t, n_stored)` is called after each step of the top layer."""
-        xw = self.emb(x)  # (B, T, G·H)
+        xw, hs = self.emb(x), []  # (B, T, G·H); hs: the states of the layer below
         for i, layer in enumerate(self.layers):
             if i > 0:
                 xw = self.inp[i - 1](torch.stack(hs, 1))  # (B, T, H) -> (B, T, G·H)
