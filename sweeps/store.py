@@ -165,15 +165,20 @@ class ResultStore:
         """Record one finished trial (replacing an older row of the same id, for --rerun).
         Curves first, runs last: a trial counts as finished once its runs row exists."""
         tid = row["trial_id"]
-        curves = self.curves()
-        curves = curves[curves["trial_id"] != tid]
-        new_curve = pd.DataFrame(curve, columns=_curve_columns(curve))
-        self._curves = _concat(curves, new_curve)
-        self._atomic_write(CURVES, _to_parquet(self._curves))
-        runs = self.runs()
-        runs = runs[runs["trial_id"] != tid]
-        self._runs = _concat(runs, pd.DataFrame([row]))
-        self._atomic_write(RUNS, _to_parquet(self._runs))
+        self._curves = self._replace(CURVES, self.curves(), tid,
+                                     pd.DataFrame(curve, columns=_curve_columns(curve)))
+        self._runs = self._replace(RUNS, self.runs(), tid, pd.DataFrame([row]))
+
+    def _replace(self, name: str, old: pd.DataFrame, tid: str, new: pd.DataFrame) -> pd.DataFrame:
+        """Write `old` without trial `tid`'s rows plus `new` to `name`; return the table as a
+        reader will see it. One contiguous chunk per column: a table grown row by row keeps a
+        chunk per row, and parquet writes those twenty times slower (44 ms vs 2 ms at 500 rows)."""
+        df = _concat(old[old["trial_id"] != tid], new)
+        table = pa.Table.from_pandas(df, preserve_index=False).combine_chunks()
+        buf = io.BytesIO()
+        pq.write_table(table, buf)
+        self._atomic_write(name, buf.getvalue())
+        return table.to_pandas()
 
     def lock(self) -> None:
         """One driver per store: an advisory lock the OS drops when the process dies."""
@@ -208,13 +213,6 @@ def _concat(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     if old.empty:
         return new.reset_index(drop=True)
     return pd.concat([old, new], ignore_index=True)
-
-
-def _to_parquet(df: pd.DataFrame) -> bytes:
-    table = pa.Table.from_pandas(df, preserve_index=False)
-    buf = io.BytesIO()
-    pq.write_table(table, buf)
-    return buf.getvalue()
 
 
 def make_row(sweep: str, trial: dict[str, Any], result: dict[str, Any], node: dict[str, Any],
