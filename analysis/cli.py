@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from analysis.inputs import InputError
+from depthwidth.uri import child
 
 
 def _fail(msg: str) -> int:
@@ -39,7 +40,7 @@ def _analyze(args) -> int:
               f"claimed: {thr['claimed']}; consistent with b = 3: {thr['consistent_with_theory']}")
     else:
         print(f"no threshold claimed: {thr.get('reason', '')}")
-    print(f"report: {r['report_dir']}/report.md")
+    print(f"report: {child(r['report_dir'], 'report.md')}")
     return 0
 
 

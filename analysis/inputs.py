@@ -3,7 +3,7 @@
 A CSV needs at least depth, width, loss (or final_val_loss); n_params defaults to Kaplan's
 12·depth·width² (SCIENCE.md §2); a `step` column makes it long-format learning curves. Only
 parquet, CSV and JSON are read (never pickles). Bad input raises InputError: one sentence naming
-the column and row.
+the column and row. Stores and files may also sit behind a pyarrow filesystem URI (s3://...).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from depthwidth.uri import filesystem, is_remote, uri_join
 
 RECURRENT = ("lstm", "rnn", "memrnn", "relrnn", "rellstm")
 STATUSES = ("ok", "diverged", "failed")
@@ -29,7 +31,7 @@ class Dataset:
     curves: pd.DataFrame        # run_id, trial_id, n_params, step, loss (val loss) of those runs
     all_runs: pd.DataFrame      # the table as read (all families and statuses)
     all_curves: pd.DataFrame    # the curves as read
-    source: Path
+    source: Path | str          # a local path, or the URI it was read from
     kind: str                   # "store" | "csv" | "parquet"
     n_excluded: dict            # status -> count of transformer runs left out of the fits
     families: tuple
@@ -38,6 +40,16 @@ class Dataset:
 def default_out_dir(source: str | Path) -> Path:
     p = Path(source)
     return p / "analysis" if p.is_dir() else p.with_name(p.stem + "_analysis")
+
+
+def default_out_uri(uri: str, kind: str) -> str:
+    """Where the report of a remote input goes: the store's analysis/ folder, or a folder beside
+    the file, as for local inputs."""
+    if kind == "store":
+        return uri_join(uri, "analysis")
+    base, sep, query = uri.partition("?")
+    parent, _, name = base.rstrip("/").rpartition("/")
+    return f"{parent}/{Path(name).stem}_analysis{sep}{query}"
 
 
 def _row_error(name: str, col: str, pos: int, value, why: str, csv: bool) -> InputError:
@@ -64,22 +76,40 @@ def _check_positive(df: pd.DataFrame, cols: list[str], name: str, csv: bool) -> 
                              why, csv)
 
 
-def _read_table(path: Path) -> pd.DataFrame:
-    if path.suffix.lower() == ".csv":
-        try:
-            return pd.read_csv(path)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-            raise InputError(f"{path.name}: not a readable CSV ({str(exc).splitlines()[0]}).") from None
-    if path.suffix.lower() == ".parquet":
-        try:
+def _read_table(path: Path | str, fs=None) -> pd.DataFrame:
+    """A CSV or parquet file, local or (with `fs`) a path inside a pyarrow filesystem."""
+    name = Path(str(path)).name
+    suffix = Path(name).suffix.lower()
+    if suffix not in (".csv", ".parquet"):
+        raise InputError(f"{path}: expected a results directory, a .csv or a .parquet file.")
+    try:
+        if suffix == ".csv":
+            if fs is None:
+                return pd.read_csv(path)
+            with fs.open_input_file(str(path)) as f:
+                return pd.read_csv(f)
+        if fs is None:
             return pd.read_parquet(path)
-        except Exception as exc:  # pyarrow raises several unrelated types for corrupt files
-            raise InputError(f"{path.name}: not a readable parquet file ({type(exc).__name__}).") from None
-    raise InputError(f"{path}: expected a results directory, a .csv or a .parquet file.")
+        return _pq_read(str(path), fs)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(f"{name}: not a readable CSV ({str(exc).splitlines()[0]}).") from None
+    except InputError:
+        raise
+    except Exception as exc:  # pyarrow raises several unrelated types for corrupt files
+        kind = "CSV" if suffix == ".csv" else "parquet file"
+        raise InputError(f"{name}: not a readable {kind} ({type(exc).__name__}).") from None
+
+
+def _pq_read(path: str, fs) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, filesystem=fs).to_pandas()
 
 
 def load(source: str | Path) -> Dataset:
     """Read and validate a store directory, a runs CSV / parquet, or a long-format curves CSV."""
+    if is_remote(source):
+        return _load_remote(str(source))
     src = Path(source)
     if not src.exists():
         raise InputError(f"input path '{src}' does not exist.")
@@ -91,13 +121,42 @@ def load(source: str | Path) -> Dataset:
         cpath = src / "curves.parquet"
         curves = _read_table(cpath).reset_index(drop=True) if cpath.is_file() else pd.DataFrame()
         return _build(runs, curves, runs_path.name, "curves.parquet", src, "store", csv=False)
-    table = _read_table(src).reset_index(drop=True)
-    csv = src.suffix.lower() == ".csv"
+    return _load_file(_read_table(src), src.name, src)
+
+
+def _load_file(table: pd.DataFrame, name: str, src: Path | str) -> Dataset:
+    table = table.reset_index(drop=True)
+    csv = name.lower().endswith(".csv")
     if "step" in table.columns:
-        runs, curves = _split_long(table, src.name, csv)
+        runs, curves = _split_long(table, name, csv)
     else:
         runs, curves = table, pd.DataFrame()
-    return _build(runs, curves, src.name, src.name, src, "csv" if csv else "parquet", csv=csv)
+    return _build(runs, curves, name, name, src, "csv" if csv else "parquet", csv=csv)
+
+
+def _load_remote(uri: str) -> Dataset:
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    try:
+        fs, path = filesystem(uri)
+        info = fs.get_file_info(path)
+        kind = info.type
+        if kind == pafs.FileType.Directory:
+            has_runs = fs.get_file_info(f"{path}/runs.parquet").type == pafs.FileType.File
+            has_curves = fs.get_file_info(f"{path}/curves.parquet").type == pafs.FileType.File
+    except (pa.ArrowException, OSError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"input '{uri}' cannot be read ({first}).") from None
+    if kind == pafs.FileType.NotFound:
+        raise InputError(f"input path '{uri}' does not exist.")
+    if kind == pafs.FileType.File:
+        return _load_file(_read_table(path, fs), Path(path).name, uri)
+    if not has_runs:
+        raise InputError(f"directory '{uri}' has no runs.parquet, so it is not a results store.")
+    runs = _read_table(f"{path}/runs.parquet", fs).reset_index(drop=True)
+    curves = _read_table(f"{path}/curves.parquet", fs).reset_index(drop=True) if has_curves else pd.DataFrame()
+    return _build(runs, curves, "runs.parquet", "curves.parquet", uri, "store", csv=False)
 
 
 def _split_long(table: pd.DataFrame, name: str, csv: bool):

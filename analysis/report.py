@@ -17,8 +17,9 @@ import numpy as np
 
 from analysis import kaplan, plots, powerlaw, regimes, threshold
 from analysis._blas import single_threaded
-from analysis.inputs import RECURRENT, Dataset, InputError, default_out_dir, load
+from analysis.inputs import RECURRENT, Dataset, InputError, default_out_dir, default_out_uri, load
 from analysis.markdown import render, render_kaplan
+from depthwidth.uri import filesystem, is_remote
 
 REPORT_VERSION = 1
 
@@ -77,7 +78,7 @@ def build_report(ds: Dataset, bootstrap: int = 200, seed: int = 0,
     lap("kaplan")
     report = {
         "report_version": REPORT_VERSION,
-        "source": str(Path(ds.source).resolve()),
+        "source": ds.source if isinstance(ds.source, str) else str(Path(ds.source).resolve()),
         "kind": ds.kind,
         "depthwidth_version": _version(),
         "bootstrap": bootstrap,
@@ -148,10 +149,15 @@ def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: in
     watch = Stopwatch()
     ds = load(source)
     watch.lap("load")
-    out = Path(out_dir) if out_dir is not None else default_out_dir(source)
+    remote_out = None
+    if out_dir is None and is_remote(source):  # written here, then uploaded beside the input
+        remote_out = default_out_uri(str(source), ds.kind)
+        out = Path(tempfile.mkdtemp(prefix="depthwidth-analysis-"))
+    else:
+        out = Path(out_dir) if out_dir is not None else default_out_dir(source)
     report = build_report(ds, int(bootstrap), int(seed), watch)
     out.mkdir(parents=True, exist_ok=True)
-    report["report_dir"] = str(out.resolve())
+    report["report_dir"] = remote_out or str(out.resolve())
     if any(f in RECURRENT for f in ds.families):
         report["relrnn"] = powerlaw.json_safe(_relrnn(ds, out))
         watch.lap("relrnn")
@@ -159,10 +165,31 @@ def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: in
     watch.lap("plots")
     report["timings_s"], report["cpu_s"] = watch.wall, watch.cpu
     write_report(report, out)
+    if remote_out is not None:
+        _upload(out, remote_out)
     watch.lap("write")
     report["timings_s"]["total"] = round(sum(watch.wall.values()), 4)
     report["cpu_s"]["total"] = round(sum(watch.cpu.values()), 4)
     return report
+
+
+def _upload(local: Path, uri: str) -> None:
+    """Copy a finished report folder to a remote URI, then drop the local copy."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    try:
+        fs, path = filesystem(uri)
+        fs.create_dir(path, recursive=True)
+        pafs.copy_files(str(local), path, source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=fs)
+    except (pa.ArrowException, OSError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"the report could not be written to '{uri}' ({first}); it is in "
+                         f"'{local}'.") from None
+    shutil.rmtree(local, ignore_errors=True)
 
 
 def write_report(report: dict, out: Path) -> None:
@@ -173,6 +200,9 @@ def write_report(report: dict, out: Path) -> None:
 def find_report(path: str | Path) -> Path:
     """report.json of a store (its analysis/ folder), of a CSV (the default folder beside it), or
     directly inside `path`."""
+    if is_remote(path):
+        raise InputError(f"'{path}' is remote; plot and kaplan read a local report folder: write one "
+                         f"with `depthwidth analyze {path} --out DIR`, then pass DIR.")
     p = Path(path)
     for cand in (p / "analysis" / "report.json", p / "report.json", default_out_dir(p) / "report.json"):
         if cand.is_file():

@@ -12,6 +12,7 @@ from typing import Iterable
 
 import pyarrow.fs as pafs
 
+from depthwidth.uri import uri_join
 from sweeps.store import TUNE_DIR, ResultStore
 
 
@@ -73,4 +74,4 @@ def _uri(store: ResultStore, path: str) -> str:
     if store.is_local:
         return path
     rel = path[len(store.root):].lstrip("/")
-    return f"{store.location.rstrip('/')}/{rel}"
+    return uri_join(store.location, rel)

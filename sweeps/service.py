@@ -17,6 +17,7 @@ import os
 import sys
 from typing import Any, Iterable, TextIO
 
+from depthwidth.uri import child
 from sweeps.spec import SpecError, SweepSpec, check_storage_writable, tomllib
 from sweeps.store import STATUSES, ResultStore, make_curve, make_row
 
@@ -202,7 +203,8 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
             trial_name_creator=lambda t: t.config["trial"]["trial_id"],
             trial_dirname_creator=lambda t: t.config["trial"]["trial_id"]),
         run_config=tune.RunConfig(
-            name=exp, storage_path=store.tune_storage, verbose=0, callbacks=[driver],
+            name=exp, storage_path=store.tune_storage, storage_filesystem=store.fs, verbose=0,
+            callbacks=[driver],
             failure_config=tune.FailureConfig(max_failures=r.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
     with _quiet_tune():
@@ -255,7 +257,7 @@ def _analyze(store: ResultStore, out: TextIO) -> None:
               file=out)
         return
     if isinstance(result, dict) and result.get("report_dir"):
-        where = os.path.join(result["report_dir"], "report.md")
+        where = child(result["report_dir"], "report.md")
     else:
         where = store.display("analysis/report.md")
     print(f"report: {where}", file=out)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
+from depthwidth.uri import filesystem, is_remote, local_path
 from sweeps.budget import Budget, apply_budget, model_stats, parse_budget, resolve_model
 from sweeps.errors import SpecError, fail, number
 from sweeps.where import WhereError, compile_where, evaluate_where, where_names
@@ -56,7 +57,6 @@ TOP_KEYS = ("name", "description", "where", "model", "data", "train", "grid", "p
 RESOURCE_KEYS = ("cpus", "gpus", "max_concurrent", "max_failures", "gpu_memory_gb",
                  "gpu_tflops", "cpu_gflops")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 @dataclass(frozen=True)
@@ -191,10 +191,12 @@ def _storage(doc: Mapping[str, Any], name: str, path: str) -> str:
 
 
 def check_storage_writable(storage: str, field: str = "storage.path") -> None:
-    """A local store must be creatable: its nearest existing ancestor is a writable folder."""
-    if URI_RE.match(storage) and not storage.startswith("file://"):
-        return  # remote filesystems are checked when the store opens
-    p = Path(storage[len("file://"):] if storage.startswith("file://") else storage).absolute()
+    """A store must be creatable: its nearest existing ancestor is a writable folder (on a
+    remote filesystem: the URI parses, the filesystem answers, and the bucket exists)."""
+    if is_remote(storage):
+        _check_remote_storage(storage, field)
+        return
+    p = Path(local_path(storage))
     probe = p
     while not probe.exists():
         probe = probe.parent
@@ -202,6 +204,28 @@ def check_storage_writable(storage: str, field: str = "storage.path") -> None:
         raise SpecError(f"{field} = {storage!r} is invalid: {str(probe)!r} is a file, not a folder.")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise SpecError(f"{field} = {storage!r} is invalid: {str(probe)!r} is not writable.")
+
+
+def _check_remote_storage(storage: str, field: str) -> None:
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    def bad(why: str) -> SpecError:
+        return SpecError(f"{field} = {storage!r} is invalid: {why}.")
+
+    try:
+        fs, path = filesystem(storage)
+        probe = path
+        while probe:
+            kind = fs.get_file_info(probe).type
+            if kind == pafs.FileType.Directory:
+                return
+            if kind == pafs.FileType.File:
+                raise bad(f"{probe!r} is a file, not a folder")
+            probe = probe.rpartition("/")[0]
+    except (pa.ArrowException, OSError) as exc:
+        raise bad(f"the filesystem cannot be used ({(str(exc).strip().splitlines() or [type(exc).__name__])[0]})") from None
+    raise bad(f"its bucket {path.split('/')[0]!r} does not exist; create it first")
 
 
 def _make_trial(base: dict[str, dict[str, Any]], point: Mapping[str, Any], budget: Budget | None,

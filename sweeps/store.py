@@ -23,6 +23,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from depthwidth.uri import filesystem, is_remote, local_path, uri_join
+
 RUNS = "runs.parquet"
 CURVES = "curves.parquet"
 SPEC = "spec.toml"
@@ -33,7 +35,6 @@ REQUIRED_RUN_COLUMNS = (
     "depthwidth_version", "torch_version", "device")
 CURVE_COLUMNS = ("trial_id", "step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")
 STATUSES = ("ok", "diverged", "failed")
-_URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 class StoreError(RuntimeError):
@@ -42,14 +43,13 @@ class StoreError(RuntimeError):
 
 def split_location(location: str) -> tuple[pafs.FileSystem, str, bool]:
     """(filesystem, path inside it, is_local) for a local path or a pyarrow URI."""
-    if _URI_RE.match(location) and not location.startswith("file://"):
+    if is_remote(location):
         try:
-            fs, path = pafs.FileSystem.from_uri(location)
+            fs, path = filesystem(location)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
             raise StoreError(f"storage = {location!r} is not a usable filesystem URI ({exc}).") from None
-        return fs, path.rstrip("/"), False
-    local = location[len("file://"):] if location.startswith("file://") else location
-    return pafs.LocalFileSystem(), os.path.abspath(local), True
+        return fs, path, False
+    return pafs.LocalFileSystem(), local_path(location), True
 
 
 class ResultStore:
@@ -67,12 +67,13 @@ class ResultStore:
         return f"{self.root}/{name}"
 
     def display(self, name: str) -> str:
-        return self.path(name) if self.is_local else f"{self.location.rstrip('/')}/{name}"
+        return self.path(name) if self.is_local else uri_join(self.location, name)
 
     @property
     def tune_storage(self) -> str:
-        """Where Ray Tune keeps trial checkpoints: a local path, or a URI on the same filesystem."""
-        return self.path(TUNE_DIR) if self.is_local else f"{self.location.rstrip('/')}/{TUNE_DIR}"
+        """Where Ray Tune keeps trial checkpoints (a path inside `self.fs`, given to Tune together
+        with the filesystem, so a URI's options such as an endpoint carry over)."""
+        return self.path(TUNE_DIR)
 
     def exists(self, name: str) -> bool:
         return self.fs.get_file_info(self.path(name)).type == pafs.FileType.File
@@ -139,10 +140,15 @@ class ResultStore:
             finally:
                 os.close(dir_fd)
         else:
-            self.fs.create_dir(self.root, recursive=True)
-            with self.fs.open_output_stream(tmp) as f:
-                f.write(data)
-            self.fs.move(tmp, final)
+            try:
+                self.fs.create_dir(self.root, recursive=True)
+                with self.fs.open_output_stream(tmp) as f:
+                    f.write(data)
+                self.fs.move(tmp, final)  # a copy on object stores: readers never see a partial file
+            except (pa.ArrowException, OSError) as exc:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise StoreError(f"{self.display(name)} could not be written ({first}); the trials "
+                                 f"stored before it are kept.") from None
 
     def write_spec(self, text: str, source: str) -> None:
         """First submission verbatim; a later, different one appended as a commented block."""

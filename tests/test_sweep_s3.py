@@ -1,0 +1,171 @@
+"""A results store behind an S3 URI, end to end: a sweep through the real CLI (embedded Ray, Tune's
+checkpoints on S3 too), the runs and curves read back over S3, the analysis uploaded into the
+store's analysis/ folder, a rerun that finds every trial stored, and bad buckets refused.
+
+No cloud bucket can exist here, so moto's S3 server on 127.0.0.1 stands in for one: it speaks the
+S3 API, and pyarrow's S3 filesystem (the same client a real bucket would get) talks to it through
+`?endpoint_override=127.0.0.1:PORT&scheme=http` in the URI.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+pafs = pytest.importorskip("pyarrow.fs")
+pytest.importorskip("moto.server", reason="moto[server] (the test extra) is not installed")
+MOTO = [sys.executable, "-m", "moto.server"]  # this environment's moto, never another on PATH
+
+SPEC = """name = "s3sweep"
+[model]
+heads = 2
+seq_len = 16
+[data]
+vocab_size = 16
+[train]
+batch_size = 8
+eval_every = 5
+warmup_steps = 2
+threads = 1
+[grid]
+depth = [1, 2]
+width = [8]
+[budget]
+steps = 10
+"""
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """(env with credentials, endpoint query) of a moto S3 server on a free 127.0.0.1 port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([*MOTO, "-H", "127.0.0.1", "-p", str(port)], stdout=out,
+                                stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(f"moto_server did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.2)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
+    os.environ.update({k: env[k] for k in saved})
+    try:
+        yield env, f"endpoint_override=127.0.0.1:{port}&scheme=http"
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def make_bucket(query: str, bucket: str) -> pafs.FileSystem:
+    fs, _ = pafs.FileSystem.from_uri(f"s3://{bucket}?{query}&allow_bucket_creation=true")
+    fs.create_dir(bucket)
+    return fs
+
+
+def depthwidth(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "depthwidth.cli", *args], env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_sweep_store_and_analysis_on_s3(s3, tmp_path):
+    env, query = s3
+    fs = make_bucket(query, "sweeps")
+    uri = f"s3://sweeps/team/s3sweep?{query}"
+    spec = tmp_path / "s3.toml"
+    spec.write_text(SPEC)
+
+    r = depthwidth("sweep", "run", str(spec), "--storage", uri, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 trials (2 ok)" in r.stdout
+    assert f"report: s3://sweeps/team/s3sweep/analysis/report.md?{query}" in r.stdout
+
+    root = "sweeps/team/s3sweep"
+    names = {i.base_name for i in fs.get_file_info(pafs.FileSelector(root))}
+    assert {"runs.parquet", "curves.parquet", "spec.toml", "analysis"} <= names
+    runs = pd.read_parquet(f"{root}/runs.parquet", filesystem=fs)
+    assert sorted(runs["depth"]) == [1, 2] and set(runs["status"]) == {"ok"}
+    curves = pd.read_parquet(f"{root}/curves.parquet", filesystem=fs)
+    assert sorted(curves.groupby("trial_id")["step"].max()) == [10, 10]
+    with fs.open_input_stream(f"{root}/spec.toml") as f:
+        assert f.read().decode() == SPEC
+    report = {i.base_name for i in fs.get_file_info(pafs.FileSelector(f"{root}/analysis"))}
+    assert {"report.json", "report.md", "loss_vs_n.png"} <= report
+    # Tune kept its trial checkpoints on S3 while the trials ran; finished trials' ones are gone
+    tune = [i for i in fs.get_file_info(pafs.FileSelector(f"{root}/tune", recursive=True))
+            if i.base_name.startswith("checkpoint_")]
+    assert tune == []
+
+    again = depthwidth("sweep", "run", str(spec), "--storage", uri, "--no-analyze", env=env)
+    assert again.returncode == 0 and "all 2 trials are already in" in again.stdout
+    shown = depthwidth("sweep", "results", uri, env=env)
+    assert shown.returncode == 0 and set(runs["trial_id"]) <= set(shown.stdout.split())
+
+    out = tmp_path / "local-report"
+    local = depthwidth("analyze", uri, "--out", str(out), "--bootstrap", "10", env=env)
+    assert local.returncode == 0, local.stderr
+    assert (out / "report.json").is_file() and f"report: {out}/report.md" in local.stdout
+    replot = depthwidth("plot", str(out), env=env)  # the data is read back from S3
+    assert replot.returncode == 0, replot.stderr
+
+
+def test_bad_s3_storage_is_refused_before_anything_runs(s3, tmp_path):
+    env, query = s3
+    spec = tmp_path / "s3.toml"
+    spec.write_text(SPEC)
+    uri = f"s3://no-such-bucket/x?{query}"
+    r = depthwidth("sweep", "run", str(spec), "--storage", uri, env=env)
+    assert r.returncode == 2
+    assert r.stderr == (f"depthwidth: error: --storage = {uri!r} is invalid: its bucket "
+                        f"'no-such-bucket' does not exist; create it first.\n")
+    fs, _ = pafs.FileSystem.from_uri(f"s3://x?{query}")
+    assert fs.get_file_info("no-such-bucket").type == pafs.FileType.NotFound  # nothing created
+
+    fs = make_bucket(query, "files")
+    with fs.open_output_stream("files/taken") as f:
+        f.write(b"not a folder")
+    r = depthwidth("sweep", "run", str(spec), "--storage", f"s3://files/taken/sub?{query}", env=env)
+    assert r.returncode == 2 and "'files/taken' is a file, not a folder." in r.stderr
+
+    r = depthwidth("analyze", f"s3://files/missing?{query}", env=env)
+    assert r.returncode == 2
+    assert r.stderr == f"depthwidth: error: input path 's3://files/missing?{query}' does not exist.\n"
+    r = depthwidth("plot", f"s3://files?{query}", env=env)
+    assert r.returncode == 2 and "plot and kaplan read a local report folder" in r.stderr
+
+
+def test_analysis_reads_a_csv_behind_a_uri(s3, tmp_path):
+    env, query = s3
+    fs = make_bucket(query, "tables")
+    rows = ["depth,width,loss"] + [f"{d},{w},{3.0 - 0.1 * d - 0.001 * w:.4f}"
+                                   for d in (1, 2, 3) for w in (16, 32, 64)]
+    with fs.open_output_stream("tables/mine.csv") as f:
+        f.write(("\n".join(rows) + "\n").encode())
+    r = depthwidth("analyze", f"s3://tables/mine.csv?{query}", "--bootstrap", "5", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "9 runs analysed" in r.stdout
+    assert f"report: s3://tables/mine_analysis/report.md?{query}" in r.stdout
+    assert fs.get_file_info("tables/mine_analysis/report.json").type == pafs.FileType.File
