@@ -169,3 +169,32 @@ def test_analysis_reads_a_csv_behind_a_uri(s3, tmp_path):
     assert "9 runs analysed" in r.stdout
     assert f"report: s3://tables/mine_analysis/report.md?{query}" in r.stdout
     assert fs.get_file_info("tables/mine_analysis/report.json").type == pafs.FileType.File
+
+
+def test_an_interrupted_trials_checkpoint_is_found_and_read_back_over_s3(s3, tmp_path):
+    """What a rerun does after a killed driver, on S3: find the furthest checkpoint of an
+    unfinished trial in the store's tune/ folder, hand its URI (options kept) to the trial, which
+    downloads it; a finished trial's folders are deleted."""
+    from ray import tune
+
+    from sweeps.resume import clear_checkpoints, find_checkpoints
+    from sweeps.store import ResultStore
+
+    _, query = s3
+    fs = make_bucket(query, "ckpts")
+    store = ResultStore(f"s3://ckpts/st?{query}")
+    for step in (4, 8):
+        local = tmp_path / f"c{step}"
+        local.mkdir()
+        (local / "state.bin").write_bytes(bytes([step]))
+        tune.Checkpoint.from_directory(str(local)).set_metadata({"trial_id": "abc", "step": step})
+        dest = f"ckpts/st/tune/run1/abc/checkpoint_00000{step // 4}"
+        fs.create_dir(dest, recursive=True)
+        pafs.copy_files(str(local), dest, destination_filesystem=fs)
+
+    found = find_checkpoints(store, ["abc", "other"])
+    assert found == {"abc": (f"s3://ckpts/st/tune/run1/abc/checkpoint_000002?{query}", 8)}
+    back = tune.Checkpoint(found["abc"][0]).to_directory(str(tmp_path / "back"))
+    assert (tmp_path / "back" / "state.bin").read_bytes() == bytes([8]) and back == str(tmp_path / "back")
+    assert clear_checkpoints(store, ["abc"]) == 1
+    assert fs.get_file_info("ckpts/st/tune/run1/abc").type == pafs.FileType.NotFound
