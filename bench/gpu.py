@@ -2,7 +2,8 @@
 widths 512/1024/2048, against the card's measured bf16 matmul rate. Finishes in ~5 minutes.
 
 Run by hand on a CUDA machine:  python bench/gpu.py [--steps 30] [--compile] [--out docs/bench/gpu.md]
-Exits with status 3 and one sentence on a machine without CUDA.
+Exits with status 3 and one sentence on a machine without CUDA. `--cpu-smoke` runs the same
+script end to end on the CPU with one tiny shape (a check of the script, not of any GPU).
 """
 
 from __future__ import annotations
@@ -22,16 +23,21 @@ WIDTHS = {512: 16, 1024: 16, 2048: 8}  # width -> batch size (sequences of 1024 
 DEPTH, SEQ = 12, 1024
 
 
-def bf16_matmul_tflops(n: int = 8192, reps: int = 20) -> float:
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def bf16_matmul_tflops(device: str = "cuda", n: int = 8192, reps: int = 20) -> float:
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
     for _ in range(3):
         a @ b
-    torch.cuda.synchronize()
+    sync(device)
     t = time.perf_counter()
     for _ in range(reps):
         a @ b
-    torch.cuda.synchronize()
+    sync(device)
     return 2 * n ** 3 * reps / (time.perf_counter() - t) / 1e12
 
 
@@ -40,21 +46,30 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--out", default="docs/bench/gpu.md")
+    ap.add_argument("--cpu-smoke", action="store_true", help="tiny shape on the CPU: checks the script")
     a = ap.parse_args()
-    if not torch.cuda.is_available():
+    depth, seq, widths, device = DEPTH, SEQ, WIDTHS, "cuda"
+    if a.cpu_smoke:
+        depth, seq, widths, device = 2, 64, {128: 4}, "cpu"
+        peak, name = bf16_matmul_tflops("cpu", n=512, reps=3), "CPU (smoke run)"
+    elif not torch.cuda.is_available():
         print("bench/gpu.py: no CUDA device is available on this machine; run it on a GPU host.",
               file=sys.stderr)
         return 3
-    peak = bf16_matmul_tflops()
-    name = torch.cuda.get_device_name()
+    else:
+        peak, name = bf16_matmul_tflops(), torch.cuda.get_device_name()
+    if a.steps < 20 or a.steps % 10:
+        print(f"bench/gpu.py: --steps = {a.steps} is invalid: use a multiple of 10, at least 20.",
+              file=sys.stderr)
+        return 2
     rows = []
-    for width, batch in WIDTHS.items():
-        cfg = ModelConfig(depth=DEPTH, width=width, heads=width // 64, seq_len=SEQ, vocab_size=256)
+    for width, batch in widths.items():
+        cfg = ModelConfig(depth=depth, width=width, heads=width // 64, seq_len=seq, vocab_size=256)
         marks = {}
-        run = TrainConfig(steps=a.steps, batch_size=batch, eval_every=5, eval_batches=1,
-                          warmup_steps=0, device="cuda", precision="bf16", compile=a.compile)
+        run = TrainConfig(steps=a.steps, batch_size=batch, eval_every=10, eval_batches=1,
+                          warmup_steps=0, device=device, precision="bf16", compile=a.compile)
         r = train(cfg, DataConfig(vocab_size=256), run,
-                  report=lambda m: (torch.cuda.synchronize(), marks.__setitem__(m["step"], time.perf_counter())))
+                  report=lambda m: (sync(device), marks.__setitem__(m["step"], time.perf_counter())))
         if r.status != "ok":
             print(f"width {width}: {r.status} {r.error}")
             continue
@@ -62,14 +77,14 @@ def main() -> int:
         steps = a.steps - 10
         dt = marks[a.steps] - marks[10]
         n = count_params(cfg).n_params
-        tok_s = steps * batch * SEQ / dt
-        model_flops = (6 * n + 6 * DEPTH * SEQ * width) * tok_s  # Kaplan C incl. attention term
+        tok_s = steps * batch * seq / dt
+        model_flops = (6 * n + 6 * depth * seq * width) * tok_s  # Kaplan C incl. attention term
         rows.append((width, n, tok_s, model_flops / 1e12, model_flops / 1e12 / peak))
         print(rows[-1], flush=True)
     lines = [f"## GPU MFU ({datetime.date.today()}, {name}, torch {torch.__version__}, "
              f"compile={a.compile})", "",
-             f"bf16 matmul 8192²: {peak:.0f} TFLOP/s. depth {DEPTH}, seq {SEQ}, {a.steps} steps "
-             "(timed from step 10; eval batches included).", "",
+             f"bf16 matmul: {peak:.3g} TFLOP/s. depth {depth}, seq {seq}, {a.steps} steps "
+             "(timed from the report at step 10 to the last; one eval batch per 10 steps included).", "",
              "| width | N | tokens/s | model TFLOP/s | MFU vs matmul |", "|---|---|---|---|---|"]
     lines += [f"| {w} | {n:,} | {t:,.0f} | {f:.1f} | {100 * u:.0f}% |" for w, n, t, f, u in rows]
     text = "\n".join(lines) + "\n"

@@ -101,3 +101,41 @@ def test_mup_and_linear_attention_train():
 def test_model_vocab_smaller_than_data_is_refused():
     with pytest.raises(ValueError, match="ModelConfig.vocab_size = 4"):
         train(MODEL.replace(vocab_size=4), DATA, RUN)
+
+
+def test_prefetched_batches_are_the_same_batches_in_order():
+    """The GPU path draws batches ahead in a thread: same tensors, same order, from any start."""
+    import threading
+
+    import torch
+
+    from depthwidth.data import make_data
+    from depthwidth.train import TrainBatches
+
+    data = make_data(DATA, 32)
+    ahead = TrainBatches(data, 4, start=7, device=torch.device("cpu"), ahead=2)
+    try:
+        for i in range(7, 13):
+            x, y = ahead.get()
+            ex, ey = data.batch("train", i, 4)
+            assert torch.equal(x, ex) and torch.equal(y, ey)
+        assert sorted(ahead._pending) == [13, 14]  # two batches already on their way
+        assert any(t.name.startswith("depthwidth-data") for t in threading.enumerate())
+    finally:
+        ahead.close()
+    assert ahead._pool is None and not any(t.name.startswith("depthwidth-data") for t in threading.enumerate())
+
+
+def test_a_data_error_in_the_prefetch_thread_reaches_the_run():
+    import torch
+
+    from depthwidth.train import TrainBatches
+
+    class Broken:
+        def batch(self, split, index, batch_size):
+            raise ValueError(f"no batch {index}")
+
+    ahead = TrainBatches(Broken(), 4, start=3, device=torch.device("cpu"), ahead=1)
+    with pytest.raises(ValueError, match="no batch 3"):
+        ahead.get()
+    ahead.close()
