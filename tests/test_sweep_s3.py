@@ -61,18 +61,14 @@ def s3(tmp_path_factory):
                 proc.kill()
                 raise RuntimeError(f"moto_server did not start:\n{log.read_text()[-2000:]}")
             time.sleep(0.2)
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
-    os.environ.update({k: env[k] for k in saved})
+    creds = dict(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **creds}
     try:
-        yield env, f"endpoint_override=127.0.0.1:{port}&scheme=http"
+        with pytest.MonkeyPatch.context() as mp:  # this process talks to the bucket too
+            for k, v in creds.items():
+                mp.setenv(k, v)
+            yield env, f"endpoint_override=127.0.0.1:{port}&scheme=http"
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         proc.terminate()
         try:
             proc.wait(timeout=10)
