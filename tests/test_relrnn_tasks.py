@@ -1,6 +1,6 @@
 """Copy and denoise tasks (Arjovsky et al. 2016 as in Kerg et al. 2020, SCIENCE.md §6): layout,
 seeding, hand-computed baseline and entropy, accuracy on the last 10 outputs; and the clear
-errors for bad ν/ρ (negative, ν + ρ = 0, ν > T) in the configs, in train.resolve and the CLI.
+errors for bad ν/ρ (negative, ν + ρ = 0, ν > T) in the configs, in data.resolve and the CLI.
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ import torch
 
 from depthwidth.cli import main
 from depthwidth.config import ConfigError, DataConfig, ModelConfig
-from depthwidth.data import make_data
+from depthwidth.data import check_task_fits, make_data, resolve
 from depthwidth.data.tasks import CopyTask
-from depthwidth.data import check_task_fits
-from depthwidth.train import resolve
 
 
 def task(kind: str, T: int, seed: int = 0) -> CopyTask:
