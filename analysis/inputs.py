@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
-from depthwidth.uri import filesystem, is_remote, uri_join
+from depthwidth.uri import filesystem, is_remote, reason, uri_join
 
 RECURRENT = ("lstm", "rnn", "memrnn", "relrnn", "rellstm")
 STATUSES = ("ok", "diverged", "failed")
@@ -90,7 +91,7 @@ def _read_table(path: Path | str, fs=None) -> pd.DataFrame:
                 return pd.read_csv(f)
         if fs is None:
             return pd.read_parquet(path)
-        return _pq_read(str(path), fs)
+        return pq.read_table(str(path), filesystem=fs).to_pandas()
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError(f"{name}: not a readable CSV ({str(exc).splitlines()[0]}).") from None
     except InputError:
@@ -98,12 +99,6 @@ def _read_table(path: Path | str, fs=None) -> pd.DataFrame:
     except Exception as exc:  # pyarrow raises several unrelated types for corrupt files
         kind = "CSV" if suffix == ".csv" else "parquet file"
         raise InputError(f"{name}: not a readable {kind} ({type(exc).__name__}).") from None
-
-
-def _pq_read(path: str, fs) -> pd.DataFrame:
-    import pyarrow.parquet as pq
-
-    return pq.read_table(path, filesystem=fs).to_pandas()
 
 
 def load(source: str | Path) -> Dataset:
@@ -146,7 +141,7 @@ def _load_remote(uri: str) -> Dataset:
             has_runs = fs.get_file_info(f"{path}/runs.parquet").type == pafs.FileType.File
             has_curves = fs.get_file_info(f"{path}/curves.parquet").type == pafs.FileType.File
     except (pa.ArrowException, OSError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = reason(exc)
         raise InputError(f"input '{uri}' cannot be read ({first}).") from None
     if kind == pafs.FileType.NotFound:
         raise InputError(f"input path '{uri}' does not exist.")

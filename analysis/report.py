@@ -19,7 +19,7 @@ from analysis import kaplan, plots, powerlaw, regimes, threshold
 from analysis._blas import single_threaded
 from analysis.inputs import RECURRENT, Dataset, InputError, default_out_dir, default_out_uri, load
 from analysis.markdown import render, render_kaplan
-from depthwidth.uri import filesystem, is_remote
+from depthwidth.uri import filesystem, is_remote, reason
 
 REPORT_VERSION = 1
 
@@ -186,7 +186,7 @@ def _upload(local: Path, uri: str) -> None:
         pafs.copy_files(str(local), path, source_filesystem=pafs.LocalFileSystem(),
                         destination_filesystem=fs)
     except (pa.ArrowException, OSError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = reason(exc)
         raise InputError(f"the report could not be written to '{uri}' ({first}); it is in "
                          f"'{local}'.") from None
     shutil.rmtree(local, ignore_errors=True)

@@ -38,3 +38,8 @@ def filesystem(location: str):
 
     fs, path = pafs.FileSystem.from_uri(location)
     return fs, path.rstrip("/")
+
+
+def reason(exc: BaseException) -> str:
+    """The first line of an error, for a one-sentence message (pyarrow's run to many lines)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -52,13 +52,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
         from sweeps.cluster import submit
         from sweeps.service import prepare
         from sweeps.spec import load_spec
+        from depthwidth.uri import is_remote, local_path
         _check_max_concurrent(args)
         from sweeps.plan import check_memory
         spec = load_spec(args.spec)
         check_memory(spec)
         location = args.storage or spec.storage
-        local = location[len("file://"):] if location.startswith("file://") else location
-        if "://" not in local and os.path.exists(local):
+        if not is_remote(location) and os.path.exists(local_path(location)):
             prepare(spec, args.storage, args.rerun or ())  # a store we can see: check it first
         flags = (["--no-analyze"] if args.no_analyze else []) + \
             (["--max-concurrent", str(args.max_concurrent)] if args.max_concurrent else []) + \

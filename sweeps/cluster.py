@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from depthwidth.uri import reason
 from sweeps.spec import Resources, SpecError, SweepSpec
 from sweeps.store import ResultStore
 
@@ -59,7 +60,7 @@ def connect(address: str | None) -> bool:
         except AuthenticationError:
             failure = "auth"
         except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
-            failure = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            failure = reason(exc)
     log = "".join(captured)
     if failure is None:
         sys.stderr.write(log)  # Ray's own notices, e.g. that token authentication is on
@@ -171,7 +172,7 @@ def job_client(address: str | None):
         what = "rejected the token it was given" if token else "requires a token and none was found"
         raise ClusterError(f"the Ray cluster at {addr} {what}: {TOKEN_HELP}.") from None
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = reason(exc)
         raise ClusterError(f"--address = {addr!r} is invalid: no Ray Jobs API answered there ({first}).") from None
     return client
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
-from depthwidth.uri import filesystem, is_remote, local_path
+from depthwidth.uri import filesystem, is_remote, local_path, reason
 from sweeps.budget import Budget, apply_budget, model_stats, parse_budget, resolve_model
 from sweeps.errors import SpecError, fail, number
 from sweeps.where import WhereError, compile_where, evaluate_where, where_names
@@ -224,7 +224,7 @@ def _check_remote_storage(storage: str, field: str) -> None:
                 raise bad(f"{probe!r} is a file, not a folder")
             probe = probe.rpartition("/")[0]
     except (pa.ArrowException, OSError) as exc:
-        raise bad(f"the filesystem cannot be used ({(str(exc).strip().splitlines() or [type(exc).__name__])[0]})") from None
+        raise bad(f"the filesystem cannot be used ({reason(exc)})") from None
     raise bad(f"its bucket {path.split('/')[0]!r} does not exist; create it first")
 
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from depthwidth.uri import filesystem, is_remote, local_path, uri_join
+from depthwidth.uri import filesystem, is_remote, local_path, reason, uri_join
 
 RUNS = "runs.parquet"
 CURVES = "curves.parquet"
@@ -146,7 +146,7 @@ class ResultStore:
                     f.write(data)
                 self.fs.move(tmp, final)  # a copy on object stores: readers never see a partial file
             except (pa.ArrowException, OSError) as exc:
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                first = reason(exc)
                 raise StoreError(f"{self.display(name)} could not be written ({first}); the trials "
                                  f"stored before it are kept.") from None
 
