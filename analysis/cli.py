@@ -1,21 +1,15 @@
-"""The analysis commands of `depthwidth`: analyze, plot, kaplan (DESIGN.md, "Commands").
+"""The analysis commands of `depthwidth`: analyze, plot, kaplan (docs/design.md, "Commands").
 
 `register(subparsers)` adds them to the main parser; each handler returns the exit code, 2 for
-bad input with one sentence on stderr and nothing written.
+bad input with one sentence on stderr and nothing written. The analysis itself (pandas, scipy,
+matplotlib) is imported inside the handlers, so other commands do not pay for it.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from analysis.inputs import InputError
-from depthwidth.uri import child
-
-
-def _fail(msg: str) -> int:
-    print(f"depthwidth: error: {msg}", file=sys.stderr)
-    return 2
+from depthwidth.clitools import fail as _fail
 
 
 def _check_counts(args) -> str | None:
@@ -25,7 +19,9 @@ def _check_counts(args) -> str | None:
 
 
 def _analyze(args) -> int:
+    from analysis.inputs import InputError
     from analysis.report import analyze
+    from depthwidth.results import Location
     if (bad := _check_counts(args)):
         return _fail(bad)
     try:
@@ -40,11 +36,12 @@ def _analyze(args) -> int:
               f"claimed: {thr['claimed']}; consistent with b = 3: {thr['consistent_with_theory']}")
     else:
         print(f"no threshold claimed: {thr.get('reason', '')}")
-    print(f"report: {child(r['report_dir'], 'report.md')}")
+    print(f"report: {Location(r['report_dir']).display('report.md')}")
     return 0
 
 
 def _plot(args) -> int:
+    from analysis.inputs import InputError
     from analysis.report import replot
     try:
         r = replot(args.dir)
@@ -55,6 +52,7 @@ def _plot(args) -> int:
 
 
 def _kaplan(args) -> int:
+    from analysis.inputs import InputError
     from analysis.markdown import kaplan_table
     from analysis.report import kaplan_report
     if (bad := _check_counts(args)):

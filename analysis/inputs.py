@@ -1,9 +1,11 @@
-"""Reading runs for the analysis: a results store (runs.parquet + curves.parquet, DESIGN.md) or a CSV.
+"""Validating and shaping runs for the analysis: a results store (runs.parquet + curves.parquet,
+docs/design.md "The results store") or a CSV / parquet file of runs or long-format curves.
 
-A CSV needs at least depth, width, loss (or final_val_loss); n_params defaults to Kaplan's
-12·depth·width² (SCIENCE.md §2); a `step` column makes it long-format learning curves. Only
-parquet, CSV and JSON are read (never pickles). Bad input raises InputError: one sentence naming
-the column and row. Stores and files may also sit behind a pyarrow filesystem URI (s3://...).
+Reading goes through depthwidth/results.py, the store's one home, so local paths and URIs (s3://...)
+behave alike. A CSV needs at least depth, width, loss (or final_val_loss); n_params defaults to
+Kaplan's N (depthwidth.accounting.kaplan_n_params, docs/science.md §2); a `step` column makes it
+long-format learning curves. Only parquet, CSV and JSON are read (never pickles). Bad input raises
+InputError: one sentence naming the column and row.
 """
 
 from __future__ import annotations
@@ -13,14 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
-from depthwidth.uri import filesystem, is_remote, reason, uri_join
-
-RECURRENT = ("lstm", "rnn", "memrnn", "relrnn", "rellstm")
-STATUSES = ("ok", "diverged", "failed")
-CURVE_COLUMNS = ["trial_id", "step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s"]
-
+from depthwidth.accounting import kaplan_n_params
+from depthwidth.results import ANALYSIS_DIR, CURVES, RUNS, STATUSES, Location, StoreError
 
 class InputError(ValueError):
     """Unusable analysis input; the message names the file, column and row."""
@@ -38,19 +35,22 @@ class Dataset:
     families: tuple
 
 
-def default_out_dir(source: str | Path) -> Path:
-    p = Path(source)
-    return p / "analysis" if p.is_dir() else p.with_name(p.stem + "_analysis")
+def locate(source: str | Path) -> tuple[Location, str]:
+    """The input's location and what it is: 'dir', 'file' or 'missing'."""
+    try:
+        loc = Location(source)
+        return loc, loc.kind()
+    except StoreError as exc:
+        raise InputError(f"input '{source}' cannot be read ({exc})") from None
 
 
-def default_out_uri(uri: str, kind: str) -> str:
-    """Where the report of a remote input goes: the store's analysis/ folder, or a folder beside
-    the file, as for local inputs."""
-    if kind == "store":
-        return uri_join(uri, "analysis")
-    base, sep, query = uri.partition("?")
-    parent, _, name = base.rstrip("/").rpartition("/")
-    return f"{parent}/{Path(name).stem}_analysis{sep}{query}"
+def default_out(source: str | Path, kind: str) -> Location:
+    """Where a report goes unless --out says otherwise: a store's analysis/ folder, or a folder
+    named after a file beside it (local or remote alike)."""
+    loc = Location(source)
+    if kind == "store" or loc.kind() == "dir":
+        return loc.child(ANALYSIS_DIR)
+    return loc.sibling(Path(loc.name).stem + "_analysis")
 
 
 def _row_error(name: str, col: str, pos: int, value, why: str, csv: bool) -> InputError:
@@ -77,46 +77,29 @@ def _check_positive(df: pd.DataFrame, cols: list[str], name: str, csv: bool) -> 
                              why, csv)
 
 
-def _read_table(path: Path | str, fs=None) -> pd.DataFrame:
-    """A CSV or parquet file, local or (with `fs`) a path inside a pyarrow filesystem."""
-    name = Path(str(path)).name
-    suffix = Path(name).suffix.lower()
-    if suffix not in (".csv", ".parquet"):
-        raise InputError(f"{path}: expected a results directory, a .csv or a .parquet file.")
+def _read(loc: Location, name: str = "") -> pd.DataFrame:
     try:
-        if suffix == ".csv":
-            if fs is None:
-                return pd.read_csv(path)
-            with fs.open_input_file(str(path)) as f:
-                return pd.read_csv(f)
-        if fs is None:
-            return pd.read_parquet(path)
-        return pq.read_table(str(path), filesystem=fs).to_pandas()
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"{name}: not a readable CSV ({str(exc).splitlines()[0]}).") from None
-    except InputError:
-        raise
-    except Exception as exc:  # pyarrow raises several unrelated types for corrupt files
-        kind = "CSV" if suffix == ".csv" else "parquet file"
-        raise InputError(f"{name}: not a readable {kind} ({type(exc).__name__}).") from None
+        return loc.read_table(name).reset_index(drop=True)
+    except StoreError as exc:
+        raise InputError(str(exc)) from None
 
 
 def load(source: str | Path) -> Dataset:
-    """Read and validate a store directory, a runs CSV / parquet, or a long-format curves CSV."""
-    if is_remote(source):
-        return _load_remote(str(source))
-    src = Path(source)
-    if not src.exists():
-        raise InputError(f"input path '{src}' does not exist.")
-    if src.is_dir():
-        runs_path = src / "runs.parquet"
-        if not runs_path.is_file():
-            raise InputError(f"directory '{src}' has no runs.parquet, so it is not a results store.")
-        runs = _read_table(runs_path).reset_index(drop=True)
-        cpath = src / "curves.parquet"
-        curves = _read_table(cpath).reset_index(drop=True) if cpath.is_file() else pd.DataFrame()
-        return _build(runs, curves, runs_path.name, "curves.parquet", src, "store", csv=False)
-    return _load_file(_read_table(src), src.name, src)
+    """Read and validate a store directory, a runs CSV / parquet, or a long-format curves CSV,
+    given as a local path or a URI."""
+    loc, kind = locate(source)
+    src = source if isinstance(source, str) and not loc.is_local else Path(loc.root)
+    if kind == "missing":
+        raise InputError(f"input path '{source}' does not exist.")
+    if kind == "dir":
+        if not loc.exists(RUNS):
+            raise InputError(f"directory '{source}' has no {RUNS}, so it is not a results store.")
+        runs = _read(loc, RUNS)
+        curves = _read(loc, CURVES) if loc.exists(CURVES) else pd.DataFrame()
+        return _build(runs, curves, RUNS, CURVES, src, "store", csv=False)
+    if Path(loc.name).suffix.lower() not in (".csv", ".parquet"):
+        raise InputError(f"{source}: expected a results directory, a .csv or a .parquet file.")
+    return _load_file(_read(loc), loc.name, src)
 
 
 def _load_file(table: pd.DataFrame, name: str, src: Path | str) -> Dataset:
@@ -127,31 +110,6 @@ def _load_file(table: pd.DataFrame, name: str, src: Path | str) -> Dataset:
     else:
         runs, curves = table, pd.DataFrame()
     return _build(runs, curves, name, name, src, "csv" if csv else "parquet", csv=csv)
-
-
-def _load_remote(uri: str) -> Dataset:
-    import pyarrow as pa
-    import pyarrow.fs as pafs
-
-    try:
-        fs, path = filesystem(uri)
-        info = fs.get_file_info(path)
-        kind = info.type
-        if kind == pafs.FileType.Directory:
-            has_runs = fs.get_file_info(f"{path}/runs.parquet").type == pafs.FileType.File
-            has_curves = fs.get_file_info(f"{path}/curves.parquet").type == pafs.FileType.File
-    except (pa.ArrowException, OSError) as exc:
-        first = reason(exc)
-        raise InputError(f"input '{uri}' cannot be read ({first}).") from None
-    if kind == pafs.FileType.NotFound:
-        raise InputError(f"input path '{uri}' does not exist.")
-    if kind == pafs.FileType.File:
-        return _load_file(_read_table(path, fs), Path(path).name, uri)
-    if not has_runs:
-        raise InputError(f"directory '{uri}' has no runs.parquet, so it is not a results store.")
-    runs = _read_table(f"{path}/runs.parquet", fs).reset_index(drop=True)
-    curves = _read_table(f"{path}/curves.parquet", fs).reset_index(drop=True) if has_curves else pd.DataFrame()
-    return _build(runs, curves, "runs.parquet", "curves.parquet", uri, "store", csv=False)
 
 
 def _split_long(table: pd.DataFrame, name: str, csv: bool):
@@ -195,8 +153,8 @@ def _build(runs, curves, name, curves_name, src, kind, csv) -> Dataset:
     fit_runs["depth"] = fit_runs["depth"].astype(float).round().astype(int)
     fit_runs["width"] = fit_runs["width"].astype(float)
     if "n_params" not in fit_runs.columns:
-        # Kaplan's non-embedding count N = 12·n_layer·d_model² (SCIENCE.md §2).
-        fit_runs["n_params"] = 12.0 * fit_runs["depth"] * fit_runs["width"] ** 2
+        # Kaplan's non-embedding count N = 12·n_layer·d_model² (docs/science.md §2).
+        fit_runs["n_params"] = kaplan_n_params(fit_runs["depth"], fit_runs["width"])
     fit_runs["n_params"] = fit_runs["n_params"].astype(float)
     if "seed" not in fit_runs.columns:
         fit_runs["seed"] = 0

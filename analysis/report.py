@@ -1,14 +1,14 @@
 """`analyze`: every fit of the depth–width study from a results store or CSV, written as a report.
 
 Runs the Kaplan et al. 2020 power laws, the crossovers and optimal depth, the two-regime models and
-the threshold base of Levine et al. 2020's L_th = log_b d (SCIENCE.md §2–4), then writes
+the threshold base of Levine et al. 2020's L_th = log_b d (docs/science.md §2–4), then writes
 report.json (stable keys), report.md and the figures (PNG + PDF) under <store>/analysis/.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -17,9 +17,12 @@ import numpy as np
 
 from analysis import kaplan, plots, powerlaw, regimes, threshold
 from analysis._blas import single_threaded
-from analysis.inputs import RECURRENT, Dataset, InputError, default_out_dir, default_out_uri, load
+from analysis.inputs import Dataset, InputError, default_out, load, locate
 from analysis.markdown import render, render_kaplan
-from depthwidth.uri import filesystem, is_remote, reason
+from depthwidth.clitools import reason
+from depthwidth.config import RECURRENT_FAMILIES
+from depthwidth.published import KAPLAN_2020
+from depthwidth.results import ANALYSIS_DIR, Location, StoreError, atomic_file
 
 REPORT_VERSION = 1
 
@@ -113,16 +116,6 @@ def _relrnn(ds: Dataset, out_dir: Path | None) -> dict:
         return {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; a report is not
-    os.replace(tmp, path)
-
-
 def write_figures(figs: dict, out: Path) -> list[str]:
     names = []
     for name, fig in figs.items():
@@ -138,86 +131,119 @@ def figures_for(ds: Dataset, report: dict, out: Path) -> dict:
     return {"written": written, "skipped": skipped}
 
 
+class _Output:
+    """Where a report is written: its files are made in a local working folder and copied into
+    the destination (a local folder or a URI) only once all of them exist, so a failure part
+    way leaves no half-written report and no empty folder behind."""
+
+    def __init__(self, dest: Location):
+        self.dest = dest
+        self.work = Path(tempfile.mkdtemp(prefix="depthwidth-report-"))
+
+    def publish(self) -> None:
+        try:
+            self.dest.upload_folder(self.work)
+        except StoreError as exc:
+            raise InputError(str(exc)) from None
+        finally:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def output_location(out_dir: str | Path | None, source: str | Path, kind: str) -> Location:
+    """The report's destination, checked to be writable before any fit runs."""
+    try:
+        if out_dir is not None:
+            return Location.writable(out_dir, "--out")
+        dest = default_out(source, kind)
+        dest.check_writable("the report folder")
+        return dest
+    except StoreError as exc:
+        raise InputError(str(exc)) from None
+
+
 @single_threaded
 def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: int = 200,
             seed: int = 0) -> dict:
     """Fit, plot and write the report for a results store or CSV; returns the report dict.
 
-    Bad input raises analysis.inputs.InputError before anything is written."""
+    Bad input, or an output that cannot be written, raises analysis.inputs.InputError before any
+    fit runs; nothing is written unless the whole report is."""
     if not isinstance(bootstrap, (int, np.integer)) or bootstrap < 0:
         raise InputError(f"bootstrap = {bootstrap!r} is invalid: it must be a non-negative integer.")
     watch = Stopwatch()
     ds = load(source)
+    dest = output_location(out_dir, source, ds.kind)
     watch.lap("load")
-    remote_out = None
-    if out_dir is None and is_remote(source):  # written here, then uploaded beside the input
-        remote_out = default_out_uri(str(source), ds.kind)
-        out = Path(tempfile.mkdtemp(prefix="depthwidth-analysis-"))
-    else:
-        out = Path(out_dir) if out_dir is not None else default_out_dir(source)
-    report = build_report(ds, int(bootstrap), int(seed), watch)
-    out.mkdir(parents=True, exist_ok=True)
-    report["report_dir"] = remote_out or str(out.resolve())
-    if any(f in RECURRENT for f in ds.families):
-        report["relrnn"] = powerlaw.json_safe(_relrnn(ds, out))
-        watch.lap("relrnn")
-    report["figures"] = figures_for(ds, report, out)
-    watch.lap("plots")
-    report["timings_s"], report["cpu_s"] = watch.wall, watch.cpu
-    write_report(report, out)
-    if remote_out is not None:
-        _upload(out, remote_out)
+    out = _Output(dest)
+    try:
+        report = build_report(ds, int(bootstrap), int(seed), watch)
+        report["report_dir"] = dest.display()
+        if any(f in RECURRENT_FAMILIES for f in ds.families):
+            report["relrnn"] = powerlaw.json_safe(_relrnn(ds, out.work))
+            watch.lap("relrnn")
+        report["figures"] = figures_for(ds, report, out.work)
+        watch.lap("plots")
+        report["timings_s"], report["cpu_s"] = watch.wall, watch.cpu
+        write_report(report, out.work)
+    except BaseException:
+        out.discard()
+        raise
+    out.publish()
     watch.lap("write")
     report["timings_s"]["total"] = round(sum(watch.wall.values()), 4)
     report["cpu_s"]["total"] = round(sum(watch.cpu.values()), 4)
     return report
 
 
-def _upload(local: Path, uri: str) -> None:
-    """Copy a finished report folder to a remote URI, then drop the local copy."""
-    import shutil
-
-    import pyarrow as pa
-    import pyarrow.fs as pafs
-
-    try:
-        fs, path = filesystem(uri)
-        fs.create_dir(path, recursive=True)
-        pafs.copy_files(str(local), path, source_filesystem=pafs.LocalFileSystem(),
-                        destination_filesystem=fs)
-    except (pa.ArrowException, OSError) as exc:
-        first = reason(exc)
-        raise InputError(f"the report could not be written to '{uri}' ({first}); it is in "
-                         f"'{local}'.") from None
-    shutil.rmtree(local, ignore_errors=True)
-
-
 def write_report(report: dict, out: Path) -> None:
-    _atomic_write(out / "report.json", json.dumps(report, indent=1, sort_keys=False, allow_nan=False))
-    _atomic_write(out / "report.md", render(report))
+    with atomic_file(out / "report.json", "w") as f:
+        f.write(json.dumps(report, indent=1, sort_keys=False, allow_nan=False))
+    with atomic_file(out / "report.md", "w") as f:
+        f.write(render(report))
 
 
-def find_report(path: str | Path) -> Path:
-    """report.json of a store (its analysis/ folder), of a CSV (the default folder beside it), or
-    directly inside `path`."""
-    if is_remote(path):
-        raise InputError(f"'{path}' is remote; plot and kaplan read a local report folder: write one "
-                         f"with `depthwidth analyze {path} --out DIR`, then pass DIR.")
-    p = Path(path)
-    for cand in (p / "analysis" / "report.json", p / "report.json", default_out_dir(p) / "report.json"):
-        if cand.is_file():
-            return cand
-    raise InputError(f"no report.json under '{p}' (run `depthwidth analyze {p}` first).")
+def find_report(path: str | Path) -> tuple[Location, dict]:
+    """The report folder and report.json of a store (its analysis/ folder), of a CSV (the
+    default folder beside it), or of `path` itself; local or remote."""
+    loc, kind = locate(path)
+    cands = [loc.child(ANALYSIS_DIR), loc] if kind == "dir" else []
+    if kind == "file":
+        cands.append(default_out(path, "file"))
+    for cand in cands:
+        try:
+            if not cand.exists("report.json"):
+                continue
+            text = cand.read_text("report.json")
+        except StoreError as exc:
+            raise InputError(str(exc)) from None
+        try:
+            report = json.loads(text)
+            if not isinstance(report, dict) or "source" not in report:
+                raise ValueError("it holds no report")
+        except ValueError as exc:
+            raise InputError(f"{cand.display('report.json')} is not a readable report "
+                             f"({reason(exc)}); run `depthwidth analyze` again to rewrite it.") from None
+        return cand, report
+    raise InputError(f"no report.json under '{path}' (run `depthwidth analyze {path}` first).")
 
 
 @single_threaded
 def replot(path: str | Path) -> dict:
     """Redraw every figure from a stored report and its source data, without refitting."""
-    rp = find_report(path)
-    report = json.loads(rp.read_text())
+    dest, report = find_report(path)
     ds = load(report["source"])
-    report["figures"] = figures_for(ds, report, rp.parent)
-    _atomic_write(rp.parent / "report.md", render(report))
+    out = _Output(dest)
+    try:
+        report["figures"] = figures_for(ds, report, out.work)
+        with atomic_file(out.work / "report.md", "w") as f:
+            f.write(render(report))
+    except BaseException:
+        out.discard()
+        raise
+    out.publish()
     return report
 
 
@@ -229,23 +255,31 @@ def kaplan_report(path: str | Path, digitized: str | Path | None = None, bootstr
     Runs `analyze` first when the store has no report yet."""
     dig = kaplan.load_digitized(digitized) if digitized is not None else None  # validate first
     try:
-        rp = find_report(path)
-        report = json.loads(rp.read_text())
-    except InputError:
+        dest, report = find_report(path)
+    except InputError as exc:
+        if not str(exc).startswith("no report.json"):
+            raise
         load(path)  # a clear error when `path` is not an analysable input either
         report = analyze(path, bootstrap=bootstrap, seed=seed)
-        rp = Path(report["report_dir"]) / "report.json"
-    out = rp.parent
+        dest = Location(report["report_dir"])
     result = {"source": report["source"], **report["kaplan"]}
-    if dig is not None:
-        fitted = kaplan.fit_digitized(dig, n_boot=bootstrap, seed=seed)
-        result["digitized"] = {"file": str(Path(digitized).resolve()), **fitted}
-        ds = load(report["source"])
-        fig = plots.side_by_side(ds.curves, report["learning_curves"]["fit"],
-                                 dig.assign(step=dig["tokens"] / kaplan.KAPLAN_2020["setup"]["batch_tokens"]),
-                                 fitted["learning_curves"])
-        result["figures"] = {"written": write_figures({"kaplan_side_by_side": fig}, out)}
-    result = powerlaw.json_safe(result)
-    _atomic_write(out / "kaplan.json", json.dumps(result, indent=1, allow_nan=False))
-    _atomic_write(out / "kaplan.md", render_kaplan(result))
+    out = _Output(dest)
+    try:
+        if dig is not None:
+            fitted = kaplan.fit_digitized(dig, n_boot=bootstrap, seed=seed)
+            result["digitized"] = {"file": str(Path(digitized).resolve()), **fitted}
+            ds = load(report["source"])
+            fig = plots.side_by_side(ds.curves, report["learning_curves"]["fit"],
+                                     dig.assign(step=dig["tokens"] / KAPLAN_2020["setup"]["batch_tokens"]),
+                                     fitted["learning_curves"])
+            result["figures"] = {"written": write_figures({"kaplan_side_by_side": fig}, out.work)}
+        result = powerlaw.json_safe(result)
+        with atomic_file(out.work / "kaplan.json", "w") as f:
+            f.write(json.dumps(result, indent=1, allow_nan=False))
+        with atomic_file(out.work / "kaplan.md", "w") as f:
+            f.write(render_kaplan(result))
+    except BaseException:
+        out.discard()
+        raise
+    out.publish()
     return result

@@ -20,13 +20,9 @@ from depthwidth import __version__
 from depthwidth.config import (ATTENTIONS, DEVICES, FAMILIES, PARAMETRIZATIONS, PRECISIONS,
                                ConfigError, DataConfig, ModelConfig, TrainConfig, from_name)
 
+from depthwidth.clitools import EXIT_BAD_INPUT, fail
+
 SUBCOMMAND_MODULES = ("sweeps.cli", "analysis.cli", "depthwidth.theory_cli")
-EXIT_BAD_INPUT = 2
-
-
-def fail(message: str) -> int:
-    print(f"depthwidth: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
 
 
 def parse_data(spec: str, seed: int) -> DataConfig:

@@ -2,8 +2,9 @@
 
 An explicit loop (nanoGPT's shape, importable as a function): AdamW, linear warmup then cosine
 decay as a pure `get_lr(step, cfg)`, gradient clipping, periodic evaluation on fixed validation
-batches, a `report(metrics)` callback, exact checkpoint/resume. Ray, the CLI and the tests all
-call this same function; nothing here imports Ray.
+batches, a `report(metrics, checkpoint=None)` callback (tune.report's shape), exact
+checkpoint/resume. Ray, the CLI and the tests all call this same function; nothing here imports
+Ray.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ from depthwidth.accounting import count_params, flops_per_token, train_flops_per
 from depthwidth.config import RECURRENT_FAMILIES, DataConfig, ModelConfig, TrainConfig
 from depthwidth.data import DataSource, resolve
 from depthwidth.models import build_model
+from depthwidth.results import atomic_file
 
 CHECKPOINT_FILE = "state.pt"
 # A loss this many times the uniform-guess loss ln(V) counts as diverged, as does NaN/inf:
 # far past anything a model that is still learning produces, and it stops a blown-up run early.
 DIVERGENCE_FACTOR = 10.0
 
-Report = Callable[[dict[str, Any]], None]
+# report(metrics) after every evaluation, or report(metrics, checkpoint=folder) when that
+# evaluation also wrote a checkpoint: the shape of tune.report.
+Report = Callable[..., None]
 
 
 @dataclass(frozen=True)
@@ -138,11 +142,9 @@ def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
-    """Atomic: write to a temporary name in the same folder, then rename over the old one."""
-    path.mkdir(parents=True, exist_ok=True)
-    tmp = path / (CHECKPOINT_FILE + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path / CHECKPOINT_FILE)
+    """Atomic (depthwidth.results.atomic_file): a crash leaves the previous checkpoint intact."""
+    with atomic_file(path / CHECKPOINT_FILE) as f:
+        torch.save(state, f)
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
@@ -238,17 +240,21 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
                 if not math.isfinite(ev["val_loss"]) or ev["val_loss"] > diverge_at:
                     status, error = "diverged", f"val loss {ev['val_loss']:.4g} at step {step}"
                 curve.append(metrics)
+                saved = None
                 if checkpoint_dir is not None and status == "ok" and (
                         n_evals % train_cfg.checkpoint_every == 0 or step == train_cfg.steps):
                     _save(Path(checkpoint_dir), {
                         "model": model.state_dict(), "optimizer": opt.state_dict(),
                         "rng": torch.get_rng_state(), "step": step, "curve": json.dumps(curve),
                         "wall_s": metrics["wall_s"]})
-                    metrics = {**metrics, "checkpoint": str(checkpoint_dir)}
+                    saved = str(checkpoint_dir)
                 last = metrics
                 if report is not None:
                     try:
-                        report(metrics)
+                        if saved is None:
+                            report(dict(metrics))
+                        else:
+                            report(dict(metrics), checkpoint=saved)
                     except BaseException as exc:  # the caller's own exception: let it through
                         raise _FromCaller(exc) from exc
                 if status != "ok":
@@ -261,7 +267,7 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
         batches.close()
 
     extra = {k: v for k, v in last.items() if k not in
-             ("step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s", "checkpoint")}
+             ("step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")}
     if status == "ok" and model_cfg.family in RECURRENT_FAMILIES:
         # Kerg et al. 2020: the per-step gradient profile and step cost, kept with the run
         from depthwidth.gradprobe import end_of_run_metrics
@@ -277,5 +283,5 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
         n_params_total=counts.n_params_total, flops_per_token=flops_per_token(model_cfg),
         device=str(device), torch_version=torch.__version__, depthwidth_version=__version__,
         unigram_entropy=unigram, vocab_size=model_cfg.vocab_size,
-        curve=[{k: v for k, v in c.items() if k != "checkpoint"} for c in curve],
+        curve=curve,
         metrics=extra, error=error)

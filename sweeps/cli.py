@@ -12,17 +12,13 @@ import argparse
 import os
 import sys
 
-EXIT_BAD_INPUT = 2
-
-
-def _fail(message: str) -> int:
-    print(f"depthwidth: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+from depthwidth.clitools import EXIT_BAD_INPUT
+from depthwidth.clitools import fail as _fail
 
 
 def _errors():
     from sweeps.spec import SpecError
-    from sweeps.store import StoreError
+    from depthwidth.results import StoreError
     from sweeps.cluster import ClusterError
     from depthwidth.config import ConfigError
     return (SpecError, StoreError, ClusterError, ConfigError)
@@ -52,7 +48,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         from sweeps.cluster import submit
         from sweeps.service import prepare
         from sweeps.spec import load_spec
-        from depthwidth.uri import is_remote, local_path
+        from depthwidth.results import is_remote, local_path
         _check_max_concurrent(args)
         from sweeps.plan import check_memory
         spec = load_spec(args.spec)
@@ -94,7 +90,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def cmd_results(args: argparse.Namespace) -> int:
     try:
-        from sweeps.store import RUNS, ResultStore, StoreError, runs_table_text
+        from depthwidth.results import RUNS, StoreError
+        from sweeps.store import ResultStore, runs_table_text
         store = ResultStore(args.store)
         if not store.exists(RUNS):
             raise StoreError(f"store = {args.store!r} is invalid: it holds no {RUNS}.")

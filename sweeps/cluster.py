@@ -1,7 +1,7 @@
 """Ray clusters: connecting (embedded or by address), checking that every trial fits a node and
 that a multi-node cluster sees the store, and sweeps sent as Ray Jobs (submit, status, logs).
 
-Ray ≥ 2.59 turns token authentication on (DESIGN.md "Execution"): the token is read from
+Ray ≥ 2.59 turns token authentication on (docs/design.md "Execution"): the token is read from
 RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token, sent only as an HTTP header, never printed.
 """
 
@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from depthwidth.uri import reason
+from depthwidth.clitools import reason
 from sweeps.spec import Resources, SpecError, SweepSpec
 from sweeps.store import ResultStore
 

@@ -10,26 +10,17 @@ from __future__ import annotations
 
 from typing import Iterable
 
-import pyarrow.fs as pafs
-
-from depthwidth.uri import uri_join
-from sweeps.store import TUNE_DIR, ResultStore
-
-
-def _dirs(fs: pafs.FileSystem, path: str) -> list[pafs.FileInfo]:
-    try:
-        infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-    except (OSError, FileNotFoundError):
-        return []
-    return [i for i in infos if i.type == pafs.FileType.Directory]
+from depthwidth.results import TUNE_DIR
+from sweeps.store import ResultStore
 
 
 def trial_dirs(store: ResultStore, trial_ids: Iterable[str]) -> dict[str, list[str]]:
     """trial_id -> its folders (paths inside store.fs) in every earlier Tune experiment."""
     wanted = set(trial_ids)
     out: dict[str, list[str]] = {}
-    for exp in _dirs(store.fs, store.path(TUNE_DIR)):
-        for d in _dirs(store.fs, exp.path):
+    loc = store.loc
+    for exp in loc.list_dirs(TUNE_DIR):
+        for d in loc.list_dirs(f"{TUNE_DIR}/{exp.base_name}"):
             if d.base_name in wanted:
                 out.setdefault(d.base_name, []).append(d.path)
     return out
@@ -42,7 +33,7 @@ def find_checkpoints(store: ResultStore, trial_ids: Iterable[str]) -> dict[str, 
     best: dict[str, tuple[str, int]] = {}
     for tid, folders in trial_dirs(store, trial_ids).items():
         for folder in folders:
-            for c in _dirs(store.fs, folder):
+            for c in store.loc.list_dirs(_relative(store, folder)):
                 if not c.base_name.startswith("checkpoint_"):
                     continue
                 try:
@@ -62,16 +53,15 @@ def clear_checkpoints(store: ResultStore, trial_ids: Iterable[str]) -> int:
     n = 0
     for folders in trial_dirs(store, trial_ids).values():
         for folder in folders:
-            try:
-                store.fs.delete_dir(folder)
-                n += 1
-            except (OSError, FileNotFoundError):
-                pass
+            n += store.loc.delete_dir(folder)
     return n
 
 
+def _relative(store: ResultStore, path: str) -> str:
+    return path[len(store.root):].lstrip("/")
+
+
 def _uri(store: ResultStore, path: str) -> str:
-    if store.is_local:
-        return path
-    rel = path[len(store.root):].lstrip("/")
-    return uri_join(store.location, rel)
+    """A checkpoint folder as the trainable opens it: a local path, or the store's URI with the
+    folder appended (its options, such as an endpoint, kept)."""
+    return path if store.is_local else store.display(_relative(store, path))

@@ -1,4 +1,4 @@
-"""Run, resume and extend a sweep on Ray Tune, embedded or on a cluster (DESIGN.md "Execution").
+"""Run, resume and extend a sweep on Ray Tune, embedded or on a cluster (docs/design.md "Execution").
 
 Every run of the same spec runs only what the store lacks: finished trials are never rerun
 (unless --rerun names them), unfinished ones resume from their last checkpoint, new grid points
@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import json
 import logging
 import math
 import os
 import sys
 from typing import Any, Iterable, TextIO
 
-from depthwidth.uri import child
-from sweeps.spec import SpecError, SweepSpec, check_storage_writable, tomllib
-from sweeps.store import STATUSES, ResultStore, make_curve, make_row
+from depthwidth.results import STATUSES, Location
+from sweeps.spec import SpecError, SweepSpec, tomllib
+from sweeps.store import ResultStore
 
 # Tune's own loggers (CSV/JSON/TensorBoard per trial) and its table are off: the store and the
 # progress view replace them, and they cost ~0.3 s per trial on 2 CPUs.
@@ -77,7 +76,7 @@ def select_trials(spec: SweepSpec, store: ResultStore, rerun: Iterable[str]) -> 
 def prepare(spec: SweepSpec, storage: str | None, rerun: Iterable[str] = ()) -> tuple[ResultStore, list, set[str]]:
     """Every check that needs no cluster; raises SpecError/StoreError before anything is written."""
     location = storage or spec.storage
-    check_storage_writable(location, "--storage" if storage else "storage.path")
+    Location.writable(location, "--storage" if storage else "storage.path")
     store = ResultStore(location)
     store.check()
     first = store.first_spec_text()
@@ -138,10 +137,11 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
           max_concurrent: int | None, out: TextIO) -> int:
     from ray import tune
 
+    from sweeps.driver import StoreWriter
     from sweeps.plan import trial_plan
     from sweeps.progress import ProgressView, trial_cost
     from sweeps.resume import clear_checkpoints, find_checkpoints
-    from sweeps.trainable import FINAL_KEY, HOOK_ENV, run_trial
+    from sweeps.trainable import HOOK_ENV, run_trial
 
     clear_checkpoints(store, again)  # a rerun starts from scratch
     resume = find_checkpoints(store, [t.trial_id for t in todo if t.trial_id not in again])
@@ -155,43 +155,7 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
     for tid, (_, step) in resume.items():
         view.note(f"trial {labels[tid]} resumes from its checkpoint at step {step}")
 
-    class Driver(tune.Callback):
-        def __init__(self) -> None:
-            self.written: set[str] = set()
-
-        def on_step_end(self, iteration, trials, **info):
-            view.draw(event=False)  # the clock ticks between events (throttled inside)
-
-        def on_trial_start(self, iteration, trials, trial, **info):
-            view.started(trial.config["trial"]["trial_id"])
-
-        def on_trial_result(self, iteration, trials, trial, result, **info):
-            cfg = trial.config["trial"]
-            tid = cfg["trial_id"]
-            if FINAL_KEY not in result:
-                view.progressed(tid, result.get("progress"))
-                return
-            if tid in self.written:  # a restarted trial repeating its final report
-                return
-            final = json.loads(result[FINAL_KEY])
-            res = final["result"]
-            row = make_row(spec.name, cfg, res, final["node"], final["resumed_from_step"])
-            store.add_trial(row, make_curve(tid, res["curve"]))
-            self.written.add(tid)
-            view.finished(tid, res["status"], float(res["final_val_loss"]))
-            if res["status"] == "failed":
-                view.note(f"trial {labels[tid]} failed: {res['error']}")
-
-        def on_trial_recover(self, iteration, trials, trial, **info):
-            view.note(f"trial {labels[trial.config['trial']['trial_id']]} lost its worker; "
-                      f"restarting from its last checkpoint")
-
-        def on_trial_error(self, iteration, trials, trial, **info):
-            err = trial.get_error()
-            msg = (str(err).strip().splitlines() or ["unknown error"])[-1] if err else "unknown error"
-            view.errored(trial.config["trial"]["trial_id"], msg[:300])
-
-    driver = Driver()
+    driver = StoreWriter(spec.name, store, view, labels)
     exp = f"{spec.name}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}"
     hook = os.environ.get(HOOK_ENV, "")
     limit = max_concurrent if max_concurrent else (r.max_concurrent or None)
@@ -257,7 +221,7 @@ def _analyze(store: ResultStore, out: TextIO) -> None:
               file=out)
         return
     if isinstance(result, dict) and result.get("report_dir"):
-        where = child(result["report_dir"], "report.md")
+        where = Location(result["report_dir"]).display("report.md")
     else:
         where = store.display("analysis/report.md")
     print(f"report: {where}", file=out)

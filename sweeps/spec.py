@@ -1,7 +1,7 @@
 """Sweep specs: a TOML file, validated once at the edge, expanded to trials with stable ids.
 
 A sweep is a grid of depth x width (x any other config field) in the sense of Levine et al.
-2020 and Kaplan et al. 2020 (SCIENCE.md §1-2). Format reference (sweeps/README.md has more):
+2020 and Kaplan et al. 2020 (docs/science.md §1-2). Format reference (sweeps/README.md has more):
 
     name = "smoke"                  # required: letters, digits, "-", "_", "."
     description = "..."             # optional
@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
-from depthwidth.uri import filesystem, is_remote, local_path, reason
 from sweeps.budget import Budget, apply_budget, model_stats, parse_budget, resolve_model
 from sweeps.errors import SpecError, fail, number
 from sweeps.where import WhereError, compile_where, evaluate_where, where_names
@@ -188,44 +187,6 @@ def _storage(doc: Mapping[str, Any], name: str, path: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise fail(path, "storage.path", value, "expected a non-empty path or URI")
     return value
-
-
-def check_storage_writable(storage: str, field: str = "storage.path") -> None:
-    """A store must be creatable: its nearest existing ancestor is a writable folder (on a
-    remote filesystem: the URI parses, the filesystem answers, and the bucket exists)."""
-    if is_remote(storage):
-        _check_remote_storage(storage, field)
-        return
-    p = Path(local_path(storage))
-    probe = p
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        raise SpecError(f"{field} = {storage!r} is invalid: {str(probe)!r} is a file, not a folder.")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise SpecError(f"{field} = {storage!r} is invalid: {str(probe)!r} is not writable.")
-
-
-def _check_remote_storage(storage: str, field: str) -> None:
-    import pyarrow as pa
-    import pyarrow.fs as pafs
-
-    def bad(why: str) -> SpecError:
-        return SpecError(f"{field} = {storage!r} is invalid: {why}.")
-
-    try:
-        fs, path = filesystem(storage)
-        probe = path
-        while probe:
-            kind = fs.get_file_info(probe).type
-            if kind == pafs.FileType.Directory:
-                return
-            if kind == pafs.FileType.File:
-                raise bad(f"{probe!r} is a file, not a folder")
-            probe = probe.rpartition("/")[0]
-    except (pa.ArrowException, OSError) as exc:
-        raise bad(f"the filesystem cannot be used ({reason(exc)})") from None
-    raise bad(f"its bucket {path.split('/')[0]!r} does not exist; create it first")
 
 
 def _make_trial(base: dict[str, dict[str, Any]], point: Mapping[str, Any], budget: Budget | None,

@@ -1,55 +1,28 @@
-"""The results store, the contract between sweeps/ and analysis/ (DESIGN.md "The results store").
+"""The results store's writer: the sweep driver records each finished trial here.
 
-`spec.toml` (the first spec verbatim; later, different submissions appended as comments),
-`runs.parquet` (one row per finished trial) and `curves.parquet` (long format), on a local path or
-any pyarrow filesystem URI. Every write is atomic (temporary name, then rename); the store holds
-only parquet, TOML and JSON, never pickles; an unreadable file is reported, never overwritten.
+The location, the schema and the atomic reads and writes live in depthwidth/results.py (the
+contract shared with the analysis, docs/design.md "The results store"). This module keeps what
+only the writer needs: `spec.toml` (the first spec verbatim; later, different submissions appended
+as comments), one runs row and its curve per finished trial, the one-driver lock, and the row
+layout. The store holds only parquet, TOML and JSON, never pickles; an unreadable file is
+reported, never overwritten.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import io
 import json
 import math
 import os
 import re
-import uuid
 from typing import Any, Iterable
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
-from depthwidth.uri import filesystem, is_remote, local_path, reason, uri_join
-
-RUNS = "runs.parquet"
-CURVES = "curves.parquet"
-SPEC = "spec.toml"
-TUNE_DIR = "tune"  # Ray Tune's storage (trial checkpoints) lives inside the store
-REQUIRED_RUN_COLUMNS = (
-    "trial_id", "family", "depth", "width", "heads", "seed", "n_params", "n_params_total",
-    "flops_per_token", "tokens", "steps", "final_train_loss", "final_val_loss", "status", "wall_s",
-    "depthwidth_version", "torch_version", "device")
-CURVE_COLUMNS = ("trial_id", "step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")
-STATUSES = ("ok", "diverged", "failed")
-
-
-class StoreError(RuntimeError):
-    """The store cannot be read or written; the message names the file."""
-
-
-def split_location(location: str) -> tuple[pafs.FileSystem, str, bool]:
-    """(filesystem, path inside it, is_local) for a local path or a pyarrow URI."""
-    if is_remote(location):
-        try:
-            fs, path = filesystem(location)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
-            raise StoreError(f"storage = {location!r} is not a usable filesystem URI ({exc}).") from None
-        return fs, path, False
-    return pafs.LocalFileSystem(), local_path(location), True
+from depthwidth.results import (CURVE_COLUMNS, CURVES, REQUIRED_RUN_COLUMNS, RUNS, SPEC, TUNE_DIR,
+                                Location, StoreError)
 
 
 class ResultStore:
@@ -57,17 +30,18 @@ class ResultStore:
 
     def __init__(self, location: str):
         self.location = location
-        self.fs, self.root, self.is_local = split_location(location)
+        self.loc = Location(location)
+        self.fs, self.root, self.is_local = self.loc.fs, self.loc.root, self.loc.is_local
         self._runs: pd.DataFrame | None = None
         self._curves: pd.DataFrame | None = None
         self._lock_file: Any = None
 
     # -- paths -------------------------------------------------------------------------------
     def path(self, name: str) -> str:
-        return f"{self.root}/{name}"
+        return self.loc.path(name)
 
     def display(self, name: str) -> str:
-        return self.path(name) if self.is_local else uri_join(self.location, name)
+        return self.loc.display(name)
 
     @property
     def tune_storage(self) -> str:
@@ -76,23 +50,17 @@ class ResultStore:
         return self.path(TUNE_DIR)
 
     def exists(self, name: str) -> bool:
-        return self.fs.get_file_info(self.path(name)).type == pafs.FileType.File
+        return self.loc.exists(name)
 
     # -- reading -----------------------------------------------------------------------------
     def _read_parquet(self, name: str, required: Iterable[str]) -> pd.DataFrame | None:
-        if not self.exists(name):
+        kind = self.loc.kind(name)
+        if kind == "missing":
             return None
-        try:
-            table = pq.read_table(self.path(name), filesystem=self.fs)
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise StoreError(f"{self.display(name)} cannot be read as parquet ({first}); it was left "
-                             f"untouched: restore it, or move it aside to start the store over.") from None
-        missing = [c for c in required if c not in table.column_names]
-        if missing:
-            raise StoreError(f"{self.display(name)} lacks the required column {missing[0]!r}; it was "
-                             f"left untouched.")
-        return table.to_pandas()
+        if kind == "dir":
+            raise StoreError(f"{self.display(name)} is a folder, not a parquet file; it was left "
+                             f"untouched: move it aside to start the store over.")
+        return self.loc.read_table(name, required)
 
     def runs(self) -> pd.DataFrame:
         if self._runs is None:
@@ -118,45 +86,16 @@ class ResultStore:
     def first_spec_text(self) -> str | None:
         if not self.exists(SPEC):
             return None
-        with self.fs.open_input_stream(self.path(SPEC)) as f:
-            text = f.read().decode("utf-8", errors="replace")
-        first, _, _ = text.partition(_EXTENSION_MARK)
+        first, _, _ = self.loc.read_text(SPEC).partition(_EXTENSION_MARK)
         return first
 
     # -- writing -----------------------------------------------------------------------------
-    def _atomic_write(self, name: str, data: bytes) -> None:
-        final = self.path(name)
-        tmp = f"{self.root}/.{name}.{uuid.uuid4().hex[:8]}.tmp"
-        if self.is_local:
-            os.makedirs(self.root, exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, final)  # atomic on POSIX: readers see the old file or the new one
-            dir_fd = os.open(self.root, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)  # the rename itself survives a power cut
-            finally:
-                os.close(dir_fd)
-        else:
-            try:
-                self.fs.create_dir(self.root, recursive=True)
-                with self.fs.open_output_stream(tmp) as f:
-                    f.write(data)
-                self.fs.move(tmp, final)  # a copy on object stores: readers never see a partial file
-            except (pa.ArrowException, OSError) as exc:
-                first = reason(exc)
-                raise StoreError(f"{self.display(name)} could not be written ({first}); the trials "
-                                 f"stored before it are kept.") from None
-
     def write_spec(self, text: str, source: str) -> None:
         """First submission verbatim; a later, different one appended as a commented block."""
         if not self.exists(SPEC):
-            self._atomic_write(SPEC, text.encode("utf-8"))
+            self.loc.write_text(SPEC, text)
             return
-        with self.fs.open_input_stream(self.path(SPEC)) as f:
-            current = f.read().decode("utf-8", errors="replace")
+        current = self.loc.read_text(SPEC)
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         first = current.partition(_EXTENSION_MARK)[0]
         if first == text or f"sha256={digest}" in current:
@@ -164,8 +103,8 @@ class ResultStore:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         block = "".join(f"# {line}\n" for line in text.splitlines())
         sep = "" if current.endswith("\n") else "\n"
-        self._atomic_write(SPEC, (current + sep + f"{_EXTENSION_MARK} {stamp} from {source} "
-                                  f"sha256={digest}\n" + block).encode("utf-8"))
+        self.loc.write_text(SPEC, current + sep + f"{_EXTENSION_MARK} {stamp} from {source} "
+                                  f"sha256={digest}\n" + block)
 
     def add_trial(self, row: dict[str, Any], curve: list[dict[str, Any]]) -> None:
         """Record one finished trial (replacing an older row of the same id, for --rerun).
@@ -181,9 +120,7 @@ class ResultStore:
         chunk per row, and parquet writes those twenty times slower (44 ms vs 2 ms at 500 rows)."""
         df = _concat(old[old["trial_id"] != tid], new)
         table = pa.Table.from_pandas(df, preserve_index=False).combine_chunks()
-        buf = io.BytesIO()
-        pq.write_table(table, buf)
-        self._atomic_write(name, buf.getvalue())
+        self.loc.write_table(name, table)
         return table.to_pandas()
 
     def lock(self) -> None:
@@ -223,7 +160,7 @@ def _concat(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
 
 def make_row(sweep: str, trial: dict[str, Any], result: dict[str, Any], node: dict[str, Any],
              resumed_from_step: int) -> dict[str, Any]:
-    """One runs.parquet row: DESIGN.md's required columns, then provenance and the resolved
+    """One runs.parquet row: docs/design.md's required columns, then provenance and the resolved
     configs as JSON so the table describes itself. `trial` is Trial.config_dict() + trial_id."""
     m, d, t = trial["model"], trial["data"], trial["train"]
     vocab = int(result.get("vocab_size") or m["vocab_size"] or d["vocab_size"])
@@ -243,7 +180,7 @@ def make_row(sweep: str, trial: dict[str, Any], result: dict[str, Any], node: di
         "torch_version": str(result["torch_version"]), "device": str(result["device"]),
         "sweep": sweep, "flops": float(result["flops"]),
         "unigram_entropy": float(result.get("unigram_entropy", math.nan)),
-        # Wies et al. 2021 (SCIENCE.md §1): the embedding rank caps what width can buy.
+        # Wies et al. 2021 (docs/science.md §1): the embedding rank caps what width can buy.
         "vocab_size": vocab, "embedding_rank": min(vocab, int(m["width"])),
         "attention": m["attention"], "parametrization": m["parametrization"],
         "seq_len": int(m["seq_len"]), "ffn_ratio": float(m["ffn_ratio"]),

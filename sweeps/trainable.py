@@ -48,13 +48,12 @@ def run_trial(config: dict[str, Any]) -> None:
         _hook_note(hook, f"start {tid} {resumed_step} {os.getpid()}\n")
         ckpt_dir = os.path.join(work, "checkpoint")
 
-        def report(metrics: dict[str, Any]) -> None:
-            path = metrics.pop("checkpoint", None)
+        def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
             metrics = {**metrics, "trial_id": tid, "progress": metrics["step"] / train_cfg.steps}
-            if path is None:
+            if checkpoint is None:
                 tune.report(metrics)
                 return
-            c = tune.Checkpoint.from_directory(path)
+            c = tune.Checkpoint.from_directory(checkpoint)
             c.set_metadata({"trial_id": tid, "step": int(metrics["step"])})
             tune.report(metrics, checkpoint=c)  # persisted to the store's tune/ before returning
             _hook_hold(hook, tid, resumed_step)

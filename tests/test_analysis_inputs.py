@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis import synthetic
-from analysis.inputs import InputError, default_out_dir, load
+from analysis.inputs import InputError, default_out, load
 
 
 def small_csv(tmp_path, changes=None):
@@ -25,9 +25,9 @@ def small_csv(tmp_path, changes=None):
 def test_csv_with_depth_width_loss_defaults_to_kaplan_parameter_count(tmp_path):
     ds = load(small_csv(tmp_path))
     assert ds.kind == "csv" and len(ds.runs) == 4 and ds.curves.empty
-    # N = 12 * depth * width^2 (SCIENCE.md §2), by hand: 12*2*32^2 = 24576.
+    # N = 12 * depth * width^2 (docs/science.md §2), by hand: 12*2*32^2 = 24576.
     assert ds.runs["n_params"].tolist() == [3072.0, 12288.0, 6144.0, 24576.0]
-    assert default_out_dir(tmp_path / "runs.csv") == tmp_path / "runs_analysis"
+    assert default_out(tmp_path / "runs.csv", "csv").root == str(tmp_path / "runs_analysis")
 
 
 @pytest.mark.parametrize("col,value,why", [("loss", -1.0, "positive"), ("width", 0, "positive"),

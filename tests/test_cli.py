@@ -48,3 +48,17 @@ def test_bad_input_one_sentence_exit_2(args, needle, tmp_path):
     assert needle in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x.json").exists()
+
+
+def test_train_imports_neither_matplotlib_nor_pandas():
+    """`depthwidth train` parses the whole command line (every subcommand registers), trains and
+    prints without loading the analysis stack: each CLI imports its heavy modules in its handlers."""
+    code = ("import sys; from depthwidth.cli import main; "
+            "code = main(['train', '--depth', '1', '--width', '8', '--heads', '2', '--seq-len', '8', "
+            "'--steps', '2', '--batch-size', '2', '--threads', '1']); "
+            "heavy = [m for m in ('matplotlib', 'pandas', 'scipy', 'ray') if m in sys.modules]; "
+            "print('HEAVY', heavy); sys.exit(code)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr
+    assert "HEAVY []" in r.stdout

@@ -78,7 +78,8 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("name", ["runs.parquet", "curves.parquet"])
 def test_store_refuses_a_pickle_posing_as_parquet(tmp_path, capfd, name):
-    from sweeps.store import ResultStore, StoreError
+    from depthwidth.results import StoreError
+    from sweeps.store import ResultStore
 
     marker = tmp_path / "MARKER"
     store = tmp_path / "store"

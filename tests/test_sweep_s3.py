@@ -127,6 +127,17 @@ def test_sweep_store_and_analysis_on_s3(s3, tmp_path):
     replot = depthwidth("plot", str(out), env=env)  # the data is read back from S3
     assert replot.returncode == 0, replot.stderr
 
+    # plot and kaplan take the store's URI too: the stored report is read and redrawn in place
+    with fs.open_output_stream(f"{root}/analysis/loss_vs_n.png") as f:
+        f.write(b"stale")
+    remote = depthwidth("plot", uri, env=env)
+    assert remote.returncode == 0, remote.stderr
+    with fs.open_input_stream(f"{root}/analysis/loss_vs_n.png") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    kap = depthwidth("kaplan", uri, "--bootstrap", "10", env=env)
+    assert kap.returncode == 0, kap.stderr
+    assert fs.get_file_info(f"{root}/analysis/kaplan.md").type == pafs.FileType.File
+
 
 def test_bad_s3_storage_is_refused_before_anything_runs(s3, tmp_path):
     env, query = s3
@@ -150,7 +161,7 @@ def test_bad_s3_storage_is_refused_before_anything_runs(s3, tmp_path):
     assert r.returncode == 2
     assert r.stderr == f"depthwidth: error: input path 's3://files/missing?{query}' does not exist.\n"
     r = depthwidth("plot", f"s3://files?{query}", env=env)
-    assert r.returncode == 2 and "plot and kaplan read a local report folder" in r.stderr
+    assert r.returncode == 2 and "no report.json under 's3://files?" in r.stderr
 
 
 def test_analysis_reads_a_csv_behind_a_uri(s3, tmp_path):

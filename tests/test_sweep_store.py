@@ -1,4 +1,4 @@
-"""The results store (DESIGN.md's contract) and the progress view, without Ray: rows and curves
+"""The results store (docs/design.md's contract) and the progress view, without Ray: rows and curves
 written and read back, atomic replacement, spec.toml history, a corrupted runs.parquet refused
 (never overwritten), a pyarrow URI store, CSV export, the single-writer lock, and the ETA."""
 
@@ -13,8 +13,8 @@ import pytest
 from sweeps import cli
 from sweeps.progress import ProgressView, fmt_duration, trial_cost
 from sweeps.spec import parse_spec
-from sweeps.store import (CURVE_COLUMNS, REQUIRED_RUN_COLUMNS, ResultStore, StoreError, make_curve,
-                          make_row)
+from depthwidth.results import CURVE_COLUMNS, REQUIRED_RUN_COLUMNS, StoreError
+from sweeps.store import ResultStore, make_curve, make_row
 
 SPEC = """name = "st"
 [model]
