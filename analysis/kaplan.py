@@ -1,6 +1,6 @@
 """Kaplan et al. 2020 and Levine et al. 2020 published constants, and our runs set beside them.
 
-Constants are data with their sources (SCIENCE.md §1–2). The comparison puts our α_N, α_S, shape
+Constants are data with their sources (depthwidth/published.py; docs/science.md §1–2). The comparison puts our α_N, α_S, shape
 sensitivity (Kaplan Figure 5) and depth collapse (Figure 6) next to Kaplan's, lists Levine's
 predicted departure points for Figure 6's depths, and fits digitized published curves (a CSV of
 N,tokens,loss or the JSON layout of a Figure 2 digitization) with the same code as our runs.
@@ -16,44 +16,20 @@ import pandas as pd
 
 from analysis.inputs import InputError
 from analysis.powerlaw import FitResult, fit_learning_curves, fit_power_law
-
-KAPLAN_2020 = {
-    "source": "Kaplan et al. 2020, Scaling Laws for Neural Language Models, arXiv:2001.08361",
-    "alpha_N": {"value": 0.076, "N_c": 8.8e13, "where": "Table 5, L(N) = (N_c/N)^alpha_N"},
-    "alpha_D": {"value": 0.095, "D_c": 5.4e13, "where": "Table 5"},
-    "alpha_S": {"value": 0.76, "S_c": 2.1e3, "where": "Table 5 / Table 3, L(N,S)"},
-    "L_N_S": {"alpha_N": 0.077, "alpha_S": 0.76, "N_c": 6.5e13, "S_c": 2.1e3,
-              "where": "Table 3, L(N,S) = (N_c/N)^alpha_N + (S_c/S_min)^alpha_S"},
-    "L_N_D": {"alpha_N": 0.076, "alpha_D": 0.103, "N_c": 6.4e13, "D_c": 1.8e13, "where": "Table 2"},
-    "shape": {"max_loss_increase": 0.03, "aspect_ratio_range": 40.0,
-              "where": "Figure 5 / §3.1: (n_layer, d_model) = (6, 4288) within 3% of (48, 1600); "
-                       "aspect ratio varied 40x with little effect"},
-    "depth": {"where": "Figure 6: without embedding parameters depths >= 2 converge to one trend; "
-                       "1-layer models deviate"},
-    "setup": {"vocab": 50257, "n_ctx": 1024, "batch_tokens": 512 * 1024, "steps": 250_000,
-              "where": "§2: WebText2, BPE, Adam, 3000-step warmup then cosine to zero"},
-    "seed_noise": 0.02,
-}
-
-LEVINE_2020 = {
-    "source": "Levine et al. 2020, Limits to Depth Efficiencies of Self-Attention, arXiv:2006.12467",
-    "theory_base": 3.0,
-    "empirical_width": {"a": 5.039, "beta": 0.0555,
-                        "where": "v3 fit d_x*(L) = exp(5.039 + 0.0555 L), N_opt = 12 L d_x*^2"},
-    "kaplan_fig6_depths": [1, 2, 3, 6],
-}
+from depthwidth.accounting import kaplan_n_params
+from depthwidth.published import KAPLAN_2020, LEVINE_2020
 
 
 def levine_departures(depths=LEVINE_2020["kaplan_fig6_depths"]) -> list[dict]:
     """Where Levine's theory puts each Figure 6 depth's departure (d_x = 3^L, N = 12·L·d_x²)
-    and the empirical optimal width d_x*(L) with its N_opt (SCIENCE.md §1)."""
+    and the empirical optimal width d_x*(L) with its N_opt (docs/science.md §1)."""
     emp = LEVINE_2020["empirical_width"]
     out = []
     for L in depths:
         d_th = 3.0 ** L
         d_emp = float(np.exp(emp["a"] + emp["beta"] * L))
-        out.append({"depth": L, "width_theory": d_th, "n_params_theory": 12.0 * L * d_th ** 2,
-                    "width_empirical": d_emp, "n_params_empirical": 12.0 * L * d_emp ** 2})
+        out.append({"depth": L, "width_theory": d_th, "n_params_theory": kaplan_n_params(L, d_th),
+                    "width_empirical": d_emp, "n_params_empirical": kaplan_n_params(L, d_emp)})
     return out
 
 
@@ -138,7 +114,7 @@ def compare(runs: pd.DataFrame, fits: dict, n_boot: int = 200, seed: int = 0) ->
     return {"ours": ours, "kaplan2020": KAPLAN_2020, "levine2020": LEVINE_2020,
             "levine_departures": levine_departures(),
             "note": "scale constants (N_c, S_c) depend on tokenizer and vocabulary: compare "
-                    "exponents and shapes, not absolute losses (SCIENCE.md §2)"}
+                    "exponents and shapes, not absolute losses (docs/science.md §2)"}
 
 
 def load_digitized(path: str | Path) -> pd.DataFrame:

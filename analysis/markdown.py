@@ -1,12 +1,14 @@
 """report.md: the readable summary of an analysis report, with the figures inlined.
 
 One paragraph says what the data say about Levine et al. 2020's L_th = log_b(d_x); tables give the
-fits of SCIENCE.md §2–4 with their 95% bootstrap intervals, and Kaplan et al. 2020's values beside ours.
+fits of docs/science.md §2–4 with their 95% bootstrap intervals, and Kaplan et al. 2020's values beside ours.
 """
 
 from __future__ import annotations
 
 import math
+
+from depthwidth.published import LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE
 
 
 def _g(v, digits: int = 3) -> str:
@@ -35,7 +37,7 @@ def lth_paragraph(r: dict) -> str:
             f"(95% interval {_ci(ci)}), from {thr['method']}. The interval "
             f"{'contains' if thr['consistent_with_theory'] else 'excludes'} the theory's b = 3 "
             f"(Levine et al. 2020); at width 768 it puts the threshold at {at768:.2g} layers "
-            f"(theory {math.log(768) / math.log(3):.2g}).")
+            f"(theory {math.log(768) / math.log(THEORY_BASE):.2g}).")
     elif thr.get("base") is not None:
         parts.append(f"The best estimate is b = {_g(thr['base'])} (interval {_ci(thr['base_ci'])}, "
                      f"from {thr['method']}), but it is not claimed: {thr.get('reason', '')}.")
@@ -53,7 +55,7 @@ def lth_paragraph(r: dict) -> str:
     if tf.get("status") == "ok" and not from_transitions:
         parts.append(f"Model-free, the transition widths grow by e^beta = {_g(tf['base'])} per layer "
                      f"(interval {_ci(tf['base_ci'])}; theory 3, Levine et al.'s empirical fit "
-                     f"e^0.0555 = 1.057).")
+                     f"e^{LEVINE_SLOPE} = {math.exp(LEVINE_SLOPE):.4g}).")
     elif tf.get("status") != "ok":
         parts.append(f"The transition widths could not be fitted ({tf.get('reason', '')}).")
     return " ".join(parts)
@@ -81,11 +83,12 @@ def render(r: dict) -> str:
          tf.get("reason") or "crossovers of consecutive depths"],
         ["knees of loss vs depth", kf.get("base"), _ci(kf.get("base_ci")),
          kf.get("reason") or "two-segment fit per width; under the §4 law the knee sits past L_th"],
-        ["theory (Levine et al. 2020)", 3.0, "–", "separation rank"],
-        ["Levine et al. empirical", math.exp(0.0555), "–", "d* = exp(5.039 + 0.0555 L)"],
+        ["theory (Levine et al. 2020)", THEORY_BASE, "–", "separation rank"],
+        ["Levine et al. empirical", math.exp(LEVINE_SLOPE), "–",
+         f"d* = exp({LEVINE_INTERCEPT} + {LEVINE_SLOPE} L)"],
     ])
 
-    L += ["## Loss laws on all runs (SCIENCE.md §4)", ""]
+    L += ["## Loss laws on all runs (docs/science.md §4)", ""]
     rows = []
     for name, m in r["regimes"]["models"].items():
         p = m.get("params", {})

@@ -17,8 +17,7 @@ from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from analysis.powerlaw import FitResult  # noqa: E402
-
-LEVINE = {"a": 5.039, "beta": 0.0555}
+from depthwidth.published import KAPLAN_2020, LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE  # noqa: E402
 
 
 def _fit(d: dict | None) -> FitResult | None:
@@ -79,9 +78,9 @@ def threshold_plot(report: dict, depths) -> Figure:
     thr = report["threshold"]
     tf, kf = thr["transition_fit"], thr["knee_fit"]
     L = np.linspace(max(0.5, min(depths) - 0.5), max(depths) + 0.5, 100)
-    ax.plot(L, 3.0 ** L, "k:", label="theory d = 3^L (Levine et al. 2020)")
-    ax.plot(L, np.exp(LEVINE["a"] + LEVINE["beta"] * L), color="grey", ls="-.",
-            label="Levine et al. empirical d* = exp(5.039 + 0.0555 L)")
+    ax.plot(L, THEORY_BASE ** L, "k:", label="theory d = 3^L (Levine et al. 2020)")
+    ax.plot(L, np.exp(LEVINE_INTERCEPT + LEVINE_SLOPE * L), color="grey", ls="-.",
+            label=f"Levine et al. empirical d* = exp({LEVINE_INTERCEPT} + {LEVINE_SLOPE} L)")
     if thr.get("base"):
         ax.plot(L, thr["base"] ** L, color="tab:red", label=f"headline b = {thr['base']:.3g}")
     for fit_, colour, name in ((tf, "tab:blue", "crossovers"), (kf, "tab:green", "knees")):
@@ -97,7 +96,7 @@ def threshold_plot(report: dict, depths) -> Figure:
                 ax.fill_between(band["depth"], band["width_lo"], band["width_hi"], color=colour,
                                 alpha=0.2, lw=0)
     ax.set_yscale("log")
-    ax.set_ylim(1, max(1e4, 3.0 ** max(depths)))
+    ax.set_ylim(1, max(1e4, THEORY_BASE ** max(depths)))
     ax.set_xlabel("depth L")
     ax.set_ylabel("transition width d")
     ax.set_title("Depth threshold: width at which depth L stops paying")
@@ -136,7 +135,7 @@ def loss_vs_depth(runs: pd.DataFrame, report: dict, max_panels: int = 6) -> Figu
             lth = np.log(w) / np.log(b)
             ax.axvspan(0.5, min(lth, Lmax), color="tab:orange", alpha=0.12, lw=0)
             ax.axvline(lth, color="tab:red", ls="--", lw=1, label=f"L_th = log_{b:.2g} d = {lth:.2g}")
-        ax.axvline(np.log(w) / np.log(3.0), color="k", ls=":", lw=1, label="log_3 d")
+        ax.axvline(np.log(w) / np.log(THEORY_BASE), color="k", ls=":", lw=1, label="log_3 d")
         ax.set_xlim(0.5, Lmax)
         ax.set_title(f"width {w:g}", fontsize=9)
         ax.set_xlabel("depth L")
@@ -174,7 +173,7 @@ def phase_map(runs: pd.DataFrame, report: dict) -> Figure:
     mesh = ax.pcolormesh(ex(widths.astype(float)), ey, M, cmap="viridis_r", shading="flat")
     fig.colorbar(mesh, ax=ax, label="loss / best fitted loss at equal N")
     wgrid = np.logspace(np.log10(ex(widths.astype(float))[0]), np.log10(ex(widths.astype(float))[-1]), 100)
-    ax.plot(wgrid, np.log(wgrid) / np.log(3.0), "w:", lw=2, label="L = log_3 d (theory)")
+    ax.plot(wgrid, np.log(wgrid) / np.log(THEORY_BASE), "w:", lw=2, label="L = log_3 d (theory)")
     base = report["threshold"].get("base")
     if base:
         ax.plot(wgrid, np.log(wgrid) / np.log(base), "r--", lw=2, label=f"L = log_{base:.3g} d (fitted)")
@@ -201,7 +200,8 @@ def aspect_ratio(shape: dict) -> Figure:
                 color=cmap(norm(b["n_params"])), ms=4)
     if norm is not None:
         fig.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="N of the band")
-    ax.axhline(3.0, color="grey", ls=":", label="Kaplan et al.: within 3% over 40x")
+    ax.axhline(100 * KAPLAN_2020["shape"]["max_loss_increase"], color="grey", ls=":",
+               label="Kaplan et al.: within 3% over 40x")
     ax.set_xscale("log")
     ax.set_xlabel("aspect ratio d / L")
     ax.set_ylabel("loss increase over the band's best (%)")

@@ -1,4 +1,4 @@
-"""The recurrence-vs-attention report (Kerg et al. 2020, SCIENCE.md §6) from stored runs only:
+"""The recurrence-vs-attention report (Kerg et al. 2020, docs/science.md §6) from stored runs only:
 accuracy vs delay T per model (with the memoryless baseline beside the loss), ‖∂L/∂h_t‖ vs
 distance from the answer per model and ρ, cost of a training step vs T with fitted exponents
 (≈ 1 for relrnn, ≈ 2 for memrnn), and accuracy / gradient stability over the (ν, ρ) grid.
@@ -19,22 +19,18 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-RECURRENT = ("lstm", "rnn", "memrnn", "relrnn", "rellstm")
-SCREENED = ("relrnn", "rellstm")  # the families for which ν and ρ mean something
-TASKS = ("copy", "denoise")
+from depthwidth.config import RECURRENT_FAMILIES as RECURRENT  # noqa: E402
+from depthwidth.config import SCREENED_FAMILIES as SCREENED  # noqa: E402
+from depthwidth.data import TASK_SOURCES as TASKS  # noqa: E402
+from depthwidth.data.tasks import ALPHABET, N_SYMBOLS, baseline_loss  # noqa: E402
+
 SOLVED = 0.99  # accuracy on the last 10 outputs that counts as solving the task
-N_SYMBOLS, ALPHABET = 10, 8
 COST_METRICS = {  # column -> axis label; each a cost of one training step
     "step_flops": "matmul FLOPs per step", "step_activation_bytes": "activation bytes per step",
     "step_peak_bytes": "peak device bytes per step",
     "step_wall_s": "seconds per step (probe; else run wall / steps)"}
 COLOURS = {"lstm": "tab:blue", "rnn": "tab:orange", "memrnn": "tab:green", "relrnn": "tab:red",
            "rellstm": "tab:purple"}
-
-
-def baseline_loss(task_length: float) -> float:
-    """Memoryless cross-entropy on copy/denoise, 10·ln 8 / (T + 20) (SCIENCE.md §6)."""
-    return N_SYMBOLS * math.log(ALPHABET) / (task_length + 2 * N_SYMBOLS)
 
 
 def fit_exponent(x, y) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Synthetic sweeps with planted laws, for checking that the fits recover what was put in.
 
-Losses follow Kaplan et al. 2020's shape-agnostic law or the two-regime law of SCIENCE.md §4
+Losses follow Kaplan et al. 2020's shape-agnostic law or the two-regime law of docs/science.md §4
 (threshold base b); learning curves add Kaplan's step term (S_c/S)^α_S. Noise is multiplicative
 log-normal, like the ≈2% seed-to-seed spread Kaplan report.
 """
@@ -13,13 +13,14 @@ import numpy as np
 import pandas as pd
 
 from analysis.fitcore import log_kappa
+from depthwidth.accounting import kaplan_n_params
 
 
 def planted_loss(law: str, depth, width, p: dict) -> np.ndarray:
     """Noise-free loss of a (depth, width) grid under `law` ('kaplan', 'two_regime', 'combined')."""
     L = np.asarray(depth, float)
     d = np.asarray(width, float)
-    N = 12.0 * L * d ** 2
+    N = kaplan_n_params(L, d)
     out = np.full(L.shape, p["E"], float)
     if law in ("kaplan", "combined"):
         out = out + p["A_N"] * N ** -p["alpha_N"]
@@ -39,7 +40,7 @@ def make_runs(law: str, depths, widths, params: dict, seeds=(0,), noise: float =
     return pd.DataFrame({
         "trial_id": [f"t{i:05d}" for i in range(len(D))], "family": "transformer",
         "depth": D.astype(int), "width": W.astype(int), "heads": 1, "seed": S.astype(int),
-        "n_params": 12.0 * D * W.astype(float) ** 2, "loss": loss, "clean_loss": clean,
+        "n_params": kaplan_n_params(D, W.astype(float)), "loss": loss, "clean_loss": clean,
     })
 
 
@@ -67,7 +68,7 @@ def make_curves(runs: pd.DataFrame, alpha_S: float, S_c: float, steps=None, nois
 
 
 def write_store(directory: str | Path, runs: pd.DataFrame, curves: pd.DataFrame | None = None) -> Path:
-    """A results store as DESIGN.md describes it: runs.parquet (+ curves.parquet)."""
+    """A results store as docs/design.md describes it: runs.parquet (+ curves.parquet)."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     r = runs.copy()

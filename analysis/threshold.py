@@ -1,6 +1,6 @@
 """Model-free estimators of the depth threshold and the headline threshold base b.
 
-Follows SCIENCE.md §4 (ours, testing Levine et al. 2020's L_th = log_3 d_x): crossover sizes where
+Follows docs/science.md §4 (ours, testing Levine et al. 2020's L_th = log_3 d_x): crossover sizes where
 depth L' starts to beat depth L at equal N, the optimal depth per size, the transition widths and
 the fit log d = a + β·L through them (base e^β; theory ln 3, Levine's empirical 0.0555), and the
 knee of loss-vs-depth at fixed width.
@@ -14,9 +14,9 @@ from scipy.optimize import brentq
 
 from analysis.fitcore import LOG_BASE_BOUNDS
 from analysis.powerlaw import FitResult
+from depthwidth.published import LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE
 
-THEORY_BASE = 3.0
-LEVINE_EMPIRICAL = {"a": 5.039, "beta": 0.0555}  # d_x*(L) = exp(5.039 + 0.0555 L), SCIENCE.md §1
+LEVINE_EMPIRICAL = {"a": LEVINE_INTERCEPT, "beta": LEVINE_SLOPE}  # d_x*(L), docs/science.md §1
 _GRID = 256
 
 
@@ -242,7 +242,7 @@ def _kappa_estimate(models: dict, pref: str | None) -> dict | None:
         return None
     m = models[pref]
     return {"base": m["params"].get("b"), "base_ci": m["ci"].get("b"),
-            "method": f"the {pref} law (SCIENCE.md §4) with b free, preferred by BIC; 95% percentile "
+            "method": f"the {pref} law (docs/science.md §4) with b free, preferred by BIC; 95% percentile "
                       f"interval from {m['n_boot']} bootstrap replicates over runs "
                       f"({m.get('bootstrap_method', 'refit').replace('_', '-')})"}
 

@@ -1,18 +1,33 @@
-"""Parameter, FLOP and memory accounting for one config (Kaplan et al. 2020, Table 1; SCIENCE.md §2).
+"""Parameter, FLOP and memory accounting for one config (Kaplan et al. 2020, Table 1;
+docs/science.md §2). The one home of these formulas: the sweep plan, the budgets, train() and the
+analysis all take N, training FLOPs and memory from here.
 
 Rule for N (Kaplan's non-embedding parameters): every weight matrix inside the blocks
 (W_QKV, W_O, and the two FFN matrices), i.e. N = 2·d·L·(2·d_attn + d_ff) with d_attn = d.
 Kaplan drops biases and LayerNorm gains, and so does N; they are counted in n_params_total,
-which adds token and position embeddings and an untied read-out.
+which adds token and position embeddings and an untied read-out. Training compute per token is
+3 × Kaplan's forward count (forward + backward), so it keeps the attention-context term.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from depthwidth.config import TRANSFORMER, ModelConfig
+from depthwidth.config import SCREENED_FAMILIES, TRANSFORMER, ModelConfig
 
 BYTES_FP32 = 4
+KAPLAN_FFN_RATIO = 4.0  # d_ff = 4·d, which makes N = 12·L·d²
+
+
+def kaplan_n_params(depth, width, ffn_ratio: float = KAPLAN_FFN_RATIO):
+    """Kaplan's N = L·(4·d² + 2·d·d_ff) = 2·d·L·(2·d + d_ff); 12·L·d² at d_ff = 4d. Works on
+    numbers and on numpy/pandas arrays alike."""
+    return depth * (4.0 + 2.0 * ffn_ratio) * width * width
+
+
+def width_for_params(depth, n_params, ffn_ratio: float = KAPLAN_FFN_RATIO):
+    """The width at which a depth-`depth` model has N parameters (inverse of kaplan_n_params)."""
+    return (n_params / ((4.0 + 2.0 * ffn_ratio) * depth)) ** 0.5
 
 
 @dataclass(frozen=True)
@@ -27,7 +42,7 @@ def count_params(cfg: ModelConfig) -> ParamCount:
     if cfg.family != TRANSFORMER:
         return _count_module(cfg)
     d, L, ff, V = cfg.width, cfg.depth, cfg.d_ff, cfg.vocab_size
-    n = L * (4 * d * d + 2 * d * ff)  # = 2·d·L·(2·d_attn + d_ff), = 12·L·d² at d_ff = 4d
+    n = L * (4 * d * d + 2 * d * ff)  # kaplan_n_params in integers: = 12·L·d² at d_ff = 4d
     ln_per = (2 if cfg.bias else 1) * d if cfg.layernorm else 0
     n_ln = L * (2 if ff > 0 else 1) * ln_per + ln_per  # ln1 (+ ln2) per block, + ln_f
     n_bias = L * (4 * d + ((ff + d) if ff > 0 else 0)) if cfg.bias else 0
@@ -55,9 +70,9 @@ def _is_embedding_name(name: str) -> bool:
 
 
 def _attended_states(cfg: ModelConfig) -> float:
-    """Mean number of stored states each step attends to (Kerg et al. 2020, SCIENCE.md §6):
+    """Mean number of stored states each step attends to (Kerg et al. 2020, docs/science.md §6):
     ν + ρ under relevancy screening, (T + 1)/2 on average for full attention (memrnn)."""
-    if cfg.family in ("relrnn", "rellstm"):
+    if cfg.family in SCREENED_FAMILIES:
         return float(cfg.nu + cfg.rho)
     if cfg.family == "memrnn":
         return (cfg.seq_len + 1) / 2
@@ -74,8 +89,10 @@ def flops_per_token(cfg: ModelConfig) -> float:
 
 
 def train_flops_per_token(cfg: ModelConfig) -> float:
-    """Training compute per token, C ≈ 6N (Kaplan §2.1: forward + backward ≈ 3 × forward)."""
-    return 6.0 * count_params(cfg).n_params
+    """Training compute per token: forward + backward ≈ 3 × forward (Kaplan §2.1), i.e.
+    6N + 6·n_layer·n_ctx·d_attn; Kaplan's C ≈ 6N drops the context term, which is not small at
+    the widths a laptop trains (at d = 64, n_ctx = 64 it is a sixth of the total)."""
+    return 3.0 * flops_per_token(cfg)
 
 
 def memory_estimate(cfg: ModelConfig, batch_size: int, bytes_per_act: int = BYTES_FP32) -> int:

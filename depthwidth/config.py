@@ -25,6 +25,7 @@ class ConfigError(ValueError):
 
 TRANSFORMER = "transformer"
 RECURRENT_FAMILIES = ("lstm", "rnn", "memrnn", "relrnn", "rellstm")
+SCREENED_FAMILIES = ("relrnn", "rellstm")  # relevancy screening: ν and ρ mean something only here
 FAMILIES = (TRANSFORMER,) + RECURRENT_FAMILIES
 ATTENTIONS = ("softmax", "linear")
 PARAMETRIZATIONS = ("standard", "mup")
@@ -104,8 +105,8 @@ def _toml_value(v: Any) -> str:
 class ModelConfig(_Serializable):
     """One model. `width` is d_x (d_model); `depth` is the number of layers/blocks.
 
-    Transformer knobs follow Levine et al. 2020 / Kaplan et al. 2020 (SCIENCE.md §1-2);
-    `nu`/`rho` are the relevancy-screening sizes of Kerg et al. 2020 (SCIENCE.md §6).
+    Transformer knobs follow Levine et al. 2020 / Kaplan et al. 2020 (docs/science.md §1-2);
+    `nu`/`rho` are the relevancy-screening sizes of Kerg et al. 2020 (docs/science.md §6).
     `vocab_size = 0` means "take it from the data".
     """
 
@@ -159,7 +160,7 @@ class ModelConfig(_Serializable):
             raise _bad(c, "nu", self.nu, "nu (short-term buffer size) must be >= 0")
         if self.rho < 0:
             raise _bad(c, "rho", self.rho, "rho (relevant-set size) must be >= 0")
-        if self.family in ("relrnn", "rellstm") and self.nu + self.rho == 0:
+        if self.family in SCREENED_FAMILIES and self.nu + self.rho == 0:
             raise _bad(c, "rho", self.rho, "nu + rho must be at least 1 for relevancy screening")
 
     @property
@@ -270,7 +271,7 @@ class TrainConfig(_Serializable):
 
 
 # Named presets: a small ladder of depth x width (model fields only). Sizes chosen so the
-# ladder crosses L_th = log_3(d) (SCIENCE.md §1): log_3(32) = 3.2, log_3(128) = 4.4.
+# ladder crosses L_th = log_3(d) (docs/science.md §1): log_3(32) = 3.2, log_3(128) = 4.4.
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(depth=2, width=32, heads=2),
     "small": dict(depth=4, width=64, heads=4),

@@ -1,8 +1,8 @@
 """The depth-width threshold of Levine et al. 2020 as numbers: L_th, regimes, optimal shapes.
 
-SCIENCE.md §1: L_th = log_3(d_x); N = 12·L·d_x² (Kaplan et al. 2020, SCIENCE.md §2); Levine et
+docs/science.md §1: L_th = log_3(d_x); N = 12·L·d_x² (Kaplan et al. 2020, docs/science.md §2); Levine et
 al.'s empirical optimum d*(L) = exp(5.039 + 0.0555·L); and the monomial count that bounds the
-separation rank (SCIENCE.md §5). No torch: numpy only.
+separation rank (docs/science.md §5). No torch: numpy only.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from math import comb, exp, isfinite, lgamma, log, sqrt
 
 import numpy as np
 
-THEORY_BASE = 3.0  # each linear-attention layer is a cubic polynomial of its input (§1)
-LEVINE_INTERCEPT, LEVINE_SLOPE = 5.039, 0.0555  # ln d*(L) = 5.039 + 0.0555 L (Levine et al. v3)
-LEVINE_FIT_DEPTHS = (6, 48)  # depths their fit was measured on; outside it is extrapolation
+from depthwidth.accounting import kaplan_n_params as _kaplan_n
+from depthwidth.accounting import width_for_params
+from depthwidth.published import LEVINE_FIT_DEPTHS, LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE
+
 REGIMES = ("depth-efficient", "threshold", "width-limited")
 
 
@@ -46,8 +47,8 @@ def crossover_width(depth: float, base: float = THEORY_BASE) -> float:
 
 
 def kaplan_n_params(depth: float, width: float) -> float:
-    """Kaplan's non-embedding N = 12·L·d² (d_attn = d, d_ff = 4d; SCIENCE.md §2)."""
-    return 12.0 * _positive("depth", depth) * _positive("width", width) ** 2
+    """Kaplan's non-embedding N = 12·L·d² (d_attn = d, d_ff = 4d; docs/science.md §2)."""
+    return float(_kaplan_n(_positive("depth", depth), _positive("width", width)))
 
 
 def levine_optimal_width(depth: float) -> float:
@@ -104,7 +105,7 @@ def levine_optimal_shape(n_params: float) -> Shape:
 
 def width_for_budget(depth: float, n_params: float) -> float:
     """The width that spends budget N at a given depth: d = sqrt(N / (12 L))."""
-    return sqrt(_positive("n_params", n_params) / (12.0 * _positive("depth", depth)))
+    return float(width_for_params(_positive("depth", depth), _positive("n_params", n_params)))
 
 
 def monomial_bound(n_vars: int, degree: int) -> int:

@@ -1,6 +1,7 @@
 """Training budgets of a sweep: steps, tokens, compute or tokens per parameter, turned into
-steps per trial. Compute follows Kaplan et al. 2020 (SCIENCE.md §2): C ≈ 6·N·D with N the
-non-embedding parameters and D = steps x batch_size x seq_len tokens.
+steps per trial. Compute is the training FLOPs the store records for the trial
+(depthwidth.accounting.train_flops_per_token: 3 × Kaplan's forward count, ≈ 6·N per token plus the
+attention-context term; docs/science.md §2), with D = steps x batch_size x seq_len tokens.
 """
 
 from __future__ import annotations
@@ -54,19 +55,19 @@ def parse_budget(doc: Mapping[str, Any], path: str) -> Budget | None:
 
 def apply_budget(model: ModelConfig, data: DataConfig, train: TrainConfig,
                   budget: Budget | None, where: str) -> TrainConfig:
-    """Steps from the budget (Kaplan: C ≈ 6·N·D, SCIENCE.md §2), tokens per step = B·T."""
+    """Steps from the budget (Kaplan: C ≈ 6·N·D, docs/science.md §2), tokens per step = B·T."""
     if budget is None:
         steps = train.steps
     elif budget.kind == "steps":
         steps = int(budget.value)
     else:
-        n, seq_len = model_stats(model, data)
+        n, seq_len, c_per_token = model_stats(model, data)
         if budget.kind == "tokens":
             tokens = budget.value
         elif budget.kind == "tokens_per_param":
             tokens = budget.value * n
         else:  # compute
-            tokens = budget.value / (6.0 * n) if n > 0 else 0.0
+            tokens = budget.value / c_per_token if c_per_token > 0 else 0.0
         steps = max(int(round(tokens / (train.batch_size * seq_len))), budget.min_steps)
         if steps < 1:
             raise SpecError(f"{where}: budget.{budget.kind} = {budget.value:g} is invalid: it buys less "
@@ -81,16 +82,18 @@ def apply_budget(model: ModelConfig, data: DataConfig, train: TrainConfig,
     return train.replace(**changes)
 
 
-_STATS_CACHE: dict[str, tuple[int, int]] = {}
+_STATS_CACHE: dict[str, tuple[int, int, float]] = {}
 
 
-def model_stats(model: ModelConfig, data: DataConfig) -> tuple[int, int]:
-    """(Kaplan's N, the sequence length the data dictates) for a spec-level config."""
-    from depthwidth.accounting import count_params
+def model_stats(model: ModelConfig, data: DataConfig) -> tuple[int, int, float]:
+    """(Kaplan's N, the sequence length the data dictates, training FLOPs per token) for a
+    spec-level config."""
+    from depthwidth.accounting import count_params, train_flops_per_token
     key = model.to_json() + data.to_json()
     if key not in _STATS_CACHE:
         resolved = resolve_model(model, data)
-        _STATS_CACHE[key] = (count_params(resolved).n_params, resolved.seq_len)
+        _STATS_CACHE[key] = (count_params(resolved).n_params, resolved.seq_len,
+                             train_flops_per_token(resolved))
     return _STATS_CACHE[key]
 
 

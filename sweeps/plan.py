@@ -1,8 +1,8 @@
 """`depthwidth sweep plan`: the expanded trial table and what the sweep will cost, run nothing.
 
-Per trial: N and its training compute (Kaplan et al. 2020 Table 1, SCIENCE.md §2: forward
-2N + 2·n_layer·n_ctx·d_attn per token, training ≈ 3 × forward), the memory estimate against the
-trial's GPU fraction, and totals in FLOPs, PF-days and GPU-hours (or CPU core-hours) at the
+Per trial: N and its training compute (depthwidth.accounting.train_flops_per_token, the same
+count train() records: 3 × Kaplan's forward 2N + 2·n_layer·n_ctx·d_attn), the memory estimate
+against the trial's GPU fraction, and totals in FLOPs, PF-days and GPU-hours (or CPU core-hours) at the
 throughput the spec assumes (resources.gpu_tflops / cpu_gflops).
 """
 
@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from depthwidth.published import PF_DAY
 from sweeps.spec import SpecError, SweepSpec, Trial, resolve_model
-
-PF_DAY = 8.64e19  # FLOPs in one petaflop/s-day (Kaplan et al. 2020)
 
 
 def trial_plan(trial: Trial, spec: SweepSpec) -> dict[str, Any]:
-    from depthwidth.accounting import count_params, flops_per_token, memory_estimate
+    from depthwidth.accounting import count_params, memory_estimate, train_flops_per_token
 
     model = resolve_model(trial.model, trial.data)
     counts = count_params(model)
     tokens = trial.train.steps * trial.train.batch_size * model.seq_len
-    train_flops = 3.0 * flops_per_token(model) * tokens
+    train_flops = train_flops_per_token(model) * tokens
     mem_gb = memory_estimate(model, trial.train.batch_size) / 1e9
     r = spec.resources
     budget_gb = r.gpus * r.gpu_memory_gb if r.gpus > 0 else float("nan")

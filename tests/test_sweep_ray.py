@@ -179,6 +179,14 @@ def test_extend_finished_sweep_runs_only_new_points(ray_cluster, tmp_path):
     after = pd.read_parquet(store / "runs.parquet").set_index("trial_id")
     assert set(after.index) == old_ids | new_ids
     assert sorted(after["status"]) == ["diverged", "ok", "ok", "ok", "ok"]
+    # `sweep plan` and the stored rows count training FLOPs with one formula (accounting.py)
+    from sweeps.plan import plan_rows
+    from sweeps.spec import load_spec
+    for row in plan_rows(load_spec(spec)):
+        stored = after.loc[row["trial_id"]]
+        if stored["status"] == "ok":
+            assert stored["flops"] == pytest.approx(row["flops"], rel=1e-12), row["trial_id"]
+            assert stored["tokens"] == row["tokens"]
     pd.testing.assert_frame_equal(after.loc[before["trial_id"]].reset_index(),
                                   before.reset_index(drop=True), check_like=True)
     spec_text = (store / "spec.toml").read_text()

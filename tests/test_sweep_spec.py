@@ -193,8 +193,10 @@ def test_budgets_set_steps_from_tokens_compute_and_tokens_per_param():
     n = 12 * 2 * 16 ** 2
     one = BASE.replace("depth = [1, 2]", "depth = [2]").replace("width = [8, 16]", "width = [16]")
     tokens_per_step = 32 * 16  # default batch 32 x seq_len 16
+    # Training FLOPs per token: 3 x forward = 6N + 6·L·T·d (the count the store records).
+    c_per_token = 6 * n + 6 * 2 * 16 * 16
     cases = {"tokens = 51200": 51200 / tokens_per_step,
-             f"compute = {6 * n * 40960:.1f}": 40960 / tokens_per_step,
+             f"compute = {c_per_token * 40960:.1f}": 40960 / tokens_per_step,
              "tokens_per_param = 20": 20 * n / tokens_per_step}
     for line, steps in cases.items():
         spec = parse_spec(one.replace("steps = 10", line + "\nevals = 4"), "x.toml")
@@ -240,7 +242,7 @@ def test_threshold_grid_spans_both_regimes_with_mup_and_seeds():
     assert len({t.train.seed for t in spec.trials}) == 3
     below = [t for t in spec.trials if t.model.depth < math.log(t.model.width, 3)]
     above = [t for t in spec.trials if t.model.depth > math.log(t.model.width, 3)]
-    assert below and above  # L_th = log_3(d_x) (SCIENCE.md §1) is crossed at every width
+    assert below and above  # L_th = log_3(d_x) (docs/science.md §1) is crossed at every width
     assert min(t.model.depth for t in spec.trials) == 2 and max(t.model.depth for t in spec.trials) == 24
     assert min(t.model.width for t in spec.trials) == 64 and max(t.model.width for t in spec.trials) == 2048
 

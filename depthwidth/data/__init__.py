@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from depthwidth.config import ConfigError, DataConfig, ModelConfig
+from depthwidth.config import SCREENED_FAMILIES, ConfigError, DataConfig, ModelConfig
 from depthwidth.data.base import DataError, DataSource
 
 __all__ = ["DataError", "DataSource", "TASK_SOURCES", "check_task_fits", "make_data", "resolve"]
@@ -36,7 +36,7 @@ def check_task_fits(model_cfg: ModelConfig, data_cfg: DataConfig) -> None:
     Called where model meets data (`resolve`, sweep expansion): on copy/denoise the bound is
     the task delay T; on language data it is the model's sequence length.
     """
-    if model_cfg.family not in ("relrnn", "rellstm"):
+    if model_cfg.family not in SCREENED_FAMILIES:
         return
     if data_cfg.source in TASK_SOURCES:
         if model_cfg.nu > data_cfg.task_length:

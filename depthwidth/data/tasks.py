@@ -1,4 +1,4 @@
-"""The copy and denoise tasks of Arjovsky et al. 2016 as used by Kerg et al. 2020 (SCIENCE.md §6).
+"""The copy and denoise tasks of Arjovsky et al. 2016 as used by Kerg et al. 2020 (docs/science.md §6).
 
 Tokens: 0 = blank, 1..8 = the alphabet, 9 = the delimiter (vocabulary 10). A sequence is T + 20
 steps long; the target is blank except for the last 10 steps, which repeat the 10 symbols.
@@ -24,6 +24,12 @@ BLANK, DELIMITER = 0, 9
 N_SYMBOLS = 10  # symbols to remember
 ALPHABET = 8  # symbols 1..8
 VOCAB = 10
+
+
+def baseline_loss(task_length: float) -> float:
+    """Cross-entropy of the best memoryless model: blanks are certain, the last 10 outputs are a
+    uniform guess among 8 symbols; averaged over the T + 20 positions (docs/science.md §6)."""
+    return N_SYMBOLS * math.log(ALPHABET) / (task_length + 2 * N_SYMBOLS)
 
 
 class CopyTask(DataSource):
@@ -72,9 +78,7 @@ class CopyTask(DataSource):
         return float(-(p_blank * math.log(p_blank) + ALPHABET * p_sym * math.log(p_sym)))
 
     def baseline_loss(self) -> float:
-        """Cross-entropy of the best memoryless model: blanks are certain, the last 10 outputs
-        are a uniform guess among 8 symbols; averaged over the T + 20 positions (SCIENCE.md §6)."""
-        return N_SYMBOLS * math.log(ALPHABET) / self.seq_len
+        return baseline_loss(self.delay)
 
     def extra_metrics(self, logits: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
         pred = logits[:, -N_SYMBOLS:].argmax(dim=-1)
