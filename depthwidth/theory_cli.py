@@ -1,36 +1,21 @@
-"""The `depthwidth theory` and `depthwidth seprank` subcommands, the seprank CSV and figure.
+"""The `depthwidth theory` and `depthwidth seprank` commands: parse, validate, call, print.
 
-theory: L_th = log_3(d_x), regimes and optimal shapes (Levine et al. 2020, SCIENCE.md §1).
-seprank: exact separation ranks of small linear-attention networks (SCIENCE.md §5), with the
-monomial bound and the L_th marker. Bad input: one sentence on stderr, exit code 2, nothing written.
+theory: L_th = log_3(d_x), regimes and optimal shapes (Levine et al. 2020, docs/science.md §1).
+seprank: exact separation ranks of small linear-attention networks (docs/science.md §5); the cells
+are planned in depthwidth/seprank_plan.py and drawn by depthwidth/seprank_plot.py. Bad input: one
+sentence on stderr, exit code 2, nothing written.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import sys
-from math import log
+from math import exp
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-from matplotlib.figure import Figure  # noqa: E402
-
-from depthwidth import theory  # noqa: E402
-
-EXIT_BAD_INPUT = 2
-CSV_COLUMNS = ("depth", "width", "heads", "tokens", "rank", "bound", "parity_bound", "log_rank",
-               "log_bound", "degree", "threshold_depth", "regime", "residual", "partition",
-               "rank_confirm", "primes_agree", "saturated", "k_final", "k_trail", "status",
-               "est_seconds", "wall_s", "seed")
-
-
-def _fail(message: str) -> int:
-    print(f"depthwidth: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+from depthwidth import theory
+from depthwidth.clitools import check_output_dir
+from depthwidth.clitools import fail as _fail
 
 
 def parse_range(name: str, text: str, low: int = 1, high: int | None = None) -> list[int]:
@@ -142,9 +127,11 @@ def _print_theory(doc: dict, args: argparse.Namespace) -> None:
         b, th, lv = doc["budget"], doc["budget"]["theory"], doc["budget"]["levine"]
         print(f"budget N = {_g(b['n_params'])} (N = 12 L d^2):")
         print(f"  theory optimum (L = log_3 d):            depth {th['depth']:.2f}, width {th['width']:.0f}")
-        print(f"  Levine et al. empirical (d* = e^(5.039 + 0.0555 L)): depth {lv['depth']:.2f}, "
+        print(f"  Levine et al. empirical (d* = e^({theory.LEVINE_INTERCEPT} + {theory.LEVINE_SLOPE} L)): "
+              f"depth {lv['depth']:.2f}, "
               f"width {lv['width']:.0f}")
-        print("  (empirical width grows e^0.0555 = 1.057x per layer, the theory 3x: same form, "
+        print(f"  (empirical width grows e^{theory.LEVINE_SLOPE} = {exp(theory.LEVINE_SLOPE):.3f}x per layer, "
+              f"the theory {theory.THEORY_BASE:g}x: same form, "
               "different constant)")
     print("\ncrossover width per depth: theory d = 3^L vs Levine et al.'s d*(L)")
     print(f"{'depth':>6} {'3^L':>12} {'N at 3^L':>12} {'d*(L)':>10} {'N at d*':>12}  d*(L) from")
@@ -166,6 +153,7 @@ def _print_theory(doc: dict, args: argparse.Namespace) -> None:
 def cmd_seprank(args: argparse.Namespace) -> int:
     from depthwidth import seprank
     from depthwidth.config import ConfigError
+    from depthwidth.seprank_plan import plan_cells, write_csv
 
     try:
         depths = parse_range("depth", args.depth, 1, seprank.MAX_DEPTH)
@@ -177,36 +165,23 @@ def cmd_seprank(args: argparse.Namespace) -> int:
             if not getattr(args, name) > 0:
                 raise ValueError(f"--{name.replace('_', '-')} {getattr(args, name)} is invalid: "
                                  f"must be positive.")
-        if Path(args.out).exists() and not Path(args.out).is_dir():
-            raise ValueError(f"--out {args.out!r} is invalid: it is a file, not a folder.")
-    except ValueError as exc:
+        check_output_dir(args.out, "--out")
+    except ValueError as exc:  # OutputError is a ValueError
         return _fail(str(exc))
-    plan, rows = [], []
-    for L in depths:
-        for d in widths:
-            if d % args.heads:
-                print(f"skip depth {L} width {d}: width not divisible by --heads {args.heads}")
-                continue
-            try:
-                cell = seprank.Cell(L, d, args.heads, args.tokens, args.residual, args.partition)
-            except ConfigError as exc:
-                return _fail(str(exc))
-            bound = seprank.degree_parity_bound(cell)
-            ks = seprank.k_schedule(bound)
-            est_s, est_b = seprank.estimate_cost(cell, ks)
-            if est_s > args.max_seconds or est_b > args.max_gib * 2 ** 30:
-                print(f"skip depth {L} width {d}: rank up to {bound} needs a {ks[-1]} x {ks[-1]} grid, "
-                      f"estimated {est_s:.3g} s and {est_b / 2 ** 30:.3g} GiB (limits --max-seconds "
-                      f"{args.max_seconds:g}, --max-gib {args.max_gib:g})")
-                rows.append(_refused_row(cell, bound, est_s, args.seed))
-            else:
-                plan.append((cell, est_s))
-    if not plan:
+    try:
+        plan = plan_cells(depths, widths, args.heads, args.tokens, args.residual, args.partition,
+                          args.max_seconds, args.max_gib, args.seed)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    for line in plan.notes:
+        print(line)
+    rows = list(plan.refused)
+    if not plan.cells:
         return _fail("no cell of --depth/--width can run within the limits (see the notes "
                      "above); nothing was run or written.")
-    print(f"measuring {len(plan)} cells (estimated <= {sum(e for _, e in plan):.0f} s), "
+    print(f"measuring {len(plan.cells)} cells (estimated <= {sum(e for _, e in plan.cells):.0f} s), "
           f"primes {seprank.P1} and {seprank.P2}")
-    for cell, est_s in plan:
+    for cell, est_s in plan.cells:
         r = seprank.measure(cell, seed=args.seed)
         rows.append({**r.to_dict(), "status": "ok", "est_seconds": est_s})
         warn = "" if r.primes_agree else f"  WARNING: second prime gave {r.rank_confirm}"
@@ -220,78 +195,9 @@ def cmd_seprank(args: argparse.Namespace) -> int:
     write_csv(rows, out / "seprank.csv")
     print(f"wrote {out / 'seprank.csv'}")
     if args.plot:
+        from depthwidth.seprank_plot import plot_seprank
         plot_seprank(rows).savefig(out / "seprank.png", dpi=150)
         print(f"wrote {out / 'seprank.png'}")
     return 0
 
 
-def _refused_row(cell, parity: int, est_s: float, seed: int) -> dict:
-    from depthwidth import seprank
-
-    n = min(map(len, cell.sides)) * cell.width
-    return dict(depth=cell.depth, width=cell.width, heads=cell.heads, tokens=cell.tokens,
-                bound=seprank.cell_monomial_bound(cell), parity_bound=parity,
-                log_bound=theory.log_monomial_bound(n, cell.degree), degree=cell.degree,
-                threshold_depth=theory.threshold_depth(cell.width),
-                regime=theory.regime(cell.depth, cell.width), residual=cell.residual,
-                partition=cell.partition, status="refused", est_seconds=est_s, seed=seed)
-
-
-def write_csv(rows: list[dict], path: Path) -> None:
-    """One row per cell; refused cells keep their bounds and estimated cost, rank left empty."""
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=CSV_COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: r.get(k, "") for k in CSV_COLUMNS})
-    tmp.replace(path)
-
-
-def plot_seprank(rows: list[dict]) -> Figure:
-    """Left: measured rank vs depth per width (solid), the monomial bound (dashed), L_th (▲).
-    Right: ln rank(L) / ln rank(L-1) against L - L_th: 3 while each layer cubes the rank
-    (double-exponential regime), falling towards 1 past the threshold."""
-    fig = Figure(figsize=(12, 4.8))
-    ax, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
-    widths = sorted({r["width"] for r in rows})
-    cmap = matplotlib.colormaps["viridis"]
-    for n, d in enumerate(widths):
-        color = cmap(n / max(1, len(widths) - 1) * 0.9)
-        mine = sorted((r for r in rows if r["width"] == d), key=lambda r: r["depth"])
-        ax.plot([r["depth"] for r in mine], [float(r["bound"]) for r in mine], "--", color=color,
-                lw=1, alpha=0.7)
-        ok = [r for r in mine if r["status"] == "ok"]
-        ax.plot([r["depth"] for r in ok], [r["rank"] for r in ok], "o-", color=color, lw=1.8,
-                label=f"d = {d}")
-        ax.plot([theory.threshold_depth(d)], [0.0], "^", color=color, ms=9, clip_on=False,
-                transform=ax.get_xaxis_transform())  # x in data, y at the bottom of the axes
-        steps = [(b["depth"] - theory.threshold_depth(d), log(b["rank"]) / log(a["rank"]))
-                 for a, b in zip(ok, ok[1:]) if b["depth"] == a["depth"] + 1 and a["rank"] > 1]
-        if steps:
-            ax2.plot(*zip(*steps), "o-", color=color, label=f"d = {d}")
-    ax.set_yscale("log")
-    ax.set_xlabel("depth L")
-    ax.set_ylabel("separation rank (exact, over GF(p))")
-    ax.set_xticks(sorted({r["depth"] for r in rows}))
-    ax.set_xlim(min(0.5, min(theory.threshold_depth(d) for d in widths) - 0.2),
-                max(r["depth"] for r in rows) + 0.3)
-    r0 = rows[0]
-    ax.set_title(f"T = {r0['tokens']} tokens, {r0['heads']} head(s)"
-                 f"{', residual' if r0['residual'] else ''}: measured rank (solid) vs "
-                 f"C(|P|d + 3^L, 3^L) (dashed)\n▲ marks L_th = log_3 d for each width d", fontsize=9)
-    ax.legend(fontsize=8, ncol=2, loc="upper left")
-    ax.grid(True, which="major", alpha=0.3)
-    ax2.axhline(3.0, color="0.4", ls=":", lw=1)
-    ax2.axhline(1.0, color="0.4", ls=":", lw=1)
-    ax2.axvline(0.0, color="0.4", lw=0.8)
-    ax2.set_xlabel("L - L_th  (depth past the threshold; the step L-1 -> L)")
-    ax2.set_ylabel("ln rank(L) / ln rank(L-1)")
-    ax2.set_ylim(0.8, 3.3)
-    ax2.set_title("growth per added layer: 3 = rank cubed (double-exponential),\n"
-                  "towards 1 = saturated (exponential in L and d)", fontsize=9)
-    ax2.grid(True, alpha=0.3)
-    if ax2.lines[3:]:
-        ax2.legend(fontsize=8, ncol=2, loc="lower left")
-    fig.tight_layout()
-    return fig

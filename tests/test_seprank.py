@@ -288,7 +288,7 @@ def test_console_entry_point(tmp_path):
 def test_plot_seprank_returns_figure_with_ranks_bounds_and_thresholds():
     from matplotlib.figure import Figure
 
-    from depthwidth.theory_cli import plot_seprank
+    from depthwidth.seprank_plot import plot_seprank
     rows = [{**seprank.measure(Cell(L, d)).to_dict(), "status": "ok"} for L in (1, 2) for d in (1, 2)]
     fig = plot_seprank(rows)
     assert isinstance(fig, Figure) and len(fig.axes) == 2
