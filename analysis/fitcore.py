@@ -1,6 +1,6 @@
 """The fitting engine shared by every loss law: sums of power terms fitted in log space.
 
-A law is `L = E + Σ_k exp(a_k − α_k·z_k)` with z_k = ln N, ln S or ln κ_b (SCIENCE.md §3–4).
+A law is `L = E + Σ_k exp(a_k − α_k·z_k)` with z_k = ln N, ln S or ln κ_b (docs/science.md §3–4).
 It is fitted as Hoffmann et al. 2022 (Approach 3) and Besiroglu et al. 2024 recommend: summed
 Huber loss (δ = 1e-3) on log-loss residuals, a grid of starts, L-BFGS-B, bootstrap over runs.
 The bootstrap refits are batched: one Levenberg–Marquardt / IRLS solver runs all replicates at once.
@@ -29,7 +29,7 @@ def huber(r: np.ndarray, delta: float = HUBER_DELTA) -> np.ndarray:
 
 
 def log_kappa(depth: np.ndarray, log_width: np.ndarray, c: np.ndarray):
-    """ln κ_b(L, d) and its derivative in c = ln b (SCIENCE.md §4), broadcast over c's batch.
+    """ln κ_b(L, d) and its derivative in c = ln b (docs/science.md §4), broadcast over c's batch.
 
     Below L_th = ln d / c: ln κ = ln ln d + c·L. Above: ln κ = ln ln d + ln d + ln(1 + c·L − ln d);
     both branches and their slopes meet at L_th, so the fit sees a smooth surface.
@@ -229,7 +229,7 @@ def batched_lm(law: Law, theta0: np.ndarray, X: dict, logy: np.ndarray, W: np.nd
 
 
 def polish(law: Law, theta: np.ndarray, X: dict, logy: np.ndarray, w: np.ndarray):
-    """L-BFGS-B on the summed Huber loss from one start (SCIENCE.md §3); returns (θ, obj, ok)."""
+    """L-BFGS-B on the summed Huber loss from one start (docs/science.md §3); returns (θ, obj, ok)."""
     lo, hi = law.bounds(np.exp(logy))
 
     def f(th):
@@ -246,7 +246,7 @@ def polish(law: Law, theta: np.ndarray, X: dict, logy: np.ndarray, w: np.ndarray
 @single_threaded
 def fit_law(law: Law, X: dict, logy: np.ndarray, w: np.ndarray | None = None,
             starts: np.ndarray | None = None, keep: int = 4, probe_points: int = 3000):
-    """Best fit from a grid of starts (SCIENCE.md §3).
+    """Best fit from a grid of starts (docs/science.md §3).
 
     Every start takes a few batched LM steps (on a random subset of `probe_points` when the data
     are larger); the `keep` best are solved to convergence on all points, and the best of those is

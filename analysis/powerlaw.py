@@ -2,7 +2,7 @@
 L(N, S) = E + (N_c/N)^α_N + (S_c/S)^α_S.
 
 Follows Kaplan et al. 2020 (eq. 1.6, Tables 3 and 5) for the forms and Hoffmann et al. 2022 /
-Besiroglu et al. 2024 for the estimator (SCIENCE.md §2–3): log-space summed Huber, multi-start
+Besiroglu et al. 2024 for the estimator (docs/science.md §2–3): log-space summed Huber, multi-start
 L-BFGS-B, bootstrap over runs for 95% percentile intervals.
 """
 

@@ -1,4 +1,4 @@
-"""The two depth regimes as a loss model (SCIENCE.md §4, ours; after Levine et al. 2020).
+"""The two depth regimes as a loss model (docs/science.md §4, ours; after Levine et al. 2020).
 
 Three candidate laws fitted on every (depth, width) run: `kaplan` (shape-agnostic E + A·N^−α,
 Kaplan et al. 2020), `two_regime` (E + A·κ_b^−α with the threshold base b free) and `combined`

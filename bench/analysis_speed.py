@@ -1,7 +1,7 @@
 """Benchmark of `analysis.report.analyze` on a planted sweep (run by hand, not in the tests).
 
 The sweep is the one the performance target names: 1000 runs (10 depths × 25 widths × 4 seeds) with
-100-point learning curves, losses from the two-regime law of SCIENCE.md §4 (b = 3) plus Kaplan's
+100-point learning curves, losses from the two-regime law of docs/science.md §4 (b = 3) plus Kaplan's
 step term, analysed with 1000 bootstrap refits. Prints the per-stage times as a markdown table.
 
     python bench/analysis_speed.py [--bootstrap 1000] [--out DIR]

@@ -1,4 +1,4 @@
-"""Benchmarks of the recurrence-vs-attention study (Kerg et al. 2020, SCIENCE.md §6), run by hand:
+"""Benchmarks of the recurrence-vs-attention study (Kerg et al. 2020, docs/science.md §6), run by hand:
 `cost` (FLOPs, activation bytes, peak memory, seconds of a training step vs T, fitted exponents),
 `grad` (‖∂L/∂h_t‖ at T = 200, untrained) and `copy` (RelRNN trained on copy at delay T).
 Each prints a markdown table and writes it to --out; results live in docs/bench/relrnn.md.

@@ -1,4 +1,4 @@
-"""Benchmark of the exact separation-rank simulator (SCIENCE.md §5): rank of a K x K matrix over
+"""Benchmark of the exact separation-rank simulator (docs/science.md §5): rank of a K x K matrix over
 GF(p) (blocked elimination vs the plain row-by-row one), how its cost grows with K, and the
 grid evaluation cost per network evaluation. Run by hand; writes a markdown table.
 

@@ -1,4 +1,4 @@
-"""Instrumentation for the recurrence-vs-attention study (Kerg et al. 2020, SCIENCE.md §6):
+"""Instrumentation for the recurrence-vs-attention study (Kerg et al. 2020, docs/science.md §6):
 ‖∂L/∂h_t‖ for every t (the authors' gradient-propagation plot), and the cost of one training
 step (FLOPs, autograd-held activation bytes per time step, peak device memory, wall time).
 Works on any model whose forward accepts `return_states=True` (depthwidth.models.relrnn).

@@ -1,7 +1,7 @@
 """Separation rank of linear-attention networks, measured exactly over a prime field.
 
-Implements SCIENCE.md §5 (ours, after Cohen & Shashua's grid tensors) for the network Levine
-et al. 2020 analyse (SCIENCE.md §1): bidirectional un-normalised multi-head attention, no softmax,
+Implements docs/science.md §5 (ours, after Cohen & Shashua's grid tensors) for the network Levine
+et al. 2020 analyse (docs/science.md §1): bidirectional un-normalised multi-head attention, no softmax,
 LayerNorm or FFN, read out linearly at one position. Weights use the layout of
 depthwidth.models.transformer (qkv: [W_Q; W_K; W_V] rows, proj: W_O) with scale 1.
 """
@@ -133,7 +133,7 @@ class Cell:
 
     @property
     def degree(self) -> int:
-        return 3 ** self.depth  # each layer is cubic in its input (SCIENCE.md §1)
+        return 3 ** self.depth  # each layer is cubic in its input (docs/science.md §1)
 
     @property
     def sides(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -284,7 +284,7 @@ def degree_parity_bound(cell: Cell) -> int:
 
 
 def cell_monomial_bound(cell: Cell) -> int:
-    """SCIENCE.md §5: C(|P| d + 3^L, 3^L); either side bounds the rank, we take the smaller."""
+    """docs/science.md §5: C(|P| d + 3^L, 3^L); either side bounds the rank, we take the smaller."""
     n = min(map(len, cell.sides)) * cell.width
     return monomial_bound(n, cell.degree)
 

@@ -1,5 +1,5 @@
 """The one error type of spec validation, and the sentence shape every message takes:
-"<where>: <field> = <value> is invalid: <why>." (DESIGN.md: bad input names field and value)."""
+"<where>: <field> = <value> is invalid: <why>." (docs/design.md: bad input names field and value)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ far, elapsed time and an ETA, on one refreshing line (a terminal) or a line per 
 
 Plain Python, no Ray: the service feeds it from a Tune callback. Progress is weighted by each
 trial's expected cost, steps x (1 + FLOPs per step / STEP_OVERHEAD_FLOPS): big models cost their
-training compute (C ≈ 6·N·D, Kaplan et al. 2020; SCIENCE.md §2), tiny ones their step count, so
+training compute (C ≈ 6·N·D, Kaplan et al. 2020; docs/science.md §2), tiny ones their step count, so
 neither a sweep whose big models run last nor a grid of tiny CPU models gets a wild ETA.
 """
 

@@ -19,7 +19,7 @@ class WhereError(ValueError):
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "log": math.log, "log2": math.log2, "log10": math.log10,
-    "log3": lambda x: math.log(x, 3),  # Levine et al.'s L_th = log_3(d_x), SCIENCE.md §1
+    "log3": lambda x: math.log(x, 3),  # Levine et al.'s L_th = log_3(d_x), docs/science.md §1
     "exp": math.exp, "sqrt": math.sqrt, "abs": abs, "min": min, "max": max, "round": round,
 }
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,

@@ -1,7 +1,7 @@
 """Planted-parameter recovery for the Kaplan-style laws (analysis.fitcore, analysis.powerlaw).
 
 Data are drawn from known laws with log-normal noise; each test asserts the truth lies in the
-reported 95% bootstrap interval and the estimate is within a stated tolerance (SCIENCE.md §2–3).
+reported 95% bootstrap interval and the estimate is within a stated tolerance (docs/science.md §2–3).
 """
 
 import numpy as np
@@ -58,7 +58,7 @@ def test_power_law_recovers_planted_floor_and_exponent():
 
 
 def test_pure_power_law_is_kaplans_form_with_n_c():
-    # L = (N_c/N)^alpha_N with Kaplan's Table 5 constants (SCIENCE.md §2).
+    # L = (N_c/N)^alpha_N with Kaplan's Table 5 constants (docs/science.md §2).
     N, y = planted_power_law(E=0.0, A=8.8e13 ** 0.076, alpha=0.076, noise=0.005)
     res = powerlaw.fit_power_law(N, y, n_boot=200, irreducible=False)
     assert res.params["alpha_N"] == pytest.approx(0.076, rel=0.05)

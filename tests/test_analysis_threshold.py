@@ -1,6 +1,6 @@
 """Planted recovery for the threshold estimators (analysis.regimes, analysis.threshold).
 
-The two-regime law of SCIENCE.md §4 is planted with b = 2, 3, 5; per-depth power laws are planted
+The two-regime law of docs/science.md §4 is planted with b = 2, 3, 5; per-depth power laws are planted
 to cross at known sizes; and a shape-agnostic Kaplan sweep must not yield a claimed threshold.
 """
 

@@ -1,7 +1,7 @@
 """Static checks of docker/: Dockerfile (hadolint, pins, non-root), compose.yaml, KubeRay manifests.
 
 No container engine is needed: hadolint lints, `docker compose config` renders, the ray.io/v1
-manifests are parsed and checked. Secure defaults (DESIGN.md, Execution): token auth everywhere, no
+manifests are parsed and checked. Secure defaults (docs/design.md, Execution): token auth everywhere, no
 public bind of ports 6379/8265/10001, no secret in any layer.
 """
 

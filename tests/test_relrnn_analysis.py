@@ -1,4 +1,4 @@
-"""analysis/relrnn.py (Kerg et al. 2020 study, SCIENCE.md §6): fitted cost exponents recover
+"""analysis/relrnn.py (Kerg et al. 2020 study, docs/science.md §6): fitted cost exponents recover
 planted ones, the report reads a store-shaped table (metrics as JSON) and writes its figures,
 and the module runs without torch or ray.
 """

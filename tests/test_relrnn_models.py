@@ -1,4 +1,4 @@
-"""The recurrent family of Kerg et al. 2020 (SCIENCE.md §6) against references: torch's own LSTM
+"""The recurrent family of Kerg et al. 2020 (docs/science.md §6) against references: torch's own LSTM
 and RNN, and a slow per-sequence transcription of relevancy screening; hand-computed parameter
 counts; memory held per step is O(ν+ρ) for relrnn and O(t) for memrnn (states and bytes counted).
 """
@@ -50,7 +50,7 @@ def test_plain_cells_match_torch(kind):
 
 
 def naive_forward(model, x_row: torch.Tensor, family: str, nu, rho: int, log: dict) -> torch.Tensor:
-    """Relevancy screening for ONE sequence, transcribed literally from SCIENCE.md §6 with Python
+    """Relevancy screening for ONE sequence, transcribed literally from docs/science.md §6 with Python
     lists (nu=None: MemRNN keeps every state). Returns logits (T, V)."""
     layer, H = model.layers[0], model.cfg.width
     s, cell = torch.zeros(H, dtype=torch.double), torch.zeros(H, dtype=torch.double)

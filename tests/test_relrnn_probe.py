@@ -1,4 +1,4 @@
-"""The gradient probe and step costs (Kerg et al. 2020, SCIENCE.md §6): ‖∂L/∂h_t‖ against the
+"""The gradient probe and step costs (Kerg et al. 2020, docs/science.md §6): ‖∂L/∂h_t‖ against the
 authors' retain_grad method; at T = 200 it vanishes for lstm/rnn and not for relrnn (ρ ≥ 15);
 FLOPs of a training step by hand (rnn), exactly affine in T for relrnn and quadratic for memrnn.
 """

@@ -1,4 +1,4 @@
-"""The ready-made sweeps of the recurrence-vs-attention study (Kerg et al. 2020, SCIENCE.md §6):
+"""The ready-made sweeps of the recurrence-vs-attention study (Kerg et al. 2020, docs/science.md §6):
 relrnn-copy.toml expands to the intended grid (models × T × ν × ρ × seeds, the authors' lr
 rule), relrnn-smoke.toml stays CPU-sized, and a ν longer than the delay fails at spec load.
 """

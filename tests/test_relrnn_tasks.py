@@ -1,4 +1,4 @@
-"""Copy and denoise tasks (Arjovsky et al. 2016 as in Kerg et al. 2020, SCIENCE.md §6): layout,
+"""Copy and denoise tasks (Arjovsky et al. 2016 as in Kerg et al. 2020, docs/science.md §6): layout,
 seeding, hand-computed baseline and entropy, accuracy on the last 10 outputs; and the clear
 errors for bad ν/ρ (negative, ν + ρ = 0, ν > T) in the configs, in data.resolve and the CLI.
 """

@@ -1,4 +1,4 @@
-"""RelRNN (Kerg et al. 2020, SCIENCE.md §6) learns the copy task through the shared train() loop.
+"""RelRNN (Kerg et al. 2020, docs/science.md §6) learns the copy task through the shared train() loop.
 
 CPU-sized: delay T = 10 (30 steps a sequence), width 32, ν = 10, ρ = 15, batch 32, Adam at
 lr 2e-2 for 1000 steps, fixed seed (measured: 99.7% from step 800, 100% at step 1000). The

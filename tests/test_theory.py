@@ -32,7 +32,7 @@ def test_regimes_around_729():
 def test_crossover_width_and_kaplan_n():
     assert theory.crossover_width(6) == pytest.approx(729.0)
     assert theory.crossover_width(0.5) == pytest.approx(3 ** 0.5)
-    # SCIENCE.md §1: the 6-layer threshold sits at N = 12 * 6 * 729^2 ≈ 3.8e7
+    # docs/science.md §1: the 6-layer threshold sits at N = 12 * 6 * 729^2 ≈ 3.8e7
     assert theory.kaplan_n_params(6, 729) == 12 * 6 * 729 ** 2 == 38_263_752
 
 

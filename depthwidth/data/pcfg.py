@@ -2,7 +2,7 @@
 
 Hierarchical syntax (nested nonterminals), Dyck-style brackets and head-dependent agreement
 give structure spanning many tokens, so deeper and wider models keep finding more to predict;
-this is the synthetic stand-in for the language data of Kaplan et al. 2020 (SCIENCE.md §2).
+this is the synthetic stand-in for the language data of Kaplan et al. 2020 (docs/science.md §2).
 
 Grammar construction, drawn once from `default_rng([seed, tag])` (numpy PCG64), V = vocab_size:
 - Vocabulary: token 0 ends a sentence (EOS); then `min(4, (V-1)//12)` bracket pairs (opening

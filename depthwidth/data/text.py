@@ -2,7 +2,7 @@
 
 Text: one file, or every file under a folder (sorted by relative path, hidden names skipped,
 concatenated as-is, held in memory), tokenised as raw bytes: vocabulary 256 (loss scales
-depend on the tokenizer, so compare exponents with Kaplan et al. 2020, not losses; SCIENCE.md
+depend on the tokenizer, so compare exponents with Kaplan et al. 2020, not losses; docs/science.md
 §2). Tokens: a flat little-endian uint16 array (nanoGPT's `train.bin` format) read through
 np.memmap; vocabulary = max token + 1. Both split by position (the last `val_fraction` is
 validation) and draw uniformly random windows of seq_len + 1 tokens inside one split.

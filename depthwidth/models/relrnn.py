@@ -1,5 +1,5 @@
 """Recurrent models of Kerg et al. 2020, "Untangling tradeoffs between recurrence and
-self-attention" (SCIENCE.md §6): `rnn` (orthogonal init), `lstm`, `memrnn` (attention over every
+self-attention" (docs/science.md §6): `rnn` (orthogonal init), `lstm`, `memrnn` (attention over every
 past state) and `relrnn` / `rellstm` (attention over the ν latest states plus ≤ ρ screened ones).
 Tokens (B, T) -> logits (B, T, V); `forward(x, return_states=True)` also returns the top layer's
 h_t for the gradient probe."""
@@ -20,7 +20,7 @@ StepHook = Callable[[int, int], None]  # (t, number of states the memory holds a
 
 class _Memory:
     """What one attentive layer remembers for a batch: a buffer of the ν latest states and a
-    relevant set of at most ρ screened states (SCIENCE.md §6); `nu=None` keeps every state
+    relevant set of at most ρ screened states (docs/science.md §6); `nu=None` keeps every state
     (MemRNN). A state is stored as its key and value side by side, [U_a h_i, h_i] (B, 2H), so
     one stack/cat serves both. Filling depends only on t, so every sequence of the batch has
     the same number of filled slots: no padding or masking is needed."""
@@ -85,7 +85,7 @@ class _Memory:
 class RecurrentLayer(nn.Module):
     """One recurrent layer over a whole sequence, looping over time (never over the batch).
 
-    Cell (SCIENCE.md §6): h_t = φ(W x_t + b + V s_{t−1}) for the RNN (V orthogonal, φ = tanh),
+    Cell (docs/science.md §6): h_t = φ(W x_t + b + V s_{t−1}) for the RNN (V orthogonal, φ = tanh),
     or an LSTM whose recurrent input is s_{t−1}. Without attention s_t = h_t. With attention
     e_i = vᵀ tanh(W_a s_{t−1} + U_a h_i) over the memory, c_t = Σ softmax(e)_i h_i,
     s_t = (h_t + c_t)/2. The input projection W x_t is computed by the caller for all t at once.

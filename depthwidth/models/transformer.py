@@ -2,7 +2,7 @@
 norm -> attention -> MLP -> block -> model (after karpathy/nanoGPT).
 
 `attention="linear"` is the un-normalised multi-head attention Levine et al. 2020 analyse
-(SCIENCE.md §1): no softmax, o_i = scale * sum_j <q_i, k_j> v_j; with layernorm=False and
+(docs/science.md §1): no softmax, o_i = scale * sum_j <q_i, k_j> v_j; with layernorm=False and
 ffn_ratio=0 the analysed network is reached exactly. `parametrization="mup"` applies μP
 (Yang et al. 2021, Tensor Programs V) in the fenced section below.
 """
