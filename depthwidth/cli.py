@@ -22,7 +22,7 @@ from depthwidth.config import (ATTENTIONS, DEVICES, FAMILIES, PARAMETRIZATIONS, 
 
 from depthwidth.clitools import EXIT_BAD_INPUT, fail
 
-SUBCOMMAND_MODULES = ("sweeps.cli", "analysis.cli", "depthwidth.theory_cli")
+SUBCOMMAND_MODULES = ("sweeps.cli", "sweeps.export", "analysis.cli", "depthwidth.theory_cli")
 
 
 def parse_data(spec: str, seed: int) -> DataConfig:

@@ -30,15 +30,32 @@ def _check_max_concurrent(args: argparse.Namespace) -> None:
         raise SpecError(f"--max-concurrent = {args.max_concurrent} is invalid: it must be at least 1.")
 
 
+def _tracker_flags(args: argparse.Namespace) -> tuple[str, ...]:
+    """The tracker flags as given, for the command that continues an unfinished sweep."""
+    out: list[str] = []
+    for flag in ("mlflow", "wandb", "wandb_mode", "wandb_entity", "tensorboard"):
+        v = getattr(args, flag, None)
+        if v:
+            out += [f"--{flag.replace('_', '-')}"] + ([] if v is True else [str(v)])
+    return tuple(out)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     try:
+        from sweeps.outcome import continue_command
         from sweeps.spec import load_spec
         from sweeps.service import run_sweep
         _check_max_concurrent(args)
         spec = load_spec(args.spec)
+        tracking = spec.tracking.with_flags(mlflow=args.mlflow, wandb=args.wandb,
+                                            wandb_mode=args.wandb_mode, tensorboard=args.tensorboard,
+                                            wandb_entity=args.wandb_entity)
+        command = continue_command(args.spec, args.storage, args.address, args.max_concurrent,
+                                   _tracker_flags(args))
         return run_sweep(spec, address=args.address, storage=args.storage,
                          max_concurrent=args.max_concurrent, rerun=args.rerun or (),
-                         analyze=not args.no_analyze)
+                         analyze=not args.no_analyze, tracking=tracking, verbose=args.verbose,
+                         command=command)
     except _errors() as exc:
         return _fail(str(exc))
 
@@ -138,6 +155,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-analyze", action="store_true", help="skip the analysis at the end")
     p.add_argument("--rerun", action="append", metavar="ID|STATUS",
                    help="rerun a stored trial from scratch: its trial_id, or all/ok/diverged/failed")
+    p.add_argument("--verbose", action="store_true",
+                   help="also show Ray's own start-up notices and Tune's logs")
+    from sweeps.export import add_tracker_flags
+    add_tracker_flags(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("submit", help="send a sweep to a cluster as a Ray Job",

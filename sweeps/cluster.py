@@ -32,9 +32,10 @@ class ClusterError(RuntimeError):
     """The cluster cannot be reached or used as asked; the message says what to change."""
 
 
-def connect(address: str | None) -> bool:
+def connect(address: str | None, verbose: bool = False) -> bool:
     """Embedded Ray without an address (no dashboard), else the cluster at `address` or
-    RAY_ADDRESS. Returns True when this call started or joined Ray (and should shut it down)."""
+    RAY_ADDRESS. Returns True when this call started or joined Ray (and should shut it down).
+    Ray's start-up notices (e.g. that token authentication is on) are shown only if `verbose`."""
     addr = address or os.environ.get("RAY_ADDRESS") or None
     if addr and "RAY_AUTH_MODE" not in os.environ and find_token():
         # A token in RAY_AUTH_TOKEN or ~/.ray/auth_token means the user expects token auth, but
@@ -51,7 +52,14 @@ def connect(address: str | None) -> bool:
         return False
     kwargs: dict[str, Any] = dict(log_to_driver=False, logging_level=logging.WARNING)
     if not addr:
-        ray.init(include_dashboard=False, **kwargs)
+        started = False
+        try:
+            with _captured_stderr() as captured:
+                ray.init(include_dashboard=False, **kwargs)
+            started = True
+        finally:
+            if verbose or not started:  # a failed start shows what Ray said
+                sys.stderr.write("".join(captured))
         return True
     with _captured_stderr() as captured:
         try:
@@ -63,7 +71,8 @@ def connect(address: str | None) -> bool:
             failure = reason(exc)
     log = "".join(captured)
     if failure is None:
-        sys.stderr.write(log)  # Ray's own notices, e.g. that token authentication is on
+        if verbose:
+            sys.stderr.write(log)  # Ray's own notices, e.g. that token authentication is on
         return True
     if failure == "auth" or "Unauthenticated" in log or "InvalidAuthToken" in log:
         what = "rejected the token it was given" if find_token() else "requires a token and none was found"

@@ -1,8 +1,10 @@
-"""The sweep driver's Tune callback: it records each trial in the store the moment its final report
-arrives, and feeds the progress view (docs/design.md, "Execution").
+"""The sweep driver's Tune callbacks: one records each trial in the store the moment its final
+report arrives and feeds the progress view (docs/design.md, "Execution"); the other passes every
+evaluation and every stored trial on to the experiment trackers (sweeps/tracking.py).
 
 The driver process is the store's single writer; a trial that restarts and repeats its final
-report is written once. Imported only where Ray runs (`depthwidth sweep run`).
+report is written once. A store that cannot be written stops the sweep (`StopOnStoreFailure`)
+with what is already stored kept. Imported only where Ray runs (`depthwidth sweep run`).
 """
 
 from __future__ import annotations
@@ -11,9 +13,16 @@ import json
 
 from ray import tune
 
+from depthwidth.results import StoreError
 from sweeps.progress import ProgressView
 from sweeps.store import ResultStore, make_curve, make_row
+from sweeps.tracking import Trackers, TrialInfo, eval_metrics
 from sweeps.trainable import FINAL_KEY
+
+_TUNE_KEYS = ("done", "training_iteration", "time_total_s", "time_this_iter_s", "timestamp",
+              "time_since_restore", "iterations_since_restore", "timesteps_total",
+              "timesteps_since_restore", "episodes_total", "pid", "node_ip", "hostname", "date",
+              "config", "checkpoint_dir_name", "should_checkpoint", "experiment_tag")
 
 
 class StoreWriter(tune.Callback):
@@ -23,6 +32,8 @@ class StoreWriter(tune.Callback):
     def __init__(self, sweep: str, store: ResultStore, view: ProgressView, labels: dict[str, str]):
         self.sweep, self.store, self.view, self.labels = sweep, store, view, labels
         self.written: set[str] = set()
+        self.failure: StoreError | None = None  # the store could not be written: stop the sweep
+        self.stored: list[tuple[dict, list]] | None = None  # (row, curve) for the trackers
 
     def on_step_end(self, iteration, trials, **info):
         self.view.draw(event=False)  # the clock ticks between events (throttled inside)
@@ -36,13 +47,20 @@ class StoreWriter(tune.Callback):
         if FINAL_KEY not in result:
             self.view.progressed(tid, result.get("progress"))
             return
-        if tid in self.written:  # a restarted trial repeating its final report
+        if tid in self.written or self.failure is not None:  # a restart repeating its final report
             return
         final = json.loads(result[FINAL_KEY])
         res = final["result"]
         row = make_row(self.sweep, cfg, res, final["node"], final["resumed_from_step"])
-        self.store.add_trial(row, make_curve(tid, res["curve"]))
+        curve = make_curve(tid, res["curve"])
+        try:
+            self.store.add_trial(row, curve)
+        except StoreError as exc:  # e.g. a full disk: keep what is stored, stop the sweep
+            self.failure = exc
+            return
         self.written.add(tid)
+        if self.stored is not None:
+            self.stored.append((row, curve))
         self.view.finished(tid, res["status"], float(res["final_val_loss"]))
         if res["status"] == "failed":
             self.view.note(f"trial {self.labels[tid]} failed: {res['error']}")
@@ -55,3 +73,44 @@ class StoreWriter(tune.Callback):
         err = trial.get_error()
         msg = (str(err).strip().splitlines() or ["unknown error"])[-1] if err else "unknown error"
         self.view.errored(trial.config["trial"]["trial_id"], msg[:300])
+
+
+class StopOnStoreFailure(tune.Stopper):
+    """Stops every trial once the store cannot be written: they keep their checkpoints, and
+    nothing more could be recorded."""
+
+    def __init__(self, writer: StoreWriter):
+        self.writer = writer
+
+    def __call__(self, trial_id, result) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return self.writer.failure is not None
+
+
+class TrackerFeed(tune.Callback):
+    """Passes each evaluation to the trackers while a trial trains, and each trial the store
+    has just recorded (its final metrics and status). Placed after StoreWriter, so a trial
+    reaches the trackers only once it is safe in the store; warnings go through the view."""
+
+    def __init__(self, trackers: Trackers, infos: dict[str, TrialInfo], writer: StoreWriter):
+        self.trackers, self.infos, self.writer = trackers, infos, writer
+        writer.stored = []
+
+    def __getstate__(self):  # Tune pickles its callbacks with the experiment; threads stay here
+        return {**self.__dict__, "trackers": None}
+
+    def on_step_end(self, iteration, trials, **info):
+        for message in self.trackers.warnings():
+            self.writer.view.note(message)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        tid = trial.config["trial"]["trial_id"]
+        if FINAL_KEY not in result and "step" in result and tid in self.infos:
+            self.trackers.evaluation(self.infos[tid], int(result["step"]),
+                                     eval_metrics(result, skip=_TUNE_KEYS))
+        while self.writer.stored:
+            row, curve = self.writer.stored.pop(0)
+            if row["trial_id"] in self.infos:
+                self.trackers.stored(self.infos[row["trial_id"]], row, curve)

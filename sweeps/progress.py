@@ -46,6 +46,7 @@ class ProgressView:
         self.t_first: float | None = None
         self.running: dict[str, float] = {}  # trial_id -> fraction of its steps done
         self.status: dict[str, str] = {}  # trial_id -> ok | diverged | failed | error
+        self.errors: dict[str, str] = {}  # trial_id -> the last line of its Ray error
         self.best: tuple[float, str] | None = None
         self._last_draw, self._last_line, self._drawn = -math.inf, "", False
         self._dirty = False  # an event since the last drawn line
@@ -55,7 +56,9 @@ class ProgressView:
         if self.t_first is None:
             self.t_first = self.clock()
         self.running.setdefault(tid, 0.0)
-        self.draw()
+        # A change of the running count is a line of its own, in a log too: drawn only at the
+        # next throttle tick, a log kept showing "1 running" for 30 s while two trials trained.
+        self.draw(force=True)
 
     def progressed(self, tid: str, fraction: float | None) -> None:
         if tid not in self.status and fraction is not None and math.isfinite(fraction):
@@ -72,6 +75,7 @@ class ProgressView:
     def errored(self, tid: str, message: str) -> None:
         self.running.pop(tid, None)
         self.status[tid] = "error"
+        self.errors[tid] = message
         self.note(f"trial {self.labels.get(tid, tid)} failed in Ray: {message}")
 
     def note(self, message: str) -> None:

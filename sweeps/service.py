@@ -19,21 +19,28 @@ from typing import Any, Iterable, TextIO
 from depthwidth.results import STATUSES, Location
 from sweeps.spec import SpecError, SweepSpec, tomllib
 from sweeps.store import ResultStore
+from sweeps.tracking import FLUSH_TIMEOUT_S, Tracking, check_available
 
 # Tune's own loggers (CSV/JSON/TensorBoard per trial) and its table are off: the store and the
 # progress view replace them, and they cost ~0.3 s per trial on 2 CPUs.
 _QUIET_ENV = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1", "RAY_AIR_NEW_OUTPUT": "0",
               "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
 _QUIET_LOGGERS = ("ray.tune.analysis.experiment_analysis", "ray.tune.tune", "ray.tune.impl.tuner_internal")
+# Without --verbose, trial errors reach the user as the closing paragraph, not as Tune's tracebacks.
+_SILENT_LOGGERS = ("ray.tune", "ray.train", "ray.air")
 
 
 @contextlib.contextmanager
-def _quiet_tune():
+def _quiet_tune(verbose: bool = False):
     saved = {k: os.environ.get(k) for k in _QUIET_ENV}
-    levels = {n: logging.getLogger(n).level for n in _QUIET_LOGGERS}
+    names = _QUIET_LOGGERS + (() if verbose else _SILENT_LOGGERS)
+    levels = {n: logging.getLogger(n).level for n in names}
     os.environ.update(_QUIET_ENV)
     for n in _QUIET_LOGGERS:
         logging.getLogger(n).setLevel(logging.ERROR)
+    if not verbose:
+        for n in _SILENT_LOGGERS:
+            logging.getLogger(n).setLevel(logging.CRITICAL)
     try:
         yield
     finally:
@@ -96,19 +103,29 @@ def prepare(spec: SweepSpec, storage: str | None, rerun: Iterable[str] = ()) -> 
 
 def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | None = None,
               max_concurrent: int | None = None, rerun: Iterable[str] = (), analyze: bool = True,
-              out: TextIO | None = None) -> int:
-    """Run what the store lacks. Returns 0 when every trial of the spec is in the store."""
+              out: TextIO | None = None, tracking: Tracking | None = None, verbose: bool = False,
+              command: str | None = None) -> int:
+    """Run what the store lacks. Returns 0 when every trial of the spec is in the store.
+    `tracking` (default: the spec's) names the experiment trackers; `command` is what the user
+    types to continue an unfinished sweep (default: `depthwidth sweep run` with these options)."""
+    from sweeps.outcome import continue_command
+
     out = out or sys.stdout
+    tracking = spec.tracking if tracking is None else tracking
+    check_available(tracking)
     store, todo, again = prepare(spec, storage, rerun)
+    command = command or continue_command(spec.source_path, storage, address, max_concurrent)
     n_done = len(spec.trials) - len(todo)
     if not todo:
         print(f"[{spec.name}] all {len(spec.trials)} trials are already in {store.location}; "
               f"nothing to run.", file=out)
         store.write_spec(spec.text, spec.source_path)
+        if tracking.enabled:
+            _catch_up(spec, store, tracking, out)
         return _finish(store, analyze, out, 0)
 
     from sweeps import cluster
-    started_ray = cluster.connect(address)
+    started_ray = cluster.connect(address, verbose=verbose)
     try:
         nodes = cluster.alive_nodes()
         cluster.check_resources(spec.resources, nodes)
@@ -117,13 +134,30 @@ def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | Non
         store.write_spec(spec.text, spec.source_path)
         print(f"[{spec.name}] {len(todo)} trials to run ({n_done} already in the store), "
               f"{_describe(nodes)}; results in {store.location}", file=out, flush=True)
-        code = _tune(spec, store, todo, again, max_concurrent, out)
+        code = _tune(spec, store, todo, again, max_concurrent, out, tracking, verbose, command)
     finally:
         store.unlock()
         if started_ray:
             import ray
             ray.shutdown()
     return _finish(store, analyze, out, code)
+
+
+def _trackers(spec: SweepSpec, store: ResultStore, tracking: Tracking):
+    """The sweep's trackers, first sent the spec's trials the store already holds (those a
+    tracker lacks, e.g. after a driver was killed between storing a trial and sending it)."""
+    from sweeps.export import build, send_stored, trial_info
+
+    infos = {t.trial_id: trial_info(t, spec.name) for t in spec.trials}
+    trackers = build(tracking, spec.name, store)
+    send_stored(trackers, store, infos, only=infos)
+    return trackers, infos
+
+
+def _catch_up(spec: SweepSpec, store: ResultStore, tracking: Tracking, out: TextIO) -> None:
+    trackers, _ = _trackers(spec, store, tracking)
+    for message in trackers.close(FLUSH_TIMEOUT_S):
+        print(message, file=out)
 
 
 def _describe(nodes: list[dict[str, Any]]) -> str:
@@ -134,10 +168,12 @@ def _describe(nodes: list[dict[str, Any]]) -> str:
 
 
 def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
-          max_concurrent: int | None, out: TextIO) -> int:
+          max_concurrent: int | None, out: TextIO, tracking: Tracking, verbose: bool,
+          command: str) -> int:
     from ray import tune
 
-    from sweeps.driver import StoreWriter
+    from sweeps.driver import StopOnStoreFailure, StoreWriter, TrackerFeed
+    from sweeps.outcome import paragraph
     from sweeps.plan import trial_plan
     from sweeps.progress import ProgressView, trial_cost
     from sweeps.resume import clear_checkpoints, find_checkpoints
@@ -156,6 +192,11 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
         view.note(f"trial {labels[tid]} resumes from its checkpoint at step {step}")
 
     driver = StoreWriter(spec.name, store, view, labels)
+    callbacks: list = [driver]
+    trackers = None
+    if tracking.enabled:
+        trackers, infos = _trackers(spec, store, tracking)
+        callbacks.append(TrackerFeed(trackers, infos, driver))
     exp = f"{spec.name}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}"
     hook = os.environ.get(HOOK_ENV, "")
     limit = max_concurrent if max_concurrent else (r.max_concurrent or None)
@@ -168,28 +209,32 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
             trial_dirname_creator=lambda t: t.config["trial"]["trial_id"]),
         run_config=tune.RunConfig(
             name=exp, storage_path=store.tune_storage, storage_filesystem=store.fs, verbose=0,
-            callbacks=[driver],
+            callbacks=callbacks, stop=StopOnStoreFailure(driver),
             failure_config=tune.FailureConfig(max_failures=r.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
-    with _quiet_tune():
+    crash: BaseException | None = None
+    interrupted = False
+    with _quiet_tune(verbose):
         try:
             tuner.fit()  # Tune turns Ctrl-C into a graceful stop; the trials left are reported below
         except KeyboardInterrupt:
-            pass
+            interrupted = True
+        except Exception as exc:  # an error inside Tune: told in the paragraph below
+            crash = exc
     view.close()
     clear_checkpoints(store, driver.written)
     missing = [t for t in todo if t.trial_id not in driver.written]
+    if trackers is not None:
+        for t in missing:
+            trackers.release(infos[t.trial_id])
+        for message in trackers.close(FLUSH_TIMEOUT_S):
+            print(message, file=out)
     if missing:
-        errored = sum(1 for s in view.status.values() if s == "error")
-        if errored and errored == len(missing):
-            why = f"{errored} failed in Ray after {r.max_failures} restarts"
-        elif errored:
-            why = f"{errored} failed in Ray, the rest were stopped"
-        else:
-            why = "the sweep was stopped"
-        print(f"[{spec.name}] {len(missing)} of {len(todo)} trials are not finished ({why}); run the "
-              f"same command again to finish them: finished trials are kept, unfinished ones resume "
-              f"from their checkpoints.", file=out)
+        errors = {labels[t]: view.errors.get(t, "") for t, s in view.status.items() if s == "error"}
+        print(paragraph(spec.name, n_todo=len(todo), n_missing=len(missing),
+                        n_stored=len(store.runs()), store=store.location, command=command,
+                        store_failure=driver.failure, errors=errors, max_failures=r.max_failures,
+                        crash=crash, interrupted=interrupted), file=out)
         return 1
     return 0
 

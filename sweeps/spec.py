@@ -16,6 +16,8 @@ A sweep is a grid of depth x width (x any other config field) in the sense of Le
     [resources] cpus = 1, gpus = 0.25, max_concurrent = 2, max_failures = 3,
                 gpu_memory_gb = 80, gpu_tflops = 100, cpu_gflops = 10
     [storage] path = "results/smoke"                  # local path or pyarrow URI (s3://, gs://, file://)
+    [tracking] mlflow = "sqlite:///mlruns.db", wandb = { project = "p", mode = "offline" },
+               tensorboard = true                     # optional experiment trackers
 
 Axis names are fields of ModelConfig, DataConfig or TrainConfig. A field in several configs
 must be qualified (`model.vocab_size`, `data.vocab_size`), except the rule `seed` = train.seed:
@@ -38,6 +40,7 @@ from typing import Any, Mapping
 from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
 from sweeps.budget import Budget, apply_budget, model_stats, parse_budget, resolve_model
 from sweeps.errors import SpecError, fail, number
+from sweeps.tracking import Tracking, parse_tracking
 from sweeps.where import WhereError, compile_where, evaluate_where, where_names
 
 try:  # Python 3.11+
@@ -52,7 +55,7 @@ FIELDS: dict[str, tuple[str, ...]] = {k: tuple(f.name for f in fields(c)) for k,
 DEFAULT_OWNER = {"seed": "train"}
 EXECUTION_FIELDS = {"train": ("device", "threads", "compile", "checkpoint_every")}
 TOP_KEYS = ("name", "description", "where", "model", "data", "train", "grid", "points",
-            "budget", "resources", "storage")
+            "budget", "resources", "storage", "tracking")
 RESOURCE_KEYS = ("cpus", "gpus", "max_concurrent", "max_failures", "gpu_memory_gb",
                  "gpu_tflops", "cpu_gflops")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -91,6 +94,7 @@ class SweepSpec:
     resources: Resources
     storage: str
     budget: Budget | None
+    tracking: Tracking = Tracking()  # [tracking]: experiment trackers (sweeps/tracking.py)
 
 
 def trial_id_of(model: ModelConfig, data: DataConfig, train: TrainConfig) -> str:
@@ -268,6 +272,7 @@ def parse_spec(text: str, source_path: str = "<spec>") -> SweepSpec:
     budget = parse_budget(doc, path)
     resources = _resources(doc, path)
     storage = _storage(doc, name, path)
+    tracking = parse_tracking(doc, path)
     axes = _axes(doc, path)
     for fname, owner_key in (("steps", "kind"), ("warmup_steps", "warmup_fraction")):
         if budget is None or (owner_key == "warmup_fraction" and budget.warmup_fraction is None):
@@ -320,7 +325,8 @@ def parse_spec(text: str, source_path: str = "<spec>") -> SweepSpec:
         if trial.trial_id not in seen:
             seen.add(trial.trial_id)
             trials.append(trial)
-    return SweepSpec(name, description, source_path, text, tuple(trials), resources, storage, budget)
+    return SweepSpec(name, description, source_path, text, tuple(trials), resources, storage, budget,
+                     tracking)
 
 
 def load_spec(path: str | os.PathLike) -> SweepSpec:

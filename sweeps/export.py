@@ -1,0 +1,155 @@
+"""`depthwidth export STORE --mlflow URI | --wandb PROJECT | --tensorboard DIR`: push a results
+store (for example one a cluster wrote) to experiment trackers, under the same exactly-once rule
+as a live sweep (sweeps/tracking.py): trials the tracker holds as finished are skipped, runs cut
+short get only the steps they lack. Also the catch-up a sweep does at its start. No Ray.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Iterable
+
+from depthwidth.clitools import fail
+from sweeps.tracking import Tracking, Trackers, TrialInfo, WANDB_MODES, check_available
+
+
+def trial_info(trial, sweep: str) -> TrialInfo:
+    """A spec Trial as the trackers see it."""
+    from sweeps.service import label
+    return TrialInfo(trial.trial_id, label(trial), sweep, tuple(trial.axes), trial.config_dict())
+
+
+def _spec_versions(text: str) -> list[str]:
+    """The store's spec.toml: the first spec, then each later, different one (kept as a
+    commented block after an extension mark)."""
+    from sweeps.store import _EXTENSION_MARK
+    first, *blocks = text.split(_EXTENSION_MARK)
+    out = [first]
+    for block in blocks:
+        lines = block.splitlines()[1:]
+        out.append("\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in lines))
+    return out
+
+
+def stored_infos(store, runs) -> dict[str, TrialInfo]:
+    """trial_id -> TrialInfo for every stored run: axes and labels from the store's spec where it
+    still parses, otherwise the config fields that vary across the store."""
+    from depthwidth.results import SPEC
+    from sweeps.spec import SpecError, parse_spec
+
+    sweep = str(runs["sweep"].iloc[0]) if "sweep" in runs and len(runs) else store.loc.name
+    infos: dict[str, TrialInfo] = {}
+    if store.exists(SPEC):
+        for text in _spec_versions(store.loc.read_text(SPEC)):
+            try:
+                spec = parse_spec(text, store.display(SPEC))
+            except (SpecError, ValueError):
+                continue
+            for t in spec.trials:
+                infos.setdefault(t.trial_id, trial_info(t, sweep))
+    configs = {}
+    for row in runs.to_dict("records"):
+        if row["trial_id"] in infos:
+            continue
+        try:
+            configs[row["trial_id"]] = {s: json.loads(row[f"{s}_config"]) for s in ("model", "data", "train")}
+        except (KeyError, TypeError, ValueError):
+            configs[row["trial_id"]] = {"model": {"depth": int(row["depth"]), "width": int(row["width"])}}
+    varying = _varying(configs.values())
+    for tid, cfg in configs.items():
+        axes = tuple((k if k in ("depth", "width") else f"{s}.{k}", cfg[s][k]) for s, k in varying)
+        m = cfg.get("model", {})
+        name = " ".join([f"d{m.get('depth')} w{m.get('width')}"] +
+                        [f"{k}={v}" for k, v in axes if k not in ("depth", "width")])
+        infos[tid] = TrialInfo(tid, name, sweep, axes, cfg)
+    return infos
+
+
+def _varying(configs: Iterable[dict[str, dict[str, Any]]]) -> list[tuple[str, str]]:
+    seen: dict[tuple[str, str], set[str]] = {}
+    for cfg in configs:
+        for s, fields in cfg.items():
+            for k, v in fields.items():
+                seen.setdefault((s, k), set()).add(json.dumps(v, sort_keys=True))
+    keys = [k for k, vals in seen.items() if len(vals) > 1]
+    return sorted(keys, key=lambda sk: (sk[1] not in ("depth", "width"), sk[1] != "depth", sk))
+
+
+def send_stored(trackers: Trackers, store, infos: dict[str, TrialInfo], only: Iterable[str] | None = None) -> int:
+    """Queue every stored trial (or those in `only`) for the trackers; returns how many."""
+    runs = store.runs()
+    if runs.empty:
+        return 0
+    wanted = set(runs["trial_id"]) if only is None else set(only) & set(runs["trial_id"])
+    curves = store.curves()
+    by_trial = {tid: g.sort_values("step").to_dict("records")
+                for tid, g in curves[curves["trial_id"].isin(wanted)].groupby("trial_id")}
+    n = 0
+    for row in runs.to_dict("records"):
+        tid = row["trial_id"]
+        if tid in wanted and tid in infos:
+            trackers.stored(infos[tid], row, by_trial.get(tid, []))
+            n += 1
+    return n
+
+
+def build(tracking: Tracking, sweep: str, store) -> Trackers:
+    from sweeps.trackers import factories
+    made, later = factories(tracking, sweep, store.root if store.is_local else None, store.location)
+    return Trackers(made, later)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from depthwidth.results import RUNS, StoreError
+    from sweeps.spec import SpecError
+    from sweeps.store import ResultStore
+
+    tracking = Tracking().with_flags(mlflow=args.mlflow, wandb=args.wandb, wandb_mode=args.wandb_mode,
+                                     tensorboard=args.tensorboard, wandb_entity=args.wandb_entity)
+    if not tracking.enabled:
+        return fail("export needs a tracker: give --mlflow URI, --wandb PROJECT or --tensorboard DIR.")
+    try:
+        check_available(tracking, prefix="--")
+        store = ResultStore(args.store)
+        if not store.exists(RUNS):
+            raise StoreError(f"store = {args.store!r} is invalid: it holds no {RUNS}.")
+        runs = store.runs()
+        infos = stored_infos(store, runs)
+    except (SpecError, StoreError) as exc:
+        return fail(str(exc))
+    sweep = next(iter(infos.values())).sweep if infos else store.loc.name
+    trackers = build(tracking, sweep, store)
+    n = send_stored(trackers, store, infos)
+    print(f"exporting {n} trials of sweep {sweep!r} to {', '.join(tracking.enabled)} ...", flush=True)
+    warnings = trackers.close(timeout=None)
+    for w in warnings:
+        print(w, file=sys.stderr)
+    for name, s in trackers.summary().items():
+        state = "failed" if s["failed"] else "done"
+        print(f"{name}: {state}; {s['runs_created']} runs created, {s['steps_logged']} steps logged "
+              f"(trials it already held are skipped)")
+    return 1 if any(s["failed"] for s in trackers.summary().values()) else 0
+
+
+def add_tracker_flags(p: argparse.ArgumentParser, tensorboard_dir_only: bool = False) -> None:
+    p.add_argument("--mlflow", metavar="URI", help="MLflow tracking URI, e.g. sqlite:///mlruns.db")
+    p.add_argument("--wandb", metavar="PROJECT", help="Weights & Biases project")
+    p.add_argument("--wandb-mode", choices=WANDB_MODES, help="W&B mode (default online)")
+    p.add_argument("--wandb-entity", metavar="ENTITY", help="W&B entity (user or team)")
+    if tensorboard_dir_only:
+        p.add_argument("--tensorboard", metavar="DIR", help="write TensorBoard event files to DIR")
+    else:
+        p.add_argument("--tensorboard", nargs="?", const=True, metavar="DIR",
+                       help="TensorBoard event files (default: <store>/tensorboard)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("export", help="push a results store to MLflow, W&B or TensorBoard",
+                              description="Send every stored trial to experiment trackers: one "
+                                          "run per trial, each evaluation once; what a tracker "
+                                          "already holds is skipped.")
+    p.add_argument("store", help="results store folder or URI, e.g. results/smoke")
+    add_tracker_flags(p, tensorboard_dir_only=True)
+    p.set_defaults(func=cmd_export)

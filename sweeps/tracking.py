@@ -1,0 +1,316 @@
+"""Experiment trackers fed by the sweep driver: one tracker run per trial, keyed by trial_id, with
+every evaluation logged once at its step and the final row's metrics with the status tagged.
+
+The driver already receives every report, so it logs from there (no logging actors in the
+trials). Each tracker gets its own thread: a call that blocks or fails never holds up the sweep,
+and a tracker that fails is one warning line, after which the sweep goes on without it. Exactly
+once: before writing to a trial's run, the thread asks the tracker which steps that run already
+holds and skips them, so resumed trials, reruns and `depthwidth export` never duplicate a step.
+Plain Python, no Ray; the tracker libraries are imported only by sweeps/trackers.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import queue
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable, Mapping
+
+from sweeps.errors import SpecError, fail
+
+TRACKING_KEYS = ("mlflow", "wandb", "tensorboard")
+WANDB_KEYS = ("project", "mode", "entity")
+WANDB_MODES = ("online", "offline")
+FLUSH_TIMEOUT_S = 60.0  # how long the end of a sweep waits for a tracker still sending
+# The final row's metrics, logged at the trial's last step (keys as in runs.parquet).
+FINAL_METRICS = ("final_train_loss", "final_val_loss", "n_params", "n_params_total", "tokens",
+                 "flops", "wall_s")
+STEP_KEY = "val_loss"  # every evaluation has it; the trackers write it last within a step
+EXTRAS = {"mlflow": "mlflow", "wandb": "wandb", "tensorboard": "tensorboard"}
+_NEEDS = {"mlflow": ("mlflow",), "wandb": ("wandb",), "tensorboard": ("tensorboardX", "tensorboard")}
+
+
+@dataclass(frozen=True)
+class Tracking:
+    """Which trackers a sweep logs to (the spec's [tracking] table, then `sweep run` flags)."""
+    mlflow: str | None = None  # tracking URI: sqlite:///mlruns.db, http://HOST:5000, a folder
+    wandb_project: str | None = None
+    wandb_mode: str = "online"
+    wandb_entity: str | None = None
+    tensorboard: str | bool = False  # True: <store>/tensorboard; a string: that folder
+
+    @property
+    def enabled(self) -> tuple[str, ...]:
+        return tuple(k for k, on in (("mlflow", self.mlflow), ("wandb", self.wandb_project),
+                                     ("tensorboard", self.tensorboard)) if on)
+
+    def with_flags(self, mlflow: str | None = None, wandb: str | None = None,
+                   wandb_mode: str | None = None, tensorboard: str | bool | None = None,
+                   wandb_entity: str | None = None) -> "Tracking":
+        t = self
+        if mlflow:
+            t = replace(t, mlflow=mlflow)
+        if wandb:
+            t = replace(t, wandb_project=wandb)
+        if wandb_mode:
+            t = replace(t, wandb_mode=wandb_mode)
+        if wandb_entity:
+            t = replace(t, wandb_entity=wandb_entity)
+        if tensorboard:
+            t = replace(t, tensorboard=tensorboard)
+        return t
+
+
+def parse_tracking(doc: Mapping[str, Any], path: str) -> Tracking:
+    """The spec's optional [tracking] table; raises SpecError (one sentence) on bad input."""
+    table = doc.get("tracking", {})
+    if not isinstance(table, Mapping):
+        raise fail(path, "tracking", table, "expected a table")
+    for k in table:
+        if k not in TRACKING_KEYS:
+            raise SpecError(f"{path}: [tracking] has no key {k!r}; known keys: {', '.join(TRACKING_KEYS)}.")
+    kw: dict[str, Any] = {}
+    uri = table.get("mlflow")
+    if uri is not None:
+        if not isinstance(uri, str) or not uri.strip():
+            raise fail(path, "tracking.mlflow", uri, "expected a tracking URI such as "
+                       "\"sqlite:///mlruns.db\" or \"http://HOST:5000\"")
+        kw["mlflow"] = uri.strip()
+    wb = table.get("wandb")
+    if wb is not None:
+        if not isinstance(wb, Mapping):
+            raise fail(path, "tracking.wandb", wb, "expected a table such as "
+                       "{ project = \"depthwidth\", mode = \"offline\" }")
+        for k in wb:
+            if k not in WANDB_KEYS:
+                raise SpecError(f"{path}: tracking.wandb has no key {k!r}; known keys: "
+                                f"{', '.join(WANDB_KEYS)}.")
+        project = wb.get("project")
+        if not isinstance(project, str) or not project.strip():
+            raise fail(path, "tracking.wandb.project", project, "expected a project name")
+        mode = wb.get("mode", "online")
+        if mode not in WANDB_MODES:
+            raise fail(path, "tracking.wandb.mode", mode, "expected \"online\" or \"offline\"")
+        entity = wb.get("entity")
+        if entity is not None and (not isinstance(entity, str) or not entity.strip()):
+            raise fail(path, "tracking.wandb.entity", entity, "expected a W&B entity (user or team)")
+        kw.update(wandb_project=project.strip(), wandb_mode=mode, wandb_entity=entity)
+    tb = table.get("tensorboard")
+    if tb is not None:
+        if not isinstance(tb, (bool, str)) or (isinstance(tb, str) and not tb.strip()):
+            raise fail(path, "tracking.tensorboard", tb, "expected true (event files under the "
+                       "store) or a folder")
+        kw["tensorboard"] = tb
+    return Tracking(**kw)
+
+
+def check_available(tracking: Tracking, prefix: str = "tracking.") -> None:
+    """Every enabled tracker's library is installed; otherwise one sentence saying what to
+    install (raised before anything runs)."""
+    for name in tracking.enabled:
+        missing = [m for m in _NEEDS[name] if importlib.util.find_spec(m) is None]
+        if missing:
+            raise SpecError(f"{prefix}{name} is invalid here: the {missing[0]} package is not "
+                            f"installed; pip install 'depthwidth[{EXTRAS[name]}]'.")
+
+
+# -- what a tracker is told ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TrialInfo:
+    trial_id: str
+    name: str  # e.g. "d2 w32 lr=0.001"
+    sweep: str
+    axes: tuple[tuple[str, Any], ...]
+    configs: dict[str, dict[str, Any]] = field(hash=False)  # resolved model/data/train configs
+
+    def params(self) -> dict[str, Any]:
+        """Flat params: the axes under their own names, then every resolved config field."""
+        out: dict[str, Any] = {k: v for k, v in self.axes}
+        for section in ("model", "data", "train"):
+            for k, v in sorted(self.configs.get(section, {}).items()):
+                out[f"{section}.{k}"] = v
+        return out
+
+    def axes_text(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.axes)
+
+
+def eval_metrics(values: Mapping[str, Any], skip: Iterable[str] = ()) -> dict[str, float]:
+    """The numeric metrics of one evaluation (a Tune result or a curves.parquet row)."""
+    drop = {"trial_id", "step", "progress", *skip}
+    return {k: float(v) for k, v in values.items()
+            if k not in drop and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def final_metrics(row: Mapping[str, Any]) -> dict[str, float]:
+    out = {k: float(row[k]) for k in FINAL_METRICS if k in row and _num(row[k])}
+    try:
+        extra = json.loads(row.get("metrics") or "{}")
+    except (TypeError, ValueError):
+        extra = {}
+    out.update({f"final_{k}": float(v) for k, v in extra.items() if _num(v)})
+    return out
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+# -- one thread per tracker ---------------------------------------------------------------------
+
+class _Trial:
+    __slots__ = ("steps", "finished")
+
+    def __init__(self, steps: set[int], finished: bool):
+        self.steps, self.finished = steps, finished
+
+
+class _Worker(threading.Thread):
+    """Runs one tracker's calls in order, off the driver's thread. The first failure disables it
+    with one warning; later calls are dropped."""
+
+    def __init__(self, name: str, factory: Callable[[], Any], warn: Callable[[str], None],
+                 later: str):
+        super().__init__(name=f"depthwidth-{name}", daemon=True)
+        self.label, self.factory, self.warn, self.later = name, factory, warn, later
+        self.q: queue.Queue = queue.Queue()
+        self.backend: Any = None
+        self.dead = False
+        self.trials: dict[str, _Trial] = {}
+        self.finished_before: set[str] | None = None
+        self.logged_steps = 0
+        self.created_runs = 0
+
+    def run(self) -> None:
+        while True:
+            op = self.q.get()
+            try:
+                if op is None:
+                    self._close()
+                    return
+                if not self.dead:
+                    self._do(*op)
+            except Exception as exc:  # noqa: BLE001 - any tracker error: warn once, go on
+                self.dead = True
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+                self.warn(f"tracking: {self.label} failed ({type(exc).__name__}: {first}); the sweep "
+                          f"goes on without it and nothing stored is lost. {self.later}")
+            finally:
+                self.q.task_done()
+
+    def _close(self) -> None:
+        if self.backend is not None:
+            try:
+                self.backend.close()
+            except Exception:  # noqa: BLE001 - closing must not raise at the end of a sweep
+                pass
+
+    def _state(self, info: TrialInfo) -> _Trial:
+        if self.backend is None:
+            self.backend = self.factory()
+        st = self.trials.get(info.trial_id)
+        if st is not None:
+            return st
+        if self.finished_before is None:
+            self.finished_before = set(self.backend.finished_ids())
+        if info.trial_id in self.finished_before:
+            st = _Trial(set(), True)
+        else:
+            found = self.backend.lookup(info.trial_id)
+            if found is None:
+                self.backend.create(info)
+                self.created_runs += 1
+                st = _Trial(set(), False)
+            else:
+                steps, finished = found
+                st = _Trial(set(steps), finished)
+                if not finished:
+                    self.backend.reopen(info)
+        self.trials[info.trial_id] = st
+        return st
+
+    def _log(self, info: TrialInfo, st: _Trial, step: int, metrics: dict[str, float]) -> None:
+        if st.finished or step in st.steps:
+            return
+        self.backend.log(info.trial_id, step, metrics)
+        st.steps.add(step)
+        self.logged_steps += 1
+
+    def _do(self, kind: str, info: TrialInfo, *args: Any) -> None:
+        if kind == "eval":
+            step, metrics = args
+            self._log(info, self._state(info), step, metrics)
+        elif kind == "stored":
+            curve, final, status, last_step = args
+            st = self._state(info)
+            if st.finished:
+                return
+            for step, metrics in curve:
+                self._log(info, st, step, metrics)
+            self.backend.finish(info.trial_id, last_step, final, status)
+            st.finished = True
+        elif kind == "release":
+            st = self.trials.get(info.trial_id)
+            if st is not None and not st.finished and self.backend is not None:
+                self.backend.release(info.trial_id)
+
+
+class Trackers:
+    """The enabled trackers of one driver run (or one `depthwidth export`)."""
+
+    def __init__(self, factories: dict[str, Callable[[], Any]], later: dict[str, str]):
+        self._warnings: queue.Queue = queue.Queue()
+        self.workers = [_Worker(name, f, self._warnings.put, later.get(name, ""))
+                        for name, f in factories.items()]
+        for w in self.workers:
+            w.start()
+
+    def __bool__(self) -> bool:
+        return bool(self.workers)
+
+    def _put(self, op: tuple) -> None:
+        for w in self.workers:
+            if not w.dead:
+                w.q.put(op)
+
+    def evaluation(self, info: TrialInfo, step: int, metrics: dict[str, float]) -> None:
+        """One evaluation of a running trial (live curves)."""
+        self._put(("eval", info, int(step), metrics))
+
+    def stored(self, info: TrialInfo, row: Mapping[str, Any], curve: list[dict[str, Any]]) -> None:
+        """A trial as the store holds it: any steps the run lacks, then the final metrics."""
+        points = [(int(p["step"]), eval_metrics(p)) for p in curve]
+        self._put(("stored", info, points, final_metrics(row), str(row["status"]),
+                   int(row.get("steps") or (points[-1][0] if points else 0))))
+
+    def release(self, info: TrialInfo) -> None:
+        """The trial did not finish in this driver run: close its run so a later one resumes it."""
+        self._put(("release", info))
+
+    def warnings(self) -> list[str]:
+        out = []
+        while True:
+            try:
+                out.append(self._warnings.get_nowait())
+            except queue.Empty:
+                return out
+
+    def close(self, timeout: float | None = FLUSH_TIMEOUT_S) -> list[str]:
+        """Let each tracker send what it holds (at most `timeout` seconds in all), then stop.
+        Returns the warnings not yet shown, one line for each tracker still sending."""
+        for w in self.workers:
+            w.q.put(None)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for w in self.workers:
+            w.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        late = [f"tracking: {w.label} was still sending after {timeout:g} s; the sweep's results are "
+                f"all in the store. {w.later}" for w in self.workers if w.is_alive()]
+        return self.warnings() + late
+
+    def summary(self) -> dict[str, dict[str, int]]:
+        return {w.label: {"runs_created": w.created_runs, "steps_logged": w.logged_steps,
+                          "failed": int(w.dead)} for w in self.workers}
