@@ -188,6 +188,7 @@ def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: in
         watch.lap("plots")
         report["timings_s"], report["cpu_s"] = watch.wall, watch.cpu
         write_report(report, out.work)
+        write_page(report, ds, out.work)
     except BaseException:
         out.discard()
         raise
@@ -203,6 +204,12 @@ def write_report(report: dict, out: Path) -> None:
         f.write(json.dumps(report, indent=1, sort_keys=False, allow_nan=False))
     with atomic_file(out / "report.md", "w") as f:
         f.write(render(report))
+
+
+def write_page(report: dict, ds: Dataset, out: Path) -> None:
+    """report.html beside report.md: the same report as one self-contained page (analysis/html.py)."""
+    from analysis.html import write_html
+    write_html(report, render(report), ds.all_runs, ds.all_curves, out)
 
 
 def find_report(path: str | Path) -> tuple[Location, dict]:
@@ -240,6 +247,7 @@ def replot(path: str | Path) -> dict:
         report["figures"] = figures_for(ds, report, out.work)
         with atomic_file(out.work / "report.md", "w") as f:
             f.write(render(report))
+        write_page(report, ds, out.work)
     except BaseException:
         out.discard()
         raise

@@ -175,6 +175,7 @@ class WandbTracker:
         self.wandb, self.project, self.mode, self.entity, self.folder = wandb, project, mode, entity, folder
         os.makedirs(folder, exist_ok=True)
         self.open: dict[str, Any] = {}
+        self.last: dict[str, int] = {}  # the highest step each open run holds
         self.known: dict[str, tuple[set[int], bool]] = {}
         if mode == "offline":
             for rid, e in wandb_offline_runs(folder).items():
@@ -203,15 +204,22 @@ class WandbTracker:
         if run is None:
             return None
         steps = {int(h["_step"]) for h in run.scan_history(keys=["_step", STEP_KEY])}
-        return steps, "status" in run.summary
+        self.known[tid] = (steps, "status" in run.summary)
+        return self.known[tid]
 
     def _init(self, info: TrialInfo, config: dict[str, Any] | None):
-        return self.wandb.init(
+        settings: dict[str, Any] = dict(silent=True, console="off", x_disable_stats=True, save_code=False)
+        if "x_transaction_log_flush_interval" in getattr(self.wandb.Settings, "model_fields", {}):
+            # the run file gets each step within a second (default 15 s), so a driver killed
+            # mid-sweep leaves the steps it logged in the file, where a resumed run finds them
+            settings["x_transaction_log_flush_interval"] = 1.0
+        run = self.wandb.init(
             project=self.project, entity=self.entity, id=info.trial_id, name=info.name,
             group=info.sweep, config=config, mode=self.mode, dir=self.folder, resume="allow",
-            reinit="create_new", tags=[info.sweep],
-            settings=self.wandb.Settings(silent=True, console="off", x_disable_stats=True,
-                                         save_code=False))
+            reinit="create_new", tags=[info.sweep], settings=self.wandb.Settings(**settings))
+        steps = (self.known.get(info.trial_id) or (set(), False))[0]
+        self.last[info.trial_id] = max(steps, default=-1)
+        return run
 
     def create(self, info: TrialInfo) -> None:
         config = {k: _scalar(v) for k, v in info.params().items()}
@@ -220,8 +228,12 @@ class WandbTracker:
     def reopen(self, info: TrialInfo) -> None:
         self.open[info.trial_id] = self._init(info, None)  # params stay as first written
 
-    def log(self, tid: str, step: int, metrics: dict[str, float]) -> None:
-        self.open[tid].log(dict(_ordered(metrics)), step=step)
+    def log(self, tid: str, step: int, metrics: dict[str, float]) -> bool:
+        if step <= self.last.get(tid, -1):
+            return False  # W&B takes steps in increasing order only; this one cannot be added
+        self.open[tid].log(dict(_ordered(metrics)), step=step, commit=True)
+        self.last[tid] = step
+        return True
 
     def finish(self, tid: str, step: int, final: dict[str, float], status: str) -> None:
         run = self.open.pop(tid)

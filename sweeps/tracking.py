@@ -236,7 +236,8 @@ class _Worker(threading.Thread):
     def _log(self, info: TrialInfo, st: _Trial, step: int, metrics: dict[str, float]) -> None:
         if st.finished or step in st.steps:
             return
-        self.backend.log(info.trial_id, step, metrics)
+        if self.backend.log(info.trial_id, step, metrics) is False:
+            return  # the tracker cannot take it (W&B: a step below one it holds)
         st.steps.add(step)
         self.logged_steps += 1
 

@@ -1,0 +1,166 @@
+"""report.html in a real headless Chromium (Debian's chromium + chromium-driver through selenium):
+the page of a small store analysed by `depthwidth analyze` loads with no console error, every
+figure renders at a non-zero size, the runs table sorts and filters, and clicking a run draws its
+shape's learning curves. A screenshot is saved as a test artifact (the test prints where)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import html as page
+from browser import find_browser
+from test_analysis_report import smoke_store
+
+ARTIFACTS = Path(os.environ.get("DEPTHWIDTH_ARTIFACTS", Path(__file__).resolve().parent.parent / ".artifacts"))
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory):
+    """A small store (4 depths x 3 widths, two seeds at one shape, one diverged and one failed
+    run), analysed through the real CLI."""
+    store = smoke_store(tmp_path_factory.mktemp("html") / "store")
+    runs = pd.read_parquet(store / "runs.parquet")
+    curves = pd.read_parquet(store / "curves.parquet")
+    extra = runs[(runs["depth"] == 2) & (runs["width"] == 32)].copy()
+    extra["trial_id"], extra["seed"] = "t_extra_seed", 1
+    extra_curve = curves[curves["trial_id"] == runs.loc[extra.index[0], "trial_id"]].assign(
+        trial_id="t_extra_seed")
+    runs = pd.concat([runs, extra], ignore_index=True)
+    runs["lr"] = 1e-3
+    runs.loc[runs["depth"] == 4, "lr"] = 3e-3
+    runs.loc[0, "status"], runs.loc[1, "status"] = "diverged", "failed"
+    runs.to_parquet(store / "runs.parquet")
+    pd.concat([curves, extra_curve], ignore_index=True).to_parquet(store / "curves.parquet")
+    res = subprocess.run([sys.executable, "-m", "depthwidth.cli", "analyze", str(store),
+                          "--bootstrap", "20"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return store, store / "analysis" / "report.html"
+
+
+def test_page_is_one_self_contained_file(analysed):
+    store, html_path = analysed
+    text = html_path.read_text(encoding="utf-8")
+    report = json.loads((store / "analysis" / "report.json").read_text())
+    # nothing is fetched: no external script, stylesheet, image or font
+    assert not re.search(r"""(src|href)=["'](https?:|//)""", text)
+    assert "@import" not in text and "url(http" not in text
+    for name in report["figures"]["written"]:
+        assert f'id="fig-{name}"' in text
+    assert text.count('src="data:image/png;base64,') == len(list((store / "analysis").glob("*.png")))
+    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', text,
+                                re.S).group(1).replace("<\\/", "</"))
+    assert data["n_runs"] == 13 and set(data["curves"]) == set(data["runs"]["trial_id"])
+    assert {"depth", "width", "n_params", "final_val_loss", "status", "lr"} <= set(data["columns"])
+    # the verdict and the fit tables are report.md's own
+    assert "threshold" in text and "<table class=\"fit\">" in text
+    assert "Threshold base b in L_th" in text
+
+
+def test_downsampling_keeps_first_and_last_and_says_so():
+    idx = page.downsample(50, 24)
+    assert idx[0] == 0 and idx[-1] == 49 and len(idx) <= 26 and list(idx) == sorted(set(idx))
+    assert list(page.downsample(10, 24)) == list(range(10))
+    runs = pd.DataFrame({"trial_id": ["a"], "depth": [1], "width": [8], "final_val_loss": [1.0],
+                         "status": ["ok"]})
+    curves = pd.DataFrame({"trial_id": "a", "step": range(1, 51), "val_loss": 1.0, "train_loss": 1.0})
+    data = page.page_data(runs, curves)
+    steps = data["curves"]["a"][0]
+    assert steps[0] == 1 and steps[-1] == 50 and len(steps) <= 26 and data["max_evals"] == 50
+    html_text = page.render_page({"n_runs": 1}, "# t\n", [], data)
+    assert "at most 24 points per run" in html_text and "of up to 50 evaluations" in html_text
+
+
+def test_page_in_headless_chromium(analysed):
+    found = find_browser()
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the browser test: chromium and chromedriver are missing")
+        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
+    pytest.importorskip("selenium")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    import browser
+
+    store, html_path = analysed
+    runs = pd.read_parquet(store / "runs.parquet")
+    driver, profile = browser.start()
+    try:
+        driver.get(html_path.as_uri())
+        assert driver.execute_script("return window.reportReady === true")
+        errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+        assert errors == [], errors
+
+        imgs = driver.find_elements(By.CSS_SELECTOR, "#figures img")
+        assert len(imgs) == len(list((store / "analysis").glob("*.png"))) >= 4
+        for img in imgs:
+            size = driver.execute_script(
+                "const r = arguments[0].getBoundingClientRect();"
+                "return [arguments[0].complete, arguments[0].naturalWidth, r.width, r.height];", img)
+            assert size[0] and size[1] > 0 and size[2] > 0 and size[3] > 0, (img.get_attribute("alt"), size)
+
+        def column(name: str) -> list[str]:
+            i = [th.text.strip() for th in driver.find_elements(By.CSS_SELECTOR, "#runs-table th")].index(name)
+            return [tr.find_elements(By.TAG_NAME, "td")[i].text
+                    for tr in driver.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr")]
+
+        assert len(column("depth")) == len(runs) == 13
+        header = driver.find_element(By.CSS_SELECTOR, '#runs-table th[data-col="final_val_loss"]')
+        header.click()
+        shown = [float(v) for v in column("final_val_loss")]
+        assert shown == sorted(shown) and "asc" in header.get_attribute("class")
+        header.click()
+        shown = [float(v) for v in column("final_val_loss")]
+        assert shown == sorted(shown, reverse=True)
+        assert shown[0] == pytest.approx(runs["final_val_loss"].max(), rel=1e-4)
+
+        box = driver.find_element(By.ID, "filter")
+        box.send_keys("depth:2")
+        assert set(column("depth")) == {"2"} and len(column("depth")) == int((runs["depth"] == 2).sum())
+        assert driver.find_element(By.ID, "count").text == f"{(runs['depth'] == 2).sum()} of 13 runs"
+        box.clear()
+        box.send_keys("status:failed")
+        assert column("status") == ["failed"]
+        driver.execute_script("arguments[0].value = ''; arguments[0].dispatchEvent(new Event('input'));", box)
+
+        # click the run at depth 2, width 32: its shape has two runs (two seeds), so two curves
+        def click_run(d: str, w: str) -> None:
+            rows = driver.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr")
+            depth, width = column("depth"), column("width")
+            rows[next(i for i in range(len(rows)) if depth[i] == d and width[i] == w)].click()
+
+        click_run("2", "32")
+        shape = Select(driver.find_element(By.ID, "shape")).first_selected_option.get_attribute("value")
+        assert shape == "transformer depth 2 × width 32"
+        val = driver.find_elements(By.CSS_SELECTOR, "#chart svg polyline.val")
+        assert len(val) == 2
+        for line in val:
+            assert len(line.get_attribute("points").split()) == 7  # every point of 7-point curves
+        box_size = driver.execute_script(
+            "const r = document.querySelector('#chart svg').getBoundingClientRect(); return [r.width, r.height];")
+        assert box_size[0] > 200 and box_size[1] > 100
+        Select(driver.find_element(By.ID, "shape")).select_by_index(0)
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#chart svg polyline.val")) == 1
+        click_run("2", "32")
+        errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+        assert errors == [], errors
+
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        driver.execute_script("window.scrollTo(0, 0)")
+        top = ARTIFACTS / "report_html_top.png"
+        driver.save_screenshot(str(top))
+        driver.execute_script("document.getElementById('runs').scrollIntoView()")
+        bottom = ARTIFACTS / "report_html_runs.png"
+        driver.save_screenshot(str(bottom))
+        assert top.stat().st_size > 10_000 and bottom.stat().st_size > 10_000
+        print(f"\nscreenshots of report.html: {top} and {bottom}")
+    finally:
+        browser.stop(driver, profile)
