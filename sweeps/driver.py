@@ -10,10 +10,12 @@ with what is already stored kept. Imported only where Ray runs (`depthwidth swee
 from __future__ import annotations
 
 import json
+import os
 
 from ray import tune
 
 from depthwidth.results import StoreError
+from sweeps.outcome import is_oom
 from sweeps.progress import ProgressView
 from sweeps.store import ResultStore, make_curve, make_row
 from sweeps.tracking import Trackers, TrialInfo, eval_metrics
@@ -70,9 +72,25 @@ class StoreWriter(tune.Callback):
                        f"restarting from its last checkpoint")
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        err = trial.get_error()
-        msg = (str(err).strip().splitlines() or ["unknown error"])[-1] if err else "unknown error"
-        self.view.errored(trial.config["trial"]["trial_id"], msg[:300])
+        self.view.errored(trial.config["trial"]["trial_id"], error_line(trial))
+
+
+def error_line(trial) -> str:
+    """One line for a trial's Ray error. Tune writes the error next to the driver first (the
+    store's copy follows later), so that file is read when it is there."""
+    text = ""
+    try:
+        if trial.error_file and os.path.exists(trial.error_file):
+            with open(trial.error_file, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        else:
+            text = str(trial.get_error() or "")
+    except (OSError, ValueError):
+        pass
+    if is_oom(text):
+        return "killed by Ray's memory monitor: the node ran out of memory (OutOfMemoryError)"
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip() and not ln.startswith("Failure #")]
+    return (lines[-1] if lines else "unknown error")[:300]
 
 
 class StopOnStoreFailure(tune.Stopper):

@@ -16,8 +16,15 @@ _OOM_MARKS = ("OutOfMemoryError", "running low on memory", "memory monitor", "du
               "OOM")
 
 
+_FULL_MARKS = ("No space left on device", "Errno 28", "errno 28", "Disk quota exceeded")
+
+
 def is_oom(message: str) -> bool:
     return any(m in message for m in _OOM_MARKS)
+
+
+def is_disk_full(message: str) -> bool:
+    return any(m in message for m in _FULL_MARKS)
 
 
 def continue_command(spec_path: str, storage: str | None = None, address: str | None = None,
@@ -40,7 +47,13 @@ def paragraph(name: str, *, n_todo: int, n_missing: int, n_stored: int, store: s
     `errors`: trial label -> the last line of its Ray error."""
     errors = errors or {}
     oom = [k for k, v in errors.items() if is_oom(v)]
-    if store_failure is not None:
+    full = [k for k, v in errors.items() if is_disk_full(v)]
+    if store_failure is None and full:
+        what = (f"the store's disk is full: {len(full)} trial{'s' if len(full) != 1 else ''} "
+                f"({', '.join(sorted(full)[:3])}{', ...' if len(full) > 3 else ''}) could not write "
+                f"checkpoints there (No space left on device)")
+        fix = "Free space on that disk, then continue with: "
+    elif store_failure is not None:
         what = (f"the sweep stopped because the store could not be written "
                 f"({reason(store_failure).rstrip('.')})")
         fix = "Free space on that disk (or make the store writable again), then continue with: "
@@ -66,5 +79,5 @@ def paragraph(name: str, *, n_todo: int, n_missing: int, n_stored: int, store: s
         fix = "Continue with: "
     kept = (f"Kept: {n_stored} finished trial{'s' if n_stored != 1 else ''} in {store}; the "
             f"{n_missing} of {n_todo} trials to run that did not finish resume from their last "
-            f"checkpoints.")
+            f"checkpoints (or start over where they wrote none).")
     return f"[{name}] {what[0].upper() + what[1:]}. {kept} {fix}{command}"

@@ -36,11 +36,8 @@ def _quiet_tune(verbose: bool = False):
     names = _QUIET_LOGGERS + (() if verbose else _SILENT_LOGGERS)
     levels = {n: logging.getLogger(n).level for n in names}
     os.environ.update(_QUIET_ENV)
-    for n in _QUIET_LOGGERS:
-        logging.getLogger(n).setLevel(logging.ERROR)
-    if not verbose:
-        for n in _SILENT_LOGGERS:
-            logging.getLogger(n).setLevel(logging.CRITICAL)
+    for n in names:
+        logging.getLogger(n).setLevel(logging.ERROR if verbose else logging.CRITICAL)
     try:
         yield
     finally:
