@@ -239,5 +239,6 @@
 
   applyFilter(true);
   if (shapeList.length) showShape(shapeList[0]);
+  window.reportReadyAt = performance.now();
   window.reportReady = true;
 })();
