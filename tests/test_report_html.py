@@ -164,3 +164,13 @@ def test_page_in_headless_chromium(analysed):
         print(f"\nscreenshots of report.html: {top} and {bottom}")
     finally:
         browser.stop(driver, profile)
+
+
+def test_plot_rewrites_the_page(analysed):
+    store, html_path = analysed
+    html_path.unlink()
+    res = subprocess.run([sys.executable, "-m", "depthwidth.cli", "plot", str(store)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    text = html_path.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and 'id="runs-table"' in text
