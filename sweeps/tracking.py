@@ -139,11 +139,18 @@ class TrialInfo:
         return " ".join(f"{k}={v}" for k, v in self.axes)
 
 
+# Every evaluation has these (depthwidth.results.CURVE_COLUMNS less trial_id and step); other
+# columns of curves.parquet belong to some families only and are NaN for the rest.
+_EVAL_KEYS = ("tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")
+
+
 def eval_metrics(values: Mapping[str, Any], skip: Iterable[str] = ()) -> dict[str, float]:
-    """The numeric metrics of one evaluation (a Tune result or a curves.parquet row)."""
+    """The numeric metrics of one evaluation (a Tune result or a curves.parquet row); a NaN in a
+    column other runs' families filled is left out, a NaN loss is kept (a diverged trial)."""
     drop = {"trial_id", "step", "progress", *skip}
     return {k: float(v) for k, v in values.items()
-            if k not in drop and isinstance(v, (int, float)) and not isinstance(v, bool)}
+            if k not in drop and isinstance(v, (int, float)) and not isinstance(v, bool)
+            and (k in _EVAL_KEYS or v == v)}
 
 
 def final_metrics(row: Mapping[str, Any]) -> dict[str, float]:

@@ -231,6 +231,10 @@ def test_tracking_table_is_validated(tmp_path):
             parse_spec(base + table, "s.toml")
         assert message in str(err.value), str(err.value)
         assert str(err.value).count(". ") == 0 or "known keys" in str(err.value)
+    from sweeps.tracking import eval_metrics
+    point = {"trial_id": "a", "step": 5, "val_loss": float("nan"), "accuracy": float("nan"), "lr": 1e-3}
+    got = eval_metrics(point)  # a diverged loss is logged; another family's empty column is not
+    assert set(got) == {"val_loss", "lr"} and got["lr"] == 1e-3
     spec = parse_spec(base + '[tracking]\nmlflow = "sqlite:///x.db"\ntensorboard = true\n', "s.toml")
     assert spec.tracking.enabled == ("mlflow", "tensorboard")
     # a bad value on the command line: exit 2, nothing written
