@@ -45,6 +45,8 @@ def connect(address: str | None, verbose: bool = False) -> bool:
         if "ray" in sys.modules:  # imported already (a caller inside Python): reload the mode
             from ray._raylet import Config
             Config.initialize("")
+    if not addr:
+        _loopback_only()
     import ray
     from ray.exceptions import AuthenticationError
 
@@ -78,6 +80,23 @@ def connect(address: str | None, verbose: bool = False) -> bool:
         what = "rejected the token it was given" if find_token() else "requires a token and none was found"
         raise ClusterError(f"the Ray cluster at {addr} {what}: {TOKEN_HELP}.")
     raise ClusterError(f"--address = {addr!r} is invalid: no Ray cluster answered there ({failure}).")
+
+
+# Ray takes a single-machine cluster's node IP to be the loopback address when this is "0" (its
+# default on macOS and Windows); its GCS, raylet, workers and agents then listen on 127.0.0.1
+# only. On Linux the default is the machine's network address, with the gRPC servers on every
+# interface. ray.init(_node_ip_address="127.0.0.1") does not help: Ray replaces a loopback
+# address with the network one. docs/cluster.md lists what listens.
+LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def _loopback_only() -> None:
+    """Keep an embedded Ray on the loopback interface. The variable is read when ray is first
+    imported, and by every Ray process this one starts (they inherit the environment)."""
+    os.environ[LOCAL_ONLY_ENV] = "0"
+    if "ray" in sys.modules:  # imported already (a caller inside Python): set what it read
+        from ray._private import ray_constants
+        ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 @contextlib.contextmanager

@@ -298,3 +298,110 @@ def test_submit_with_the_token_file_goes_through_and_never_prints_it(token_head,
     assert code == 0, text
     assert "submitted sweep 'sec' as job" in text
     assert token not in text
+
+
+# ---------------------------------------------------------------- the embedded Ray's ports ----
+
+def _listening_sockets() -> dict[str, tuple[str, int]]:
+    """socket inode -> (local address, port) of every listening TCP socket, from /proc."""
+    out = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A":  # TCP_LISTEN
+                addr, port = f[1].split(":")
+                raw = bytes.fromhex(addr)  # little-endian 32-bit words, as the kernel prints them
+                words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                family = socket.AF_INET if len(words) == 4 else socket.AF_INET6
+                out[f[9]] = (socket.inet_ntop(family, words), int(port, 16))
+    return out
+
+
+def _process_tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            children.setdefault(int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]), []).append(int(d.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    out, todo = [root], [root]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def _listeners(pids: list[int]) -> list[tuple[str, str, int]]:
+    """(process name, address, port) of every TCP socket these processes listen on."""
+    table = _listening_sockets()
+    found = []
+    for pid in pids:
+        try:
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:[") and target[8:-1] in table:
+                    found.append((name, *table[target[8:-1]]))
+        except OSError:
+            continue
+    return sorted(set(found))
+
+
+def _is_loopback(addr: str) -> bool:
+    import ipaddress
+    ip = ipaddress.ip_address(addr)
+    return ip.is_loopback or (ip.version == 6 and ip.ipv4_mapped is not None and ip.ipv4_mapped.is_loopback)
+
+
+def _own_network_address() -> str | None:
+    """This machine's address on its default route (a UDP connect sends nothing)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))
+            addr = s.getsockname()[0]
+        except OSError:
+            return None
+    return None if addr.startswith("127.") else addr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads listening sockets from Linux's /proc")
+def test_the_embedded_ray_of_a_sweep_listens_on_loopback_only(tmp_path):
+    """`sweep run` without --address starts Ray on this machine: while a trial runs, every TCP
+    port of the driver, the GCS, the raylet, the agents and the workers is bound to 127.0.0.1,
+    and nothing answers on the machine's own network address."""
+    spec = tmp_path / "local.toml"
+    spec.write_text(SPEC.format(data="[train]\nbatch_size = 4\neval_every = 5\neval_batches = 1",
+                                storage=tmp_path / "store"))
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "hold").write_text("")  # every trial waits after its first checkpoint
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(DEPTHWIDTH_TEST_HOOK_DIR=str(hook), RAY_USAGE_STATS_ENABLED="0")
+    proc = subprocess.Popen([sys.executable, "-m", "sweeps.cli", "run", str(spec), "--no-analyze"],
+                            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not list(hook.glob("*.pid")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no trial reached its checkpoint"
+            time.sleep(0.2)
+        listeners = _listeners(_process_tree(proc.pid))
+        names = {name for name, _, _ in listeners}
+        assert {"gcs_server", "raylet"} <= names, listeners  # the whole embedded cluster is seen
+        assert any(name.startswith("ray::") for name in names), listeners  # and its workers
+        assert [x for x in listeners if not _is_loopback(x[1])] == []
+        outside = _own_network_address()
+        if outside is not None:
+            for _, _, port in listeners:
+                with socket.socket() as s:
+                    s.settimeout(2)
+                    assert s.connect_ex((outside, port)) != 0, (outside, port)
+        (hook / "hold").unlink()
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, out + err
