@@ -42,9 +42,9 @@ def parse_budget(doc: Mapping[str, Any], path: str) -> Budget | None:
     kind = kinds[0]
     value = number(path, f"budget.{kind}", table[kind], integer=(kind == "steps"))
     kw: dict[str, Any] = {}
-    for k in ("evals", "min_steps"):
+    for k in ("evals", "min_steps"):  # at least one evaluation; no floor (0) is the default
         if k in table:
-            kw[k] = int(number(path, f"budget.{k}", table[k], integer=True))
+            kw[k] = int(number(path, f"budget.{k}", table[k], positive=(k == "evals"), integer=True))
     if "warmup_fraction" in table:
         frac = number(path, "budget.warmup_fraction", table["warmup_fraction"], positive=False)
         if frac >= 1:

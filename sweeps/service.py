@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any, Iterable, TextIO
 
-from depthwidth.results import STATUSES, Location
+from depthwidth.results import SPEC, STATUSES, Location, StoreError
 from sweeps.spec import SpecError, SweepSpec, tomllib
 from sweeps.store import ResultStore
 from sweeps.tracking import FLUSH_TIMEOUT_S, Tracking, check_available
@@ -87,9 +87,13 @@ def prepare(spec: SweepSpec, storage: str | None, rerun: Iterable[str] = ()) -> 
     if first is not None:
         try:
             old_name = tomllib.loads(first).get("name")
-        except tomllib.TOMLDecodeError:
-            old_name = None
-        if old_name is not None and old_name != spec.name:
+        except tomllib.TOMLDecodeError as exc:
+            raise StoreError(f"{store.display(SPEC)} is not a sweep spec ({exc}); it was left "
+                             f"untouched: move it aside, or give this sweep its own storage.") from None
+        if not isinstance(old_name, str):
+            raise StoreError(f"{store.display(SPEC)} is not a sweep spec (it names no sweep); it was "
+                             f"left untouched: move it aside, or give this sweep its own storage.")
+        if old_name != spec.name:
             raise SpecError(f"name = {spec.name!r} is invalid: the store {location} holds the sweep "
                             f"{old_name!r}; give this sweep its own storage.path or --storage.")
     from sweeps.plan import check_memory

@@ -228,7 +228,13 @@ def _where_env(model: ModelConfig, data: DataConfig, train: TrainConfig, used: s
     return env
 
 
-def _axes(doc: Mapping[str, Any], path: str) -> dict[str, list[Any]]:
+def _value_key(v: Any) -> tuple[str, Any]:
+    """What makes two axis values the same trial: 1 and 1.0 are one learning rate (the config
+    turns both into 1.0), but True is not the number 1."""
+    return ("bool", v) if isinstance(v, bool) else ("value", v)
+
+
+def _axes(doc: Mapping[str, Any], path: str, base: Mapping[str, Mapping[str, Any]]) -> dict[str, list[Any]]:
     table = doc.get("grid", {})
     if not isinstance(table, Mapping):
         raise fail(path, "grid", table, "expected a table of axes")
@@ -239,13 +245,17 @@ def _axes(doc: Mapping[str, Any], path: str) -> dict[str, list[Any]]:
         if key in seen:
             raise SpecError(f"{path}: axes {seen[key]!r} and {name!r} name the same field.")
         seen[key] = name
+        owner, fname = key
+        if fname in base[owner]:
+            raise fail(path, f"grid.{name}", values, f"[{owner}] sets {fname} = "
+                       f"{base[owner][fname]!r} too; give it in one place")
         if not isinstance(values, list):
             raise fail(path, f"grid.{name}", values, "an axis is a list of values")
         if not values:
             raise fail(path, f"grid.{name}", values, "an axis needs at least one value")
         if any(isinstance(v, (list, Mapping)) for v in values):
             raise fail(path, f"grid.{name}", values, "axis values must be plain numbers, strings or booleans")
-        if len(set(map(repr, values))) != len(values):
+        if len({_value_key(v) for v in values}) != len(values):
             raise fail(path, f"grid.{name}", values, "the axis repeats a value")
     return axes
 
@@ -273,7 +283,7 @@ def parse_spec(text: str, source_path: str = "<spec>") -> SweepSpec:
     resources = _resources(doc, path)
     storage = _storage(doc, name, path)
     tracking = parse_tracking(doc, path)
-    axes = _axes(doc, path)
+    axes = _axes(doc, path, base)
     for fname, owner_key in (("steps", "kind"), ("warmup_steps", "warmup_fraction")):
         if budget is None or (owner_key == "warmup_fraction" and budget.warmup_fraction is None):
             continue
@@ -292,8 +302,8 @@ def parse_spec(text: str, source_path: str = "<spec>") -> SweepSpec:
     used: set[str] = set().union(*(where_names(c) for c in compiled)) if compiled else set()
     for n in sorted(used):
         if n not in ("n_params", "aspect"):
-            text = next(c.text for c in compiled if n in where_names(c))
-            resolve_axis(n, f"{path}: where = {text!r} is invalid", kind="the name")
+            expr = next(c.text for c in compiled if n in where_names(c))
+            resolve_axis(n, f"{path}: where = {expr!r} is invalid", kind="the name")
 
     points = doc.get("points", [])
     if not isinstance(points, list) or not all(isinstance(p, Mapping) for p in points):

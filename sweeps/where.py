@@ -2,7 +2,9 @@
 
 Allowed: numbers, strings, booleans, config field names (`width`, `data.seed`), the derived
 `n_params` (Kaplan's non-embedding N) and `aspect` (width / depth, Kaplan Figure 5), + - * / //
-% **, comparisons (also `in [..]`), and/or/not, and the functions in FUNCTIONS.
+% **, comparisons (also `in [..]`), and/or/not, and the functions in FUNCTIONS. Every
+intermediate value is bounded before it is computed (integers to the range of a float, strings
+and lists to MAX_ITEMS), so a filter cannot exhaust the planner's memory or time.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ _CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast
            ast.Gt: operator.gt, ast.GtE: operator.ge,
            ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 _QUALIFIERS = ("model", "data", "train")
+MAX_TEXT = 4000  # characters of one expression
+MAX_INT_BITS = 1024  # |int| < 2**1024, the range of a float: far beyond any config value
+MAX_ITEMS = 10_000  # characters of a string, elements of a list
+MAX_NDIGITS = 64  # round(x, n): |n| digits
 
 
 class Where:
@@ -37,10 +43,15 @@ class Where:
 
 
 def compile_where(text: str) -> Where:
+    if len(text) > MAX_TEXT:
+        raise WhereError(f"where = {text[:40]!r}... is invalid: it is {len(text)} characters long, "
+                         f"more than the {MAX_TEXT} allowed.")
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise WhereError(f"where = {text!r} is invalid: it does not parse ({exc.msg}).") from None
+    except (RecursionError, MemoryError):
+        raise WhereError(f"where = {text!r} is invalid: it is nested too deeply.") from None
     for node in ast.walk(tree):
         _check_node(node, text)
     return Where(text, tree)
@@ -54,10 +65,13 @@ def _check_node(node: ast.AST, text: str) -> None:
         raise WhereError(f"where = {text!r} is invalid: {type(node).__name__} is not allowed "
                          f"(arithmetic, comparisons, and/or/not and {', '.join(FUNCTIONS)} only).")
     if isinstance(node, ast.Call):
-        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS or node.keywords:
+        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
             name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
             raise WhereError(f"where = {text!r} is invalid: function {name!r} is not one of "
                              f"{', '.join(FUNCTIONS)}.")
+        if node.keywords:
+            raise WhereError(f"where = {text!r} is invalid: function {node.func.id!r} takes its "
+                             f"arguments by position only, not by name ({ast.unparse(node.keywords[0])}).")
     if isinstance(node, ast.Attribute):
         if not (isinstance(node.value, ast.Name) and node.value.id in _QUALIFIERS):
             raise WhereError(f"where = {text!r} is invalid: {ast.unparse(node)!r} is not a field; "
@@ -82,6 +96,8 @@ def evaluate_where(w: Where, env: dict[str, Any]) -> bool:
         return bool(_eval(w.tree.body, env, w.text))
     except WhereError:
         raise
+    except RecursionError:
+        raise WhereError(f"where = {w.text!r} is invalid: it is nested too deeply.") from None
     except (ArithmeticError, TypeError, ValueError) as exc:
         raise WhereError(f"where = {w.text!r} cannot be evaluated: {exc}.") from None
 
@@ -109,8 +125,7 @@ def _eval(node: ast.AST, env: dict[str, Any], text: str) -> Any:
         return (not v) if isinstance(node.op, ast.Not) else (-v if isinstance(node.op, ast.USub) else +v)
     if isinstance(node, ast.BinOp):
         a, b = _eval(node.left, env, text), _eval(node.right, env, text)
-        if isinstance(node.op, ast.Pow) and isinstance(b, (int, float)) and abs(b) > 64:
-            raise WhereError(f"where = {text!r} is invalid: exponent {b!r} is too large.")
+        _check_size(node.op, a, b, text)
         return _BINOPS[type(node.op)](a, b)
     if isinstance(node, ast.Compare):
         left = _eval(node.left, env, text)
@@ -121,5 +136,58 @@ def _eval(node: ast.AST, env: dict[str, Any], text: str) -> Any:
             left = right
         return True
     if isinstance(node, ast.Call):
-        return FUNCTIONS[node.func.id](*(_eval(a, env, text) for a in node.args))  # type: ignore[attr-defined]
+        args = [_eval(a, env, text) for a in node.args]
+        name = node.func.id  # type: ignore[attr-defined]
+        if name == "round" and len(args) > 1 and _is_int(args[1]) and abs(args[1]) > MAX_NDIGITS:
+            raise WhereError(f"where = {text!r} is invalid: round(x, {args[1]}) asks for more "
+                             f"than {MAX_NDIGITS} digits.")
+        return FUNCTIONS[name](*args)
     raise WhereError(f"where = {text!r} is invalid: {type(node).__name__} is not allowed.")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_size(op: ast.operator, a: Any, b: Any, text: str) -> None:
+    """Refuse an operation whose result would be too large, before computing it."""
+    def too_big(what: str) -> WhereError:
+        return WhereError(f"where = {text!r} is invalid: {what}.")
+
+    if isinstance(a, str) and isinstance(op, ast.Mod):
+        raise too_big("% formats strings, which a filter has no use for; compare them instead")
+    seq = next((v for v in (a, b) if isinstance(v, (str, list))), None)
+    if seq is not None and isinstance(op, ast.Mult):
+        n = b if seq is a else a
+        if _is_int(n) and len(seq) * max(n, 0) > MAX_ITEMS:
+            raise too_big(f"repeating a {_kind(seq)} {_short(n)} times makes more than "
+                          f"{MAX_ITEMS} {_items(seq)}")
+    elif seq is not None and isinstance(op, ast.Add) and isinstance(a, type(b)):
+        if len(a) + len(b) > MAX_ITEMS:
+            raise too_big(f"joining two {_kind(a)}s makes more than {MAX_ITEMS} {_items(a)}")
+    if not (_is_int(a) and _is_int(b)):
+        return
+    if isinstance(op, ast.Pow) and b > 0:
+        size = b * math.log2(abs(a)) if abs(a) > 1 else 0.0
+    elif isinstance(op, ast.Mult):
+        size = abs(a).bit_length() + abs(b).bit_length()
+    else:
+        return
+    if size > MAX_INT_BITS:
+        sym = "**" if isinstance(op, ast.Pow) else "*"
+        raise too_big(f"{_short(a)} {sym} {_short(b)} would be larger than 2**{MAX_INT_BITS}, "
+                      f"the range of a float")
+
+
+def _short(v: int) -> str:
+    """A huge integer as '(about 10**N)' rather than thousands of digits."""
+    bits = abs(v).bit_length()
+    return str(v) if bits <= 64 else f"(about {'-' if v < 0 else ''}10**{int(bits * math.log10(2))})"
+
+
+def _kind(seq: str | list) -> str:
+    return "string" if isinstance(seq, str) else "list"
+
+
+def _items(seq: str | list) -> str:
+    return "characters" if isinstance(seq, str) else "elements"

@@ -15,7 +15,7 @@ import pytest
 
 from depthwidth.config import TrainConfig
 from sweeps import cli
-from sweeps.spec import load_spec, parse_spec, trial_id_of
+from sweeps.spec import SpecError, load_spec, parse_spec, trial_id_of
 from sweeps.where import WhereError, compile_where, evaluate_where
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,6 +101,24 @@ BAD_SPECS = [
     ('where = "width > 100"\n' + BASE, "{p}: where = 'width > 100' is invalid: it leaves no grid point to run."),
     (BASE + "[[points]]\ndepth = 3\nwidht = 8\n", "{p} [[points]] #1: axis 'widht' is not a field of "
      "ModelConfig, DataConfig or TrainConfig."),
+    # 1 and 1.0 are the same learning rate once the config holds it: one trial, asked for twice
+    (sub("width = [8, 16]", "width = [8, 16]\nlr = [1, 1.0]"), "{p}: grid.lr = [1, 1.0] is invalid: "
+     "the axis repeats a value."),
+    (sub("width = [8, 16]", "width = [8, 16]\nheads = [2, 4]"), "{p}: grid.heads = [2, 4] is invalid: "
+     "[model] sets heads = 2 too; give it in one place."),
+    ('where = "round(width, ndigits=0) > 1"\n' + BASE, "{p}: where = 'round(width, ndigits=0) > 1' is "
+     "invalid: function 'round' takes its arguments by position only, not by name (ndigits=0)."),
+    # intermediate values are bounded before they are computed: no memory or CPU bombs
+    ("where = \"'x' * 10**11 == 'y'\"\n" + BASE, "{p}: where = \"'x' * 10**11 == 'y'\" is invalid: "
+     "repeating a string 100000000000 times makes more than 10000 characters."),
+    ("where = \"[0] * 10**11 == [1]\"\n" + BASE, "{p}: where = '[0] * 10**11 == [1]' is invalid: "
+     "repeating a list 100000000000 times makes more than 10000 elements."),
+    ('where = "((((10**64)**64)**64)**64) > depth"\n' + BASE, "{p}: where = '((((10**64)**64)**64)**64) > "
+     "depth' is invalid: (about 10**64) ** 64 would be larger than 2**1024, the range of a float."),
+    ("where = \"'%999999999d' % depth == 'x'\"\n" + BASE, "{p}: where = \"'%999999999d' % depth == 'x'\" "
+     "is invalid: % formats strings, which a filter has no use for; compare them instead."),
+    ('where = "round(depth, -10**8) == 0"\n' + BASE, "{p}: where = 'round(depth, -10**8) == 0' is "
+     "invalid: round(x, -100000000) asks for more than 64 digits."),
 ]
 
 
@@ -149,6 +167,55 @@ def test_store_of_another_sweep_is_refused(tmp_path, capsys):
     assert capsys.readouterr().err == (f"depthwidth: error: name = 't' is invalid: the store {store} holds "
                                        f"the sweep 'other'; give this sweep its own storage.path or --storage.\n")
     assert (store / "spec.toml").read_text() == 'name = "other"\n'
+
+
+def test_a_filter_on_config_fields_keeps_the_spec_text(tmp_path):
+    """The spec's text is what the store records and what a Ray Job runs: a `where` that names
+    config fields must leave it whole, so the store's guard against another sweep still holds."""
+    from sweeps.service import prepare
+    from sweeps.store import ResultStore
+
+    text = 'where = "width % heads == 0 and depth <= log3(width)"\n' + BASE
+    spec = parse_spec(text, "x.toml")
+    assert spec.text == text
+    store = tmp_path / "store"
+    ResultStore(str(store)).write_spec(spec.text, "x.toml")
+    assert (store / "spec.toml").read_text() == text
+    other = parse_spec(text.replace('name = "t"', 'name = "u"'), "y.toml")
+    with pytest.raises(SpecError, match="holds the sweep 't'; give this sweep its own storage"):
+        prepare(other, str(store))
+
+
+@pytest.mark.parametrize("content", ["\x00\x01 garbage = = =", 'description = "no name"\n'])
+def test_a_store_whose_spec_is_not_a_sweep_spec_is_left_untouched(tmp_path, capsys, content):
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "spec.toml").write_text(content)
+    spec = tmp_path / "t.toml"
+    spec.write_text(BASE)
+    assert cli.main(["run", str(spec), "--storage", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"depthwidth: error: {store / 'spec.toml'} is not a sweep spec (")
+    assert err.endswith("; it was left untouched: move it aside, or give this sweep its own storage.\n")
+    assert (store / "spec.toml").read_text() == content
+    assert sorted(p.name for p in store.iterdir()) == ["spec.toml"]
+
+
+def test_a_store_whose_runs_table_is_a_folder_is_refused(tmp_path, capsys):
+    store = tmp_path / "store"
+    (store / "runs.parquet").mkdir(parents=True)
+    spec = tmp_path / "t.toml"
+    spec.write_text(BASE)
+    assert cli.main(["run", str(spec), "--storage", str(store)]) == 2
+    assert capsys.readouterr().err == (f"depthwidth: error: {store / 'runs.parquet'} is a folder, not a "
+                                       f"parquet file; it was left untouched: move it aside to start the "
+                                       f"store over.\n")
+    assert [p.name for p in store.iterdir()] == ["runs.parquet"]
+
+
+def test_min_steps_zero_the_default_is_accepted():
+    spec = parse_spec(BASE.replace("steps = 10", "tokens = 51200\nmin_steps = 0"), "x.toml")
+    assert spec.budget.min_steps == 0 and all(t.train.steps == 100 for t in spec.trials)
 
 
 def test_expansion_product_where_points_and_dedup():
