@@ -13,8 +13,9 @@ from depthwidth.clitools import fail as _fail
 
 
 def _check_counts(args) -> str | None:
-    if getattr(args, "bootstrap", 0) < 0:
-        return f"--bootstrap = {args.bootstrap} is invalid: it must be a non-negative integer."
+    for flag in ("bootstrap", "seed"):
+        if getattr(args, flag, 0) < 0:
+            return f"--{flag} = {getattr(args, flag)} is invalid: it must be a non-negative integer."
     return None
 
 

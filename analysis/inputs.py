@@ -77,6 +77,20 @@ def _check_positive(df: pd.DataFrame, cols: list[str], name: str, csv: bool) -> 
                              why, csv)
 
 
+def _check_size(df: pd.DataFrame, name: str, csv: bool) -> None:
+    """Kaplan's N = 12·depth·width² must stay a finite number: a width such as 1e300 passes the
+    positivity check, then overflows every fit and figure."""
+    depth = pd.to_numeric(df["depth"], errors="coerce").to_numpy(float)
+    width = pd.to_numeric(df["width"], errors="coerce").to_numpy(float)
+    with np.errstate(over="ignore"):
+        bad = ~np.isfinite(kaplan_n_params(depth, width))
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        col = "width" if width[pos] >= depth[pos] else "depth"
+        raise _row_error(name, col, int(df.index[pos]), float(df[col].iloc[pos]),
+                         "Kaplan's N = 12·depth·width² overflows at that size", csv)
+
+
 def _read(loc: Location, name: str = "") -> pd.DataFrame:
     try:
         return loc.read_table(name).reset_index(drop=True)
@@ -148,6 +162,7 @@ def _build(runs, curves, name, curves_name, src, kind, csv) -> Dataset:
     _check_positive(used, ["depth", "width", loss_col] + (["n_params"] if "n_params" in used else []),
                     name, csv)
     n_excluded = {s: int((tf["status"] == s).sum()) for s in STATUSES if s != "ok"}
+    _check_size(used, name, csv)
     fit_runs = used.copy()
     fit_runs["loss"] = fit_runs[loss_col].astype(float)
     fit_runs["depth"] = fit_runs["depth"].astype(float).round().astype(int)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from analysis.inputs import InputError
 from analysis.powerlaw import FitResult, fit_learning_curves, fit_power_law
+from depthwidth.clitools import reason
 from depthwidth.accounting import kaplan_n_params
 from depthwidth.published import KAPLAN_2020, LEVINE_2020
 
@@ -134,14 +135,19 @@ def load_digitized(path: str | Path) -> pd.DataFrame:
                              f"({type(exc).__name__}: {exc}).") from None
         df = pd.DataFrame(rows, columns=["trial_id", "n_params", "tokens", "loss"])
     else:
-        raw = pd.read_csv(p)
+        try:
+            raw = pd.read_csv(p)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            raise InputError(f"{p.name}: cannot be read as CSV ({reason(exc)}).") from None
         for c in ("N", "tokens", "loss"):
             if c not in raw.columns:
                 raise InputError(f"{p.name}: missing required column '{c}' "
                                  f"(columns present: {', '.join(raw.columns)}).")
         df = raw.rename(columns={"N": "n_params"})
         df["trial_id"] = df.groupby("n_params").ngroup().astype(str)
-    vals = df[["n_params", "tokens", "loss"]].to_numpy(float)
+    if df.empty:
+        raise InputError(f"{p.name}: holds no curve points (the file has no rows).")
+    vals = df[["n_params", "tokens", "loss"]].apply(pd.to_numeric, errors="coerce").to_numpy(float)
     bad = ~np.isfinite(vals) | (vals <= 0)
     if bad.any():
         r, c = np.argwhere(bad)[0]

@@ -17,8 +17,10 @@ import numpy as np
 
 from analysis import kaplan, plots, powerlaw, regimes, threshold
 from analysis._blas import single_threaded
+from analysis.fitcore import bootstrap_bytes
 from analysis.inputs import Dataset, InputError, default_out, load, locate
 from analysis.markdown import render, render_kaplan
+from depthwidth.accounting import machine_memory_bytes
 from depthwidth.clitools import reason
 from depthwidth.config import RECURRENT_FAMILIES
 from depthwidth.published import KAPLAN_2020
@@ -164,6 +166,24 @@ def output_location(out_dir: str | Path | None, source: str | Path, kind: str) -
         raise InputError(str(exc)) from None
 
 
+def check_bootstrap(bootstrap, seed, n_runs: int | None = None, n_points: int = 0) -> None:
+    """The bootstrap's count and seed, before any fit runs: non-negative integers, and replicates
+    whose estimated memory (analysis.fitcore.bootstrap_bytes) fits half of what this machine has
+    free, so a large count is refused instead of growing until the kernel kills a process."""
+    for name, v in (("bootstrap", bootstrap), ("seed", seed)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise InputError(f"{name} = {v!r} is invalid: it must be a non-negative integer.")
+    if n_runs is None:  # the data's size is not known yet
+        return
+    free = machine_memory_bytes(available=True)
+    need = bootstrap_bytes(int(bootstrap), n_runs, n_points)
+    if free is not None and need > free / 2:
+        most = int(free / 2 / bootstrap_bytes(1, n_runs, n_points))
+        raise InputError(f"bootstrap = {bootstrap} is invalid: its replicates need about "
+                         f"{need / 1e9:.3g} GB for {n_runs} runs, more than half of the "
+                         f"{free / 1e9:.3g} GB this machine has free; use at most {most:,}.")
+
+
 @single_threaded
 def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: int = 200,
             seed: int = 0) -> dict:
@@ -171,10 +191,10 @@ def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: in
 
     Bad input, or an output that cannot be written, raises analysis.inputs.InputError before any
     fit runs; nothing is written unless the whole report is."""
-    if not isinstance(bootstrap, (int, np.integer)) or bootstrap < 0:
-        raise InputError(f"bootstrap = {bootstrap!r} is invalid: it must be a non-negative integer.")
+    check_bootstrap(bootstrap, seed)
     watch = Stopwatch()
     ds = load(source)
+    check_bootstrap(bootstrap, seed, len(ds.runs), len(ds.curves))
     dest = output_location(out_dir, source, ds.kind)
     watch.lap("load")
     out = _Output(dest)
@@ -261,7 +281,10 @@ def kaplan_report(path: str | Path, digitized: str | Path | None = None, bootstr
     """Our fits beside Kaplan et al. 2020 (+ digitized published curves fitted with the same code);
     writes kaplan.json, kaplan.md and, with `digitized`, the side-by-side figure next to the report.
     Runs `analyze` first when the store has no report yet."""
+    check_bootstrap(bootstrap, seed)
     dig = kaplan.load_digitized(digitized) if digitized is not None else None  # validate first
+    if dig is not None:
+        check_bootstrap(bootstrap, seed, dig["trial_id"].nunique(), len(dig))
     try:
         dest, report = find_report(path)
     except InputError as exc:

@@ -11,7 +11,9 @@ which adds token and position embeddings and an untied read-out. Training comput
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from depthwidth.config import SCREENED_FAMILIES, TRANSFORMER, ModelConfig
 
@@ -114,3 +116,31 @@ def memory_estimate(cfg: ModelConfig, batch_size: int, bytes_per_act: int = BYTE
         per_layer = 8 * cfg.width + (3 * cfg.width * n_bar + 2 * cfg.width + n_bar if n_bar else 0)
         acts = tokens * (cfg.depth * per_layer + 2 * cfg.vocab_size)
     return int(state + acts * bytes_per_act)
+
+
+def machine_memory_bytes(available: bool = False) -> int | None:
+    """This machine's memory in bytes, total or (available=True) free for new work now, within a
+    container's cgroup limit when one is set; None where neither can be read."""
+    info: dict[str, int] = {}
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            info[key] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    mem = info.get("MemAvailable" if available else "MemTotal")
+    if mem is None:
+        try:
+            mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return None
+    try:  # cgroup v2: a container's limit, less what it already uses when asking what is free
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            room = int(limit)
+            if available:
+                room -= int(Path("/sys/fs/cgroup/memory.current").read_text())
+            mem = min(mem, room)
+    except (OSError, ValueError):
+        pass
+    return max(int(mem), 0)

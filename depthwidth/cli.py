@@ -14,13 +14,12 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 from depthwidth import __version__
 from depthwidth.config import (ATTENTIONS, DEVICES, FAMILIES, PARAMETRIZATIONS, PRECISIONS,
                                ConfigError, DataConfig, ModelConfig, TrainConfig, from_name)
 
-from depthwidth.clitools import EXIT_BAD_INPUT, fail
+from depthwidth.clitools import EXIT_BAD_INPUT, check_output_file, fail
 
 SUBCOMMAND_MODULES = ("sweeps.cli", "sweeps.export", "analysis.cli", "depthwidth.theory_cli")
 
@@ -93,7 +92,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         data_cfg = parse_data(args.data, seed=0)
         from depthwidth.data import resolve
         model_cfg, data = resolve(model_cfg, data_cfg)
-    except (ConfigError, DataError, ValueError) as exc:
+        if args.json:  # checked now, not after the run has trained to the end
+            check_output_file(args.json, "--json")
+    except (ConfigError, DataError, ValueError) as exc:  # OutputError is a ValueError
         return fail(str(exc))
 
     from depthwidth.accounting import count_params
@@ -114,7 +115,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     result = train(model_cfg, data_cfg, train_cfg, report=progress)
     if args.json:
-        Path(args.json).write_text(json.dumps(result.to_dict(), indent=1))
+        from depthwidth.results import atomic_file
+        with atomic_file(args.json, "w") as f:
+            f.write(json.dumps(result.to_dict(), indent=1))
     h = result.unigram_entropy
     print(f"status: {result.status}{'  (' + result.error + ')' if result.error else ''}")
     print(f"final train loss {result.final_train_loss:.4f}  val loss {result.final_val_loss:.4f}  "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from math import exp
+from math import exp, isfinite
 from pathlib import Path
 
 from depthwidth import theory
@@ -82,8 +82,8 @@ def cmd_theory(args: argparse.Namespace) -> int:
             raise ValueError("--width and --params are both missing: give at least one.")
         for name in ("width", "depth", "params"):
             v = getattr(args, name)
-            if v is not None and not v > 0:
-                raise ValueError(f"--{name} {v} is invalid: must be positive.")
+            if v is not None and not (v > 0 and isfinite(v)):
+                raise ValueError(f"--{name} {v} is invalid: must be a positive finite number.")
         widths = parse_range("widths", args.widths) if args.widths else \
             [2 ** k for k in range(4, 15)]
         depths = parse_range("depths", args.depths) if args.depths else \

@@ -9,7 +9,6 @@ naming the field and value, exit code 2, nothing written or submitted.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from depthwidth.clitools import EXIT_BAD_INPUT
@@ -17,11 +16,12 @@ from depthwidth.clitools import fail as _fail
 
 
 def _errors():
-    from sweeps.spec import SpecError
+    from depthwidth.clitools import OutputError
+    from depthwidth.config import ConfigError
     from depthwidth.results import StoreError
     from sweeps.cluster import ClusterError
-    from depthwidth.config import ConfigError
-    return (SpecError, StoreError, ClusterError, ConfigError)
+    from sweeps.spec import SpecError
+    return (SpecError, StoreError, ClusterError, ConfigError, OutputError)
 
 
 def _check_max_concurrent(args: argparse.Namespace) -> None:
@@ -62,17 +62,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     try:
+        from depthwidth.results import is_remote
         from sweeps.cluster import submit
+        from sweeps.plan import check_memory
         from sweeps.service import prepare
         from sweeps.spec import load_spec
-        from depthwidth.results import is_remote, local_path
         _check_max_concurrent(args)
-        from sweeps.plan import check_memory
         spec = load_spec(args.spec)
-        check_memory(spec)
-        location = args.storage or spec.storage
-        if not is_remote(location) and os.path.exists(local_path(location)):
-            prepare(spec, args.storage, args.rerun or ())  # a store we can see: check it first
+        if is_remote(args.storage or spec.storage):
+            check_memory(spec)  # the cluster may hold credentials for the store that we lack
+        else:  # a path is the cluster's shared folder, mounted here too (docs/cluster.md)
+            prepare(spec, args.storage, args.rerun or ())
         flags = (["--no-analyze"] if args.no_analyze else []) + \
             (["--max-concurrent", str(args.max_concurrent)] if args.max_concurrent else []) + \
             [a for r in (args.rerun or ()) for a in ("--rerun", r)]
@@ -107,8 +107,11 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def cmd_results(args: argparse.Namespace) -> int:
     try:
+        from depthwidth.clitools import check_output_file
         from depthwidth.results import RUNS, StoreError
         from sweeps.store import ResultStore, runs_table_text
+        if args.csv and args.csv != "-":
+            check_output_file(args.csv, "--csv")
         store = ResultStore(args.store)
         if not store.exists(RUNS):
             raise StoreError(f"store = {args.store!r} is invalid: it holds no {RUNS}.")
@@ -119,7 +122,9 @@ def cmd_results(args: argparse.Namespace) -> int:
         if args.csv == "-":
             runs.to_csv(sys.stdout, index=False)
         else:
-            runs.to_csv(args.csv, index=False)
+            from depthwidth.results import atomic_file
+            with atomic_file(args.csv, "w") as f:
+                runs.to_csv(f, index=False)
             print(f"wrote {len(runs)} runs to {args.csv}")
         return 0
     print(runs_table_text(runs))
