@@ -100,6 +100,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from depthwidth.accounting import count_params
     from depthwidth.train import train
 
+    if (too_big := _memory_check(model_cfg, train_cfg)) is not None:
+        return fail(too_big)
     counts = count_params(model_cfg)
     print(f"model: {model_cfg.family} depth={model_cfg.depth} width={model_cfg.width} "
           f"heads={model_cfg.heads} N={counts.n_params:,} (total {counts.n_params_total:,})")
@@ -125,6 +127,26 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"tokens {result.tokens:,}  train FLOPs {result.flops:.3g}  wall {result.wall_s:.1f}s  "
           f"device {result.device}")
     return 0 if result.status == "ok" else 1
+
+
+def _memory_check(model_cfg: ModelConfig, train_cfg: TrainConfig) -> str | None:
+    """The run's estimated memory (depthwidth.accounting.memory_estimate) against the device it
+    would train on, before anything is allocated; the reason it cannot fit, or None."""
+    import torch
+
+    from depthwidth.accounting import machine_memory_bytes, memory_estimate
+
+    need = memory_estimate(model_cfg, train_cfg.batch_size)
+    if train_cfg.device != "cpu" and torch.cuda.is_available():
+        have, where = torch.cuda.get_device_properties(0).total_memory, "this GPU has"
+    else:
+        have, where = machine_memory_bytes(), "this machine has"
+    if have is None or need <= have:
+        return None
+    return (f"depth = {model_cfg.depth}, width = {model_cfg.width}, batch_size = "
+            f"{train_cfg.batch_size} is invalid: training it needs about {need / 1e9:.3g} GB "
+            f"(weights, gradients, AdamW moments and activations), more than the "
+            f"{have / 1e9:.3g} GB {where}.")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,6 +34,9 @@ DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("fp32", "bf16")
 
 
+INT64_LIMIT = 2 ** 63
+
+
 def _bad(cls_name: str, name: str, value: Any, why: str) -> ConfigError:
     return ConfigError(f"{cls_name}.{name} = {value!r} is invalid: {why}.")
 
@@ -51,6 +54,8 @@ def _check_types(obj: Any) -> None:
         }.get(t, True)
         if not ok:
             raise _bad(type(obj).__name__, f.name, v, f"expected {t}, got {type(v).__name__}")
+        if t == "int" and not -INT64_LIMIT <= v < INT64_LIMIT:  # torch seeds, parquet columns
+            raise _bad(type(obj).__name__, f.name, v, "it must fit a 64-bit integer (below 2**63)")
         if t == "float":
             object.__setattr__(obj, f.name, float(v))
             if not math.isfinite(float(v)):

@@ -168,20 +168,16 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
     unigram = data.unigram_entropy()
     diverge_at = DIVERGENCE_FACTOR * math.log(model_cfg.vocab_size)
 
-    torch.manual_seed(train_cfg.seed)
-    model = build_model(model_cfg).to(device)
-    groups = _param_groups(model, train_cfg.weight_decay)
-    opt = torch.optim.AdamW(groups, lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2))
+    # A checkpoint that cannot be read raises (the caller may hold an older one); building the
+    # model and everything after it happens inside the run, so a model too large for the device
+    # ends as a "failed" result rather than an exception.
+    state = load_checkpoint(resume_from) if resume_from is not None else None
     step, curve, wall_offset = 0, [], 0.0
-    if resume_from is not None:
-        state = load_checkpoint(resume_from)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng"])
+    if state is not None:
         step, curve, wall_offset = int(state["step"]), json.loads(state["curve"]), float(state["wall_s"])
-    fwd = torch.compile(model) if train_cfg.compile else model
     amp = (torch.autocast(device.type, dtype=torch.bfloat16) if train_cfg.precision == "bf16"
            else nullcontext())
+    model = fwd = opt = batches = None
 
     def loss_of(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with amp:
@@ -206,11 +202,21 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
     status, error, acc_loss, acc_n = "ok", "", 0.0, 0
     last = curve[-1] if curve else {}
     n_evals = len(curve)
-    # On a GPU the next batches are drawn while the current step runs (the PCFG makes 2–3M
-    # tokens/s on one core, fewer than a GPU consumes at small widths).
-    batches = TrainBatches(data, train_cfg.batch_size, step, device,
-                           ahead=2 if device.type == "cuda" else 0)
     try:
+        torch.manual_seed(train_cfg.seed)
+        model = build_model(model_cfg).to(device)
+        groups = _param_groups(model, train_cfg.weight_decay)
+        opt = torch.optim.AdamW(groups, lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2))
+        if state is not None:
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+            torch.set_rng_state(state["rng"])
+            state = None  # the model holds it now
+        fwd = torch.compile(model) if train_cfg.compile else model
+        # On a GPU the next batches are drawn while the current step runs (the PCFG makes 2–3M
+        # tokens/s on one core, fewer than a GPU consumes at small widths).
+        batches = TrainBatches(data, train_cfg.batch_size, step, device,
+                               ahead=2 if device.type == "cuda" else 0)
         model.train()
         while step < train_cfg.steps:
             lr = get_lr(step, train_cfg)
@@ -264,7 +270,8 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
     except Exception as exc:  # a failed run is a result, not a crash of the caller
         status, error = "failed", f"{type(exc).__name__}: {exc}"
     finally:
-        batches.close()
+        if batches is not None:
+            batches.close()
 
     extra = {k: v for k, v in last.items() if k not in
              ("step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")}

@@ -14,6 +14,9 @@ from depthwidth.published import PF_DAY
 from sweeps.spec import SpecError, SweepSpec, Trial, resolve_model
 
 
+INT64_LIMIT = 2 ** 63  # the store's count columns (N, tokens, steps) are 64-bit integers
+
+
 def trial_plan(trial: Trial, spec: SweepSpec) -> dict[str, Any]:
     from depthwidth.accounting import count_params, memory_estimate, train_flops_per_token
 
@@ -39,11 +42,44 @@ def plan_rows(spec: SweepSpec) -> list[dict[str, Any]]:
     return [trial_plan(t, spec) for t in spec.trials]
 
 
+def _where(spec: SweepSpec, row: dict[str, Any]) -> str:
+    return f"{spec.source_path}: the trial at {row['axes'] or row['trial_id']}"
+
+
+def check_sizes(spec: SweepSpec, rows: Iterable[dict[str, Any]]) -> None:
+    """What no cluster can run: counts the store cannot hold, and GPU trials larger than a whole
+    GPU (resources.gpu_memory_gb). Raises SpecError naming the trial."""
+    r = spec.resources
+    for row in rows:
+        for key, what in (("n_params_total", "parameters"), ("tokens", "training tokens")):
+            if row[key] >= INT64_LIMIT:
+                raise SpecError(f"{_where(spec, row)} is invalid: it has {row[key]:.3g} {what}, "
+                                f"more than the store's 64-bit counts hold (below 2**63).")
+        if r.gpus > 0 and row["mem_gb"] > r.gpu_memory_gb:
+            raise SpecError(f"{_where(spec, row)} is invalid: it needs about {row['mem_gb']:.3g} GB "
+                            f"to train, more than a whole {r.gpu_memory_gb:g} GB GPU "
+                            f"(resources.gpu_memory_gb).")
+
+
+def check_node_memory(spec: SweepSpec, rows: Iterable[dict[str, Any]], node_bytes: float,
+                      where: str) -> None:
+    """CPU trials: the estimated memory must fit the largest node's memory (`where` names it)."""
+    if spec.resources.gpus > 0:
+        return
+    for row in rows:
+        if row["mem_gb"] * 1e9 > node_bytes:
+            raise SpecError(f"{_where(spec, row)} is invalid: it needs about {row['mem_gb']:.3g} GB "
+                            f"to train, more than the {node_bytes / 1e9:.3g} GB {where}.")
+
+
 def check_memory(spec: SweepSpec, rows: Iterable[dict[str, Any]] | None = None) -> None:
-    """GPU trials: the estimated memory must fit the GPU fraction they ask for."""
+    """Every check of trial sizes that needs no cluster: check_sizes, then GPU trials against
+    the GPU fraction they ask for."""
+    rows = list(rows if rows is not None else plan_rows(spec))
+    check_sizes(spec, rows)
     if spec.resources.gpus <= 0:
         return
-    for row in rows if rows is not None else plan_rows(spec):
+    for row in rows:
         if not row["fits"]:
             raise SpecError(
                 f"{spec.source_path}: resources.gpus = {spec.resources.gpus!r} is invalid: the trial at "
@@ -64,7 +100,11 @@ def totals(spec: SweepSpec, rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
+    from depthwidth.accounting import machine_memory_bytes
+
     rows = plan_rows(spec)
+    check_sizes(spec, rows)
+    here = machine_memory_bytes() if spec.resources.gpus <= 0 else None
     lines = [f"sweep {spec.name!r}: {len(rows)} trials, storage {spec.storage}"]
     if spec.description:
         lines.append(spec.description)
@@ -75,6 +115,8 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
         state = "done" if finished and row["trial_id"] in finished else "to run"
         if not row["fits"]:
             state += " (too big for its GPU fraction)"
+        if here is not None and row["mem_gb"] * 1e9 > here:
+            state += f" (too big for this machine's {here / 1e9:.3g} GB)"
         budget = f"{row['mem_budget_gb']:7.1f}" if row["mem_budget_gb"] == row["mem_budget_gb"] else "      -"
         lines.append(f"{row['trial_id']:16} {row['family']:11} {row['depth']:5d} {row['width']:6d} "
                      f"{row['heads']:5d} {row['seed']:4d} {row['n_params']:12,d} {row['steps']:8d} "

@@ -130,6 +130,7 @@ def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | Non
     try:
         nodes = cluster.alive_nodes()
         cluster.check_resources(spec.resources, nodes)
+        _check_node_memory(spec, todo, nodes)
         cluster.check_shared_storage(store, nodes)
         store.lock()
         store.write_spec(spec.text, spec.source_path)
@@ -159,6 +160,18 @@ def _catch_up(spec: SweepSpec, store: ResultStore, tracking: Tracking, out: Text
     trackers, _ = _trackers(spec, store, tracking)
     for message in trackers.close(FLUSH_TIMEOUT_S):
         print(message, file=out)
+
+
+def _check_node_memory(spec: SweepSpec, todo: list, nodes: list[dict[str, Any]]) -> None:
+    """CPU trials against the largest node: Ray's `memory` and `object_store_memory` resources
+    together are what the node had free when Ray started on it."""
+    from sweeps.plan import check_node_memory, trial_plan
+
+    largest = max((n["Resources"].get("memory", 0) + n["Resources"].get("object_store_memory", 0)
+                   for n in nodes), default=0)
+    if largest > 0:
+        check_node_memory(spec, [trial_plan(t, spec) for t in todo], largest,
+                          "the largest Ray node had free when Ray started")
 
 
 def _describe(nodes: list[dict[str, Any]]) -> str:

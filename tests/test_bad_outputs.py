@@ -190,3 +190,25 @@ def test_submit_checks_a_store_path_that_does_not_exist_yet(capsys, tmp_path, re
         assert code == 2 and out == ""
         assert one_sentence(err) == f"--storage = '{store}' is invalid: {why}."
     assert blocker.read_text() == ""
+
+
+def test_train_refuses_a_model_larger_than_the_machine_before_building_it(capsys):
+    from depthwidth.accounting import machine_memory_bytes
+
+    if machine_memory_bytes() is None:
+        pytest.skip("this machine's memory cannot be read")
+    code, out, err = run(capsys, "train", "--depth", "1", "--width", "1000000000", "--heads", "2",
+                         "--steps", "1", "--device", "cpu")
+    assert code == 2 and out == ""
+    msg = one_sentence(err)
+    assert msg.startswith("depth = 1, width = 1000000000, batch_size = 32 is invalid: training it needs "
+                          "about 1.92e+11 GB (weights, gradients, AdamW moments and activations), more "
+                          "than the ")
+    assert msg.endswith(" GB this machine has.")
+
+
+def test_train_refuses_a_seed_beyond_64_bits(capsys):
+    code, out, err = run(capsys, "train", "--seed", str(2 ** 64), "--steps", "1")
+    assert code == 2 and out == ""
+    assert one_sentence(err) == (f"TrainConfig.seed = {2 ** 64} is invalid: it must fit a 64-bit integer "
+                                 f"(below 2**63).")

@@ -250,6 +250,14 @@ def test_cluster_refusals_write_nothing(ray_cluster, tmp_path):
     assert res.returncode == 2
     assert res.stderr.strip() == ("depthwidth: error: resources.cpus = 64 is invalid: no node of the "
                                   "cluster has that many CPUs (the largest has 2).")
+    # a CPU trial larger than the memory of every node (its row fits the store's counts)
+    wide = write_spec(tmp_path / "wide.toml", "toowide", [1], [100_000_000])
+    res = run_cli(["run", str(wide), "--address", ray_cluster.address, "--storage", str(store)],
+                  ray_cluster.env)
+    assert res.returncode == 2
+    assert res.stderr.startswith(f"depthwidth: error: {wide}: the trial at depth=1, width=100000000 is "
+                                 f"invalid: it needs about 1.92e+09 GB to train, more than the ")
+    assert res.stderr.endswith(" GB the largest Ray node had free when Ray started.\n")
     no_token = {k: v for k, v in ray_cluster.env.items() if not k.startswith("RAY_AUTH")}
     no_token["HOME"] = str(tmp_path / "home")
     res = run_cli(["run", str(spec), "--address", ray_cluster.address, "--storage", str(store)], no_token)

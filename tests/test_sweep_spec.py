@@ -89,6 +89,18 @@ BAD_SPECS = [
      "max_concurrent, max_failures, gpu_memory_gb, gpu_tflops, cpu_gflops."),
     (BASE + "[resources]\ngpus = 0.001\ngpu_memory_gb = 0.1\n", "{p}: resources.gpus = 0.001 is invalid: "
      "the trial at depth=1, width=8 needs about 0.000508 GB, more than 0.0001 GB (0.001 of a 0.1 GB GPU)."),
+    (BASE + "[resources]\ngpus = 0.5\ngpu_memory_gb = 0.0001\n", "{p}: the trial at depth=1, width=8 is "
+     "invalid: it needs about 0.000508 GB to train, more than a whole 0.0001 GB GPU "
+     "(resources.gpu_memory_gb)."),
+    (sub("width = [8, 16]", "width = [8, 1000000000]"), "{p}: the trial at depth=1, width=1000000000 is "
+     "invalid: it has 1.2e+19 parameters, more than the store's 64-bit counts hold (below 2**63)."),
+    (sub("steps = 10", "steps = 1000000000000000000000"), "{p}: the trial at depth=1, width=8 is "
+     "invalid: TrainConfig.steps = 1000000000000000000000 is invalid: it must fit a 64-bit integer "
+     "(below 2**63)."),
+    (sub("steps = 10", "tokens = 1e30"), "{p}: the trial at depth=1, width=8 is invalid: TrainConfig.steps "
+     "= 1953125000000000038837157888 is invalid: it must fit a 64-bit integer (below 2**63)."),
+    (sub("steps = 10", "tokens = 1e20"), "{p}: the trial at depth=1, width=8 is invalid: it has 1e+20 "
+     "training tokens, more than the store's 64-bit counts hold (below 2**63)."),
     (BASE + "[storage]\nbucket = 'x'\n", "{p}: [storage] has no key 'bucket'; the only key is 'path'."),
     ('where = "width %% == 0"\n' + BASE, "{p}: where = 'width %% == 0' is invalid: it does not parse "
      "(invalid syntax)."),

@@ -72,6 +72,30 @@ def test_a_failure_inside_the_run_is_a_result(monkeypatch):
     assert result.status == "failed" and "disk on fire" in result.error
 
 
+def _meminfo(key: str) -> int:
+    from pathlib import Path
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise KeyError(key)
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/sys/vm/overcommit_memory")
+                    or open("/proc/sys/vm/overcommit_memory").read().strip() != "0",
+                    reason="needs Linux's heuristic overcommit, which refuses an allocation larger "
+                           "than memory + swap at once instead of touching it page by page")
+def test_a_model_too_large_to_allocate_is_a_failed_result():
+    """Building the model is part of the run: an embedding larger than this machine's memory and
+    swap is refused by the allocator at once, and the run reports it instead of raising."""
+    vocab = 16
+    width = 2 * (4 * (_meminfo("MemTotal") + _meminfo("SwapTotal")) // (4 * vocab) // 2 + 1)
+    result = train(ModelConfig(depth=1, width=width, heads=2, seq_len=8), DataConfig(vocab_size=vocab),
+                   TrainConfig(steps=1, batch_size=2, threads=1))
+    assert result.status == "failed" and result.steps == 0
+    assert "allocate" in result.error, result.error
+    assert math.isnan(result.final_val_loss) and result.n_params == 12 * width ** 2
+
+
 def test_report_callback_gets_the_documented_keys():
     got = []
     train(MODEL, DATA, RUN.replace(steps=20, eval_every=10), report=got.append)
