@@ -19,7 +19,7 @@ from sweeps.outcome import is_oom
 from sweeps.progress import ProgressView
 from sweeps.store import ResultStore, make_curve, make_row
 from sweeps.tracking import Trackers, TrialInfo, eval_metrics
-from sweeps.trainable import FINAL_KEY
+from sweeps.trainable import FINAL_KEY, RESUME_NOTE_KEY
 
 _TUNE_KEYS = ("done", "training_iteration", "time_total_s", "time_this_iter_s", "timestamp",
               "time_since_restore", "iterations_since_restore", "timesteps_total",
@@ -36,6 +36,7 @@ class StoreWriter(tune.Callback):
         self.written: set[str] = set()
         self.failure: StoreError | None = None  # the store could not be written: stop the sweep
         self.stored: list[tuple[dict, list]] | None = None  # (row, curve) for the trackers
+        self.noted: set[str] = set()  # trials whose resume note was shown
 
     def on_step_end(self, iteration, trials, **info):
         self.view.draw(event=False)  # the clock ticks between events (throttled inside)
@@ -46,6 +47,9 @@ class StoreWriter(tune.Callback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         cfg = trial.config["trial"]
         tid = cfg["trial_id"]
+        if result.get(RESUME_NOTE_KEY) and tid not in self.noted:  # a damaged checkpoint passed over
+            self.noted.add(tid)
+            self.view.note(f"trial {self.labels[tid]}: {result[RESUME_NOTE_KEY]}")
         if FINAL_KEY not in result:
             self.view.progressed(tid, result.get("progress"))
             return
@@ -53,7 +57,8 @@ class StoreWriter(tune.Callback):
             return
         final = json.loads(result[FINAL_KEY])
         res = final["result"]
-        row = make_row(self.sweep, cfg, res, final["node"], final["resumed_from_step"])
+        row = make_row(self.sweep, cfg, res, final["node"], final["resumed_from_step"],
+                       final.get("resume_note", ""))
         curve = make_curve(tid, res["curve"])
         try:
             self.store.add_trial(row, curve)

@@ -2,8 +2,10 @@
 
 Each driver run is one Tune experiment `tune/<sweep>-<time>/`, each trial a folder named by its
 trial_id holding `checkpoint_*` folders tagged with the training step (Checkpoint metadata). A
-rerun after an interruption resumes every unfinished trial from its furthest checkpoint, in
-whichever earlier run it was written; a finished trial's checkpoints are deleted.
+rerun after an interruption resumes every unfinished trial from its furthest checkpoint that
+loads, in whichever earlier run it was written (the trainable is given all of them, furthest
+first); a finished trial's checkpoints are deleted, also those of trials a killed driver had
+already stored.
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ def trial_dirs(store: ResultStore, trial_ids: Iterable[str]) -> dict[str, list[s
     return out
 
 
-def find_checkpoints(store: ResultStore, trial_ids: Iterable[str]) -> dict[str, tuple[str, int]]:
-    """trial_id -> (URI or local path of its furthest checkpoint, its step)."""
+def find_checkpoints(store: ResultStore, trial_ids: Iterable[str]) -> dict[str, list[tuple[str, int]]]:
+    """trial_id -> [(URI or local path of a checkpoint, its step)], furthest first."""
     from ray import tune
 
-    best: dict[str, tuple[str, int]] = {}
+    found: dict[str, list[tuple[str, int]]] = {}
     for tid, folders in trial_dirs(store, trial_ids).items():
         for folder in folders:
             for c in store.loc.list_dirs(_relative(store, folder)):
@@ -43,9 +45,8 @@ def find_checkpoints(store: ResultStore, trial_ids: Iterable[str]) -> dict[str, 
                 step = meta.get("step")
                 if meta.get("trial_id") != tid or not isinstance(step, int):
                     continue
-                if tid not in best or step > best[tid][1]:
-                    best[tid] = (_uri(store, c.path), step)
-    return best
+                found.setdefault(tid, []).append((_uri(store, c.path), step))
+    return {tid: sorted(cands, key=lambda c: -c[1]) for tid, cands in found.items()}
 
 
 def clear_checkpoints(store: ResultStore, trial_ids: Iterable[str]) -> int:

@@ -123,6 +123,7 @@ def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | Non
         store.write_spec(spec.text, spec.source_path)
         if tracking.enabled:
             _catch_up(spec, store, tracking, out)
+        _clear_finished(store)
         return _finish(store, analyze, out, 0)
 
     from sweeps import cluster
@@ -174,6 +175,13 @@ def _check_node_memory(spec: SweepSpec, todo: list, nodes: list[dict[str, Any]])
                           "the largest Ray node had free when Ray started")
 
 
+def _clear_finished(store: ResultStore) -> None:
+    """Delete the checkpoints of every stored trial, including those a killed driver had
+    recorded but not yet cleared."""
+    from sweeps.resume import clear_checkpoints
+    clear_checkpoints(store, store.finished_ids())
+
+
 def _describe(nodes: list[dict[str, Any]]) -> str:
     cpus = sum(n["Resources"].get("CPU", 0) for n in nodes)
     gpus = sum(n["Resources"].get("GPU", 0) for n in nodes)
@@ -193,17 +201,17 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
     from sweeps.resume import clear_checkpoints, find_checkpoints
     from sweeps.trainable import HOOK_ENV, run_trial
 
-    clear_checkpoints(store, again)  # a rerun starts from scratch
+    _clear_finished(store)  # also a rerun's trials, which start from scratch
     resume = find_checkpoints(store, [t.trial_id for t in todo if t.trial_id not in again])
     r = spec.resources
     trials = [{"trial_id": t.trial_id, **t.config_dict(),
-               "resume_uri": resume.get(t.trial_id, ("", 0))[0]} for t in todo]
+               "resume_uris": [uri for uri, _ in resume.get(t.trial_id, [])]} for t in todo]
     labels = {t.trial_id: label(t) for t in todo}
     plans = {t.trial_id: trial_plan(t, spec) for t in todo}
     view = ProgressView(spec.name, {k: trial_cost(p["steps"], p["flops"]) for k, p in plans.items()},
                         labels, out)
-    for tid, (_, step) in resume.items():
-        view.note(f"trial {labels[tid]} resumes from its checkpoint at step {step}")
+    for tid, candidates in resume.items():
+        view.note(f"trial {labels[tid]} resumes from its checkpoint at step {candidates[0][1]}")
 
     driver = StoreWriter(spec.name, store, view, labels)
     callbacks: list = [driver]

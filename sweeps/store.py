@@ -159,7 +159,7 @@ def _concat(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
 
 
 def make_row(sweep: str, trial: dict[str, Any], result: dict[str, Any], node: dict[str, Any],
-             resumed_from_step: int) -> dict[str, Any]:
+             resumed_from_step: int, resume_note: str = "") -> dict[str, Any]:
     """One runs.parquet row: docs/design.md's required columns, then provenance and the resolved
     configs as JSON so the table describes itself. `trial` is Trial.config_dict() + trial_id."""
     m, d, t = trial["model"], trial["data"], trial["train"]
@@ -188,6 +188,7 @@ def make_row(sweep: str, trial: dict[str, Any], result: dict[str, Any], node: di
         "task_length": int(d["task_length"]), "data_seed": int(d["seed"]),
         "lr": float(t["lr"]), "batch_size": int(t["batch_size"]),
         "error": str(result.get("error", "")), "resumed_from_step": int(resumed_from_step),
+        "resume_note": str(resume_note),  # e.g. a damaged checkpoint passed over on resume
         "node_id": str(node.get("node_id", "")), "node_ip": str(node.get("node_ip", "")),
         "finished_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "model_config": json.dumps(m, sort_keys=True), "data_config": json.dumps(d, sort_keys=True),

@@ -2,7 +2,8 @@
 
 Ray Tune's canonical shape (STYLE.md): a function that reports each evaluation with
 `tune.report(metrics, checkpoint=...)`; on a restart it resumes from `tune.get_checkpoint()`,
-or, when a previous driver was interrupted, from the trial's last checkpoint in the store.
+or, when a previous driver was interrupted, from the trial's checkpoints in the store, the
+furthest one that loads (a damaged one is passed over, and the run says so in RESUME_NOTE_KEY).
 The final report carries the whole RunResult as JSON, which the driver writes to the store.
 """
 
@@ -18,7 +19,10 @@ from typing import Any
 import ray
 from ray import tune
 
+from depthwidth.clitools import reason
+
 FINAL_KEY = "final_result"  # the last report of a trial: RunResult.to_dict() as JSON
+RESUME_NOTE_KEY = "resume_note"  # why a trial resumed from an older checkpoint than its newest
 HOOK_ENV = "DEPTHWIDTH_TEST_HOOK_DIR"  # tests: where trials note their pid and wait on `hold`
 
 
@@ -36,37 +40,56 @@ def run_trial(config: dict[str, Any]) -> None:
 
     work = tempfile.mkdtemp(prefix=f"depthwidth-{tid}-")
     try:
-        ckpt = tune.get_checkpoint()
-        if ckpt is None and trial.get("resume_uri"):
-            ckpt = tune.Checkpoint(trial["resume_uri"])  # left by an interrupted driver
-        resume_from, resumed_step = None, 0
-        if ckpt is not None:
-            resume_from = ckpt.to_directory(os.path.join(work, "resume"))
-            step = ckpt.get_metadata().get("step")  # set below at every report
-            resumed_step = int(step) if isinstance(step, int) else int(load_checkpoint(resume_from)["step"])
+        candidates = [tune.get_checkpoint()]  # this run's own, after a lost worker
+        candidates += [tune.Checkpoint(uri) for uri in trial.get("resume_uris", [])]  # older runs'
+        resume_from, resumed_step, note = _first_loadable([c for c in candidates if c is not None],
+                                                          work, load_checkpoint)
         hook = run.get("hook_dir") or ""
         _hook_note(hook, f"start {tid} {resumed_step} {os.getpid()}\n")
         ckpt_dir = os.path.join(work, "checkpoint")
 
         def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
-            metrics = {**metrics, "trial_id": tid, "progress": metrics["step"] / train_cfg.steps}
+            metrics = {**metrics, "trial_id": tid, "progress": metrics["step"] / train_cfg.steps,
+                       RESUME_NOTE_KEY: note}
             if checkpoint is None:
                 tune.report(metrics)
                 return
             c = tune.Checkpoint.from_directory(checkpoint)
             c.set_metadata({"trial_id": tid, "step": int(metrics["step"])})
             tune.report(metrics, checkpoint=c)  # persisted to the store's tune/ before returning
-            _hook_hold(hook, tid, resumed_step)
+            _hook_hold(hook, tid, resumed_step, int(metrics["step"]))
 
         result = train(model, data, train_cfg, report=report, checkpoint_dir=ckpt_dir,
                        resume_from=resume_from)
         node = {"node_id": ray.get_runtime_context().get_node_id(),
                 "node_ip": ray.util.get_node_ip_address()}
-        tune.report({"trial_id": tid, "step": result.steps, "progress": 1.0,
+        tune.report({"trial_id": tid, "step": result.steps, "progress": 1.0, RESUME_NOTE_KEY: note,
                      FINAL_KEY: json.dumps({"result": result.to_dict(), "node": node,
-                                            "resumed_from_step": resumed_step})})
+                                            "resumed_from_step": resumed_step,
+                                            "resume_note": note})})
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _first_loadable(candidates: list, work: str, load) -> tuple[str | None, int, str]:
+    """(local folder, step, note) of the first checkpoint that downloads and loads, furthest
+    first; the note names each one passed over and why ("" when the first one loads)."""
+    skipped = []
+    for i, ckpt in enumerate(candidates):
+        step: Any = "?"
+        try:
+            step = ckpt.get_metadata().get("step", "?")  # set at every report
+            path = ckpt.to_directory(os.path.join(work, f"resume{i}"))
+            loaded = int(load(path)["step"])  # the whole state: a truncated file fails here
+        except Exception as exc:  # unreadable in any way: the next older one may be intact
+            skipped.append(f"its checkpoint at step {step} could not be read ({reason(exc)})")
+            continue
+        if skipped:
+            skipped.append(f"resumed from step {loaded} instead")
+        return path, loaded, "; ".join(skipped)
+    if skipped:
+        skipped.append("started from step 0")
+    return None, 0, "; ".join(skipped)
 
 
 def _hook_note(hook: str, line: str) -> None:
@@ -75,19 +98,20 @@ def _hook_note(hook: str, line: str) -> None:
             f.write(line)
 
 
-def _hook_hold(hook: str, tid: str, resumed_step: int) -> None:
+def _hook_hold(hook: str, tid: str, resumed_step: int, step: int) -> None:
     """Test hook: after a first-attempt checkpoint, publish the pid and wait while the file
     `hold` exists (and lists this trial, or nothing), so a test can kill this worker or the
-    driver at a known point. Inactive unless the driver sets DEPTHWIDTH_TEST_HOOK_DIR."""
+    driver at a known point; `ID@STEP` in `hold` waits at the checkpoint of that step instead of
+    the first. Inactive unless the driver sets DEPTHWIDTH_TEST_HOOK_DIR."""
     if not hook or resumed_step > 0:
         return
     hold = os.path.join(hook, "hold")
     try:
         with open(hold) as f:
-            named = f.read().split()  # trial ids to hold; none listed means every trial
+            named = dict(n.partition("@")[::2] for n in f.read().split())  # id -> step or ""
     except FileNotFoundError:
         return
-    if named and tid not in named:
+    if named and (tid not in named or (named[tid] and int(named[tid]) != step)):
         return
     pid_file = os.path.join(hook, f"{tid}.pid")
     if os.path.exists(pid_file):

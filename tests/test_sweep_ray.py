@@ -153,6 +153,45 @@ def test_killed_driver_rerun_runs_only_missing_trials(ray_cluster, tmp_path):
     assert after.loc[last, "resumed_from_step"] == 5 and after.loc[last, "steps"] == 20
 
 
+def test_a_damaged_newest_checkpoint_falls_back_to_an_older_one(ray_cluster, tmp_path):
+    """Interrupt a sweep, truncate an unfinished trial's newest checkpoint: the rerun resumes it
+    from the older intact one and says so; the checkpoints of the trials the killed driver had
+    already stored are deleted by the rerun."""
+    spec = write_spec(tmp_path / "dmg.toml", "damaged", [1], [8, 12, 16], steps=20)
+    store = tmp_path / "store"
+    first, second, last = trial_ids(spec)
+    hook = tmp_path / "hook"
+    env = hook_env(ray_cluster.env, hook)
+    (hook / "hold").write_text(f"{last}@10")  # checkpoints at steps 5 and 10 exist then
+    args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store),
+            "--max-concurrent", "1", "--no-analyze"]
+    proc = subprocess.Popen(cli(*args), env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_for(lambda: (hook / f"{last}.pid").exists(), 150, "the step-10 checkpoint", proc)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    (hook / "hold").unlink()
+    assert sorted(pd.read_parquet(store / "runs.parquet")["trial_id"]) == sorted([first, second])
+    assert list((store / "tune").glob(f"*/{first}")) and list((store / "tune").glob(f"*/{second}"))
+    newest = sorted((store / "tune").glob(f"*/{last}/checkpoint_*"))[-1] / "state.pt"
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+
+    done = run_cli(args, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "resumes from its checkpoint at step 10" in done.stdout
+    note_start = "its checkpoint at step 10 could not be read ("
+    assert note_start in done.stdout and "; resumed from step 5 instead" in done.stdout
+    row = pd.read_parquet(store / "runs.parquet").set_index("trial_id").loc[last]
+    assert row["status"] == "ok" and row["steps"] == 20 and row["resumed_from_step"] == 5
+    assert row["resume_note"].startswith(note_start) and row["resume_note"].endswith("resumed from step 5 instead")
+    assert [s for t, s in starts(hook) if t == last] == [0, 5]
+    assert not [p for t in (first, second, last) for p in (store / "tune").glob(f"*/{t}")]
+
+
 def test_extend_finished_sweep_runs_only_new_points(ray_cluster, tmp_path):
     store = tmp_path / "store"
     hook = tmp_path / "hook"
