@@ -4,7 +4,7 @@ The sweep is the one the performance target names: 1000 runs (10 depths × 25 wi
 100-point learning curves, losses from the two-regime law of docs/science.md §4 (b = 3) plus Kaplan's
 step term, analysed with 1000 bootstrap refits. Prints the per-stage times as a markdown table.
 
-    python bench/analysis_speed.py [--bootstrap 1000] [--out DIR]
+    python bench/analysis_speed.py [--bootstrap 1000] [--out DIR]   (--smoke: 3x4 runs, 5 refits)
 """
 
 from __future__ import annotations
@@ -31,7 +31,10 @@ def main() -> None:
     ap.add_argument("--widths", type=int, default=25)
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--smoke", action="store_true", help="seconds: a 3 x 4 grid, 5 bootstrap refits")
     a = ap.parse_args()
+    if a.smoke:
+        a.bootstrap, a.depths, a.widths, a.seeds = 5, 3, 4, 1
     widths = np.unique(np.round(np.logspace(np.log10(16), np.log10(2048), a.widths)).astype(int))
     runs = synthetic.make_runs("two_regime", range(1, a.depths + 1), widths, PARAMS,
                                seeds=tuple(range(a.seeds)), noise=0.01)
@@ -53,8 +56,12 @@ def main() -> None:
                "L(N,S)": {rep["learning_curves"]["fit"]["bootstrap_method"]},
                **{f"regimes.{k}": {m["bootstrap_method"]} for k, m in rep["regimes"]["models"].items()}}
     print("\nbootstrap method: " + "; ".join(f"{k} {'/'.join(sorted(v))}" for k, v in methods.items()))
-    lo, hi = rep["threshold"]["base_ci"]
-    print(f"threshold.base = {rep['threshold']['base']:.4g} [{lo:.4g}, {hi:.4g}] (planted 3)")
+    thr = rep["threshold"]
+    if thr.get("base") is None or not thr.get("base_ci"):
+        print(f"threshold.base not identified ({thr.get('reason', 'no interval')}; planted 3)")
+    else:
+        lo, hi = thr["base_ci"]
+        print(f"threshold.base = {thr['base']:.4g} [{lo:.4g}, {hi:.4g}] (planted 3)")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ cluster as tests/test_multinode.py (1 CPU per node, token auth on, private temp 
   2. one 4-trial sweep through `--address` vs the same spec on embedded Ray (no address);
   3. node loss: from stopping the second node to its held trial restarting on the head.
 Prints a markdown table; `--out docs/bench/cluster.md` also writes it with the machine and date.
+`--smoke` runs the same flow with 10-step trials and without the embedded-Ray comparison sweep
+(a check of the script; most of its minute is starting the two Ray nodes).
 
-    python bench/cluster_overhead.py [--out docs/bench/cluster.md]
+    python bench/cluster_overhead.py [--out docs/bench/cluster.md] [--smoke]
 """
 
 from __future__ import annotations
@@ -50,7 +52,10 @@ def timed_sweep(spec: Path, storage: Path, env: dict, address: str | None) -> fl
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="also write the table to this markdown file")
+    ap.add_argument("--smoke", action="store_true", help="the same flow with 10-step trials")
     args = ap.parse_args()
+    spec_text = SPEC if not args.smoke else (SPEC.replace("steps = 20", "steps = 10")
+                                             .replace("eval_every = 10", "eval_every = 5"))
     work = Path(tempfile.mkdtemp(prefix="dwbench-"))
     rows: list[tuple[str, float]] = []
     c = Cluster(work)
@@ -73,18 +78,19 @@ def main() -> None:
                      time.perf_counter() - t))
 
         spec = work / "bench.toml"
-        spec.write_text(SPEC.format(name="bench", storage=work / "unused"))
+        spec.write_text(spec_text.format(name="bench", storage=work / "unused"))
         cluster_s = timed_sweep(spec, work / "cluster", c.env, c.address)
-        env = {k: v for k, v in c.env.items() if not k.startswith("RAY_")}
-        embedded_s = timed_sweep(spec, work / "embedded", env, None)
         rows.append(("4-trial sweep through `--address` (2 nodes x 1 CPU)", cluster_s))
-        rows.append(("same 4-trial sweep on embedded Ray (this machine's 2 CPUs)", embedded_s))
+        if not args.smoke:
+            env = {k: v for k, v in c.env.items() if not k.startswith("RAY_")}
+            embedded_s = timed_sweep(spec, work / "embedded", env, None)
+            rows.append(("same 4-trial sweep on embedded Ray (this machine's 2 CPUs)", embedded_s))
 
         hook = work / "hook"
         hook.mkdir()
         (hook / "hold").write_text("")
         spec2 = work / "loss.toml"
-        spec2.write_text(SPEC.format(name="loss", storage=work / "unused"))
+        spec2.write_text(spec_text.format(name="loss", storage=work / "unused"))
         p = sweep(spec2, work / "loss", c.env, c.address, hook)
         while len(list(hook.glob("*.pid"))) < 2:
             if p.poll() is not None:

@@ -1,6 +1,6 @@
 """Benchmark: milliseconds per batch of each data source (PCFG, UTF-8 text, uint16 tokens).
 
-Run by hand:  python bench/data_sources.py [--batches 200] [--out docs/bench/data.md]
+Run by hand:  python bench/data_sources.py [--batches 200] [--out docs/bench/data.md] [--smoke]
 One batch is 32 x 129 tokens (seq_len 128 + the shifted target), single-threaded. Reports
 CPU time (process_time: what the source itself costs, even on a busy machine) and wall time,
 plus the one-off costs (construction, the PCFG's cached unigram-entropy sample).
@@ -31,6 +31,9 @@ def cpu_model() -> str:
     return next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), "?")
 
 
+TOKENS = 1 << 25  # uint16 tokens in the memmapped file: 64 MiB
+
+
 def measure(name: str, cfg: DataConfig, batches: int) -> dict:
     c0, w0 = time.process_time(), time.perf_counter()
     src = make_data(cfg, SEQ)
@@ -53,8 +56,15 @@ def measure(name: str, cfg: DataConfig, batches: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=int, default=200)
-    ap.add_argument("--out", default="docs/bench/data.md")
+    ap.add_argument("--out", default=None, help="write the table here (default docs/bench/data.md; "
+                                                "a smoke run only prints it)")
+    ap.add_argument("--smoke", action="store_true", help="seconds: 3 batches, a 128 KiB token file")
     args = ap.parse_args()
+    tokens = TOKENS
+    if args.smoke:
+        args.batches, tokens = 3, 1 << 16
+    elif args.out is None:
+        args.out = "docs/bench/data.md"
     torch.set_num_threads(1)
     rows = [measure("pcfg (default)", DataConfig(), args.batches),
             measure("pcfg V=512 depth 10 b=4", DataConfig(vocab_size=512, pcfg_depth=10, branching=4,
@@ -66,8 +76,9 @@ def main() -> None:
         label = "text (an English text file, ~1 MB)" if text == SHAKESPEARE else "text (1 MiB generated)"
         rows.append(measure(label, DataConfig(source="text", path=str(text)), args.batches))
         tok = Path(tmp) / "tokens.bin"
-        np.random.default_rng(0).integers(0, 50257, 1 << 25, dtype=np.uint16).tofile(tok)  # 64 MiB
-        rows.append(measure("tokens (2^25 uint16, memmap)", DataConfig(source="tokens", path=str(tok)),
+        np.random.default_rng(0).integers(0, 50257, tokens, dtype=np.uint16).tofile(tok)
+        rows.append(measure(f"tokens (2^{tokens.bit_length() - 1} uint16, memmap)",
+                            DataConfig(source="tokens", path=str(tok)),
                             args.batches))
     lines = [
         "# Data sources: cost per batch",

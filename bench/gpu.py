@@ -2,8 +2,9 @@
 widths 512/1024/2048, against the card's measured bf16 matmul rate. Finishes in ~5 minutes.
 
 Run by hand on a CUDA machine:  python bench/gpu.py [--steps 30] [--compile] [--out docs/bench/gpu.md]
-Exits with status 3 and one sentence on a machine without CUDA. `--cpu-smoke` runs the same
-script end to end on the CPU with one tiny shape (a check of the script, not of any GPU).
+Exits with status 3 and one sentence on a machine without CUDA. `--smoke` (also `--cpu-smoke`)
+runs the same script end to end on the CPU with one tiny shape (a check of the script, not of
+any GPU), printing the table unless --out is given.
 """
 
 from __future__ import annotations
@@ -43,13 +44,19 @@ def bf16_matmul_tflops(device: str = "cuda", n: int = 8192, reps: int = 20) -> f
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=None, help="default 30 (20 for --smoke)")
     ap.add_argument("--compile", action="store_true")
-    ap.add_argument("--out", default="docs/bench/gpu.md")
-    ap.add_argument("--cpu-smoke", action="store_true", help="tiny shape on the CPU: checks the script")
+    ap.add_argument("--out", default=None, help="write the table here (default docs/bench/gpu.md; "
+                                                "a smoke run only prints it)")
+    ap.add_argument("--smoke", "--cpu-smoke", dest="smoke", action="store_true",
+                    help="tiny shape on the CPU: checks the script")
     a = ap.parse_args()
     depth, seq, widths, device = DEPTH, SEQ, WIDTHS, "cuda"
-    if a.cpu_smoke:
+    if a.out is None and not a.smoke:
+        a.out = "docs/bench/gpu.md"
+    if a.steps is None:
+        a.steps = 20 if a.smoke else 30
+    if a.smoke:
         depth, seq, widths, device = 2, 64, {128: 4}, "cpu"
         peak, name = bf16_matmul_tflops("cpu", n=512, reps=3), "CPU (smoke run)"
     elif not torch.cuda.is_available():
@@ -89,8 +96,9 @@ def main() -> int:
     lines += [f"| {w} | {n:,} | {t:,.0f} | {f:.1f} | {100 * u:.0f}% |" for w, n, t, f, u in rows]
     text = "\n".join(lines) + "\n"
     print(text)
-    with open(a.out, "w") as f:
-        f.write(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Benchmark: how much of the default PCFG language small transformers learn, by depth x width.
 
-Run by hand:  python bench/pcfg_learnability.py [--out docs/bench/data-learnability.md]
+Run by hand:  python bench/pcfg_learnability.py [--out docs/bench/data-learnability.md] [--smoke]
 Trains `train()` on the embedded default data (DataConfig()) for a small ladder of shapes and
 step counts and tabulates the final validation loss beside three references: the unigram
 entropy (a model that ignores context), a held-out add-one bigram model, and the grammar's
@@ -44,16 +44,22 @@ def bigram_loss(data_cfg: DataConfig, seq_len: int, batches: int = 200) -> float
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="docs/bench/data-learnability.md")
+    ap.add_argument("--out", default=None, help="write the table here (default "
+                                                "docs/bench/data-learnability.md; a smoke run only "
+                                                "prints it)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--smoke", action="store_true", help="seconds: one 5-step shape, 5 bigram batches")
     args = ap.parse_args()
+    ladder, bigram_batches = (([(1, 32, 5)], 5) if args.smoke else (LADDER, 200))
+    if args.out is None and not args.smoke:
+        args.out = "docs/bench/data-learnability.md"
     torch.set_num_threads(args.threads)
     data_cfg, seq_len = DataConfig(), ModelConfig().seq_len
     src = make_data(data_cfg, seq_len)
     unigram, bound = src.unigram_entropy(), src.grammar.entropy_bound
-    bigram = bigram_loss(data_cfg, seq_len)
+    bigram = bigram_loss(data_cfg, seq_len, bigram_batches)
     rows = []
-    for depth, width, steps in LADDER:
+    for depth, width, steps in ladder:
         heads = 2 if width <= 32 else 4
         r = train(ModelConfig(depth=depth, width=width, heads=heads),
                   data_cfg, TrainConfig(steps=steps, eval_every=steps, eval_batches=8, threads=args.threads))

@@ -2,6 +2,7 @@
 `cost` (FLOPs, activation bytes, peak memory, seconds of a training step vs T, fitted exponents),
 `grad` (‖∂L/∂h_t‖ at T = 200, untrained) and `copy` (RelRNN trained on copy at delay T).
 Each prints a markdown table and writes it to --out; results live in docs/bench/relrnn.md.
+`--smoke` runs all three at toy sizes in seconds, printing only (a check of the script).
 """
 
 from __future__ import annotations
@@ -132,9 +133,16 @@ def bench_copy(args) -> str:
     return "\n".join(head + lines_curve)
 
 
+# Toy sizes for --smoke: every code path of each benchmark, in seconds.
+SMOKE = {"cost": ["--lengths", "8,16", "--width", "4", "--repeats", "1"],
+         "grad": ["--T", "5", "--width", "4", "--batch", "2"],
+         "copy": ["--T", "10", "--width", "8", "--batch", "4", "--steps", "4", "--eval-every", "2"]}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="what", required=True)
+    p.add_argument("--smoke", action="store_true", help="run cost, grad and copy at toy sizes")
+    sub = p.add_subparsers(dest="what")
     c = sub.add_parser("cost")
     c.add_argument("--families", default="lstm,rnn,memrnn,relrnn")
     c.add_argument("--lengths", default="128,256,512,1024")
@@ -162,12 +170,19 @@ def main() -> int:
         q.add_argument("--rho", type=int, default=15)
         q.add_argument("--out", help="write the markdown here (default: print only)")
     args = p.parse_args()
+    if args.smoke:
+        runs = [p.parse_args([what, *argv]) for what, argv in SMOKE.items()]
+    elif args.what is None:
+        p.error("choose a benchmark: cost, grad or copy (or --smoke for all three)")
+    else:
+        runs = [args]
     torch.set_num_threads(1)
-    text = {"cost": bench_cost, "grad": bench_grad, "copy": bench_copy}[args.what](args)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
-    print(text)
+    for run in runs:
+        text = {"cost": bench_cost, "grad": bench_grad, "copy": bench_copy}[run.what](run)
+        if run.out:
+            with open(run.out, "w") as fh:
+                fh.write(text + "\n")
+        print(text)
     return 0
 
 

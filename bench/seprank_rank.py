@@ -2,7 +2,7 @@
 GF(p) (blocked elimination vs the plain row-by-row one), how its cost grows with K, and the
 grid evaluation cost per network evaluation. Run by hand; writes a markdown table.
 
-    python bench/seprank_rank.py --sizes 250,500,1000,2000,3000 [--out FILE.md]
+    python bench/seprank_rank.py --sizes 250,500,1000,2000,3000 [--out FILE.md] [--smoke]
 """
 
 from __future__ import annotations
@@ -56,7 +56,11 @@ def main() -> None:
     ap.add_argument("--sizes", default="250,500,1000,2000")
     ap.add_argument("--unblocked-max", type=int, default=1000, help="largest K for the baseline")
     ap.add_argument("--out", default=None, help="markdown file to write (default: print only)")
+    ap.add_argument("--smoke", action="store_true", help="seconds: K = 20, 40 and 20-point grids")
     args = ap.parse_args()
+    grid_k = 400
+    if args.smoke:
+        args.sizes, args.unblocked_max, grid_k = "20,40", 40, 20
     sizes = [int(s) for s in args.sizes.split(",")]
     rng = np.random.default_rng(0)
     load0 = os.getloadavg()[0]
@@ -79,7 +83,7 @@ def main() -> None:
                  "elimination is K^3, per-panel Python overhead flattens it at small K.")
     lines += ["", "| cell | K | grid evaluations | ops / eval | s | s per op |",
               "|---|---|---|---|---|---|"]
-    for cell, k in [(Cell(2, 8), 400), (Cell(3, 4), 400), (Cell(4, 2), 400), (Cell(8, 1), 400)]:
+    for cell, k in [(Cell(2, 8), grid_k), (Cell(3, 4), grid_k), (Cell(4, 2), grid_k), (Cell(8, 1), grid_k)]:
         w = seprank.random_weights(cell, P1, rng)
         a, b = seprank._side_points(cell, k, P1, rng)
         t, _ = timed(seprank.grid_matrix, w, cell, a, b, P1)

@@ -3,6 +3,8 @@
 `depthwidth.train.train` in one process; the fixed and per-trial parts of the overhead; and peak
 driver memory for a 500-trial spec (plan only) plus a 500-row store.
 Run by hand:  python bench/sweep_overhead.py [--steps N] [--out FILE]
+`--smoke` runs every step of it on 4 trials of 2 steps and a 4-trial plan, with one service run
+standing in for all three (its figures mean nothing; it checks the script in about a minute).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ threads = 1
 [grid]
 depth = [1, 2]
 width = [16, 32]
-seed = [0, 1, 2, 3]
+seed = {seeds}
 [budget]
 steps = {steps}
 [resources]
@@ -105,7 +107,7 @@ def ray_start_seconds() -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def driver_memory(tmp: str) -> dict:
+def driver_memory(tmp: str, big_spec: str = BIG_SPEC) -> dict:
     """Child process: import the driver's modules (ray included), expand and plan a 500-trial
     spec, build a 500-row store trial by trial; report peak RSS."""
     code = f"""
@@ -113,7 +115,7 @@ import json, resource, time, ray, sweeps.service
 from sweeps.spec import parse_spec
 from sweeps.plan import plan_rows
 from sweeps.store import ResultStore, make_row, make_curve
-spec = parse_spec({BIG_SPEC!r}, "big.toml")
+spec = parse_spec({big_spec!r}, "big.toml")
 t = time.perf_counter(); rows = plan_rows(spec); plan_s = time.perf_counter() - t
 store = ResultStore({tmp!r} + "/big-store")
 t = time.perf_counter()
@@ -139,22 +141,33 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=150, help="steps per trial (~2 s each on one core)")
     ap.add_argument("--out", help="also write the figures as JSON")
+    ap.add_argument("--smoke", action="store_true", help="the whole flow on 4 trials of 2 steps")
     args = ap.parse_args()
-    n = 16
+    seeds, big = ([0, 1, 2, 3], BIG_SPEC) if not args.smoke else (
+        [0], BIG_SPEC.replace("depth = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16]", "depth = [1, 2]")
+        .replace("width = [32, 64, 96, 128, 192, 256, 384, 512, 768, 1024]", "width = [32, 64]")
+        .replace("seed = [0, 1, 2, 3, 4]", "seed = [0]"))
+    if args.smoke:
+        args.steps = 2
+    n, n_small = 4 * len(seeds), 4 if len(seeds) > 1 else 1
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "overhead.toml"
-        spec.write_text(GRID_SPEC.format(steps=args.steps, eval_every=max(1, args.steps // 5)))
+        spec.write_text(GRID_SPEC.format(steps=args.steps, eval_every=max(1, args.steps // 5),
+                                         seeds=seeds))
         b2b, inner = back_to_back(str(spec))
         cold = back_to_back_cold(str(spec))
         ray_s = ray_start_seconds()
         svc2, work2 = through_service(str(spec), str(Path(tmp) / "store2"), 2)
-        svc1, work1 = through_service(str(spec), str(Path(tmp) / "store1"), 1)
-        small = Path(tmp) / "small.toml"  # the first 4 trials only: separates fixed from per-trial cost
-        small.write_text(spec.read_text().replace("seed = [0, 1, 2, 3]", "seed = [0]"))
-        svc_small, work_small = through_service(str(small), str(Path(tmp) / "store_small"), 1)
-        mem = driver_memory(tmp)
-    marginal = ((svc1 - work1) - (svc_small - work_small)) / (n - 4)
-    fixed = (svc_small - work_small) - 4 * marginal
+        if args.smoke:  # each service run starts Ray (~15 s on 2 cores): one stands in for three
+            (svc1, work1), (svc_small, work_small) = (svc2, work2), (svc2 / n, work2 / n)
+        else:
+            svc1, work1 = through_service(str(spec), str(Path(tmp) / "store1"), 1)
+            small = Path(tmp) / "small.toml"  # the first 4 trials: separates fixed from per-trial cost
+            small.write_text(spec.read_text().replace(f"seed = {seeds}", "seed = [0]"))
+            svc_small, work_small = through_service(str(small), str(Path(tmp) / "store_small"), 1)
+        mem = driver_memory(tmp, big)
+    marginal = ((svc1 - work1) - (svc_small - work_small)) / (n - n_small)
+    fixed = (svc_small - work_small) - n_small * marginal
     figures = {
         "trials": n, "steps_per_trial": args.steps,
         "back_to_back_s": round(b2b, 2), "back_to_back_cold_process_s": round(cold, 2),

@@ -2,6 +2,7 @@
 plain-PyTorch loop over the identical model and batches, in the same process.
 
 Run by hand:  python bench/train_throughput.py [--steps 10] [--threads 2] [--out docs/bench/train.md]
+(--smoke: one 1x16 shape, 2 steps, one pair, a 256² matmul ceiling)
 Both loops run `--steps` warm-up steps, then `--steps` timed steps and one validation batch.
 Also measures the fp32 matmul ceiling (torch.mm 2048²) so utilisation can be read off.
 """
@@ -80,12 +81,18 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5, help="alternating runs of each loop per shape")
-    ap.add_argument("--out", default="docs/bench/train.md")
+    ap.add_argument("--out", default=None, help="write the table here (default docs/bench/train.md; "
+                                                "a smoke run only prints it)")
     ap.add_argument("--shapes", default=",".join(f"{d}x{w}" for d, w in SHAPES),
                     help="comma-separated DEPTHxWIDTH list")
+    ap.add_argument("--smoke", action="store_true", help="seconds: one tiny shape, 2 steps, one pair")
     a = ap.parse_args()
+    if a.smoke:
+        a.shapes, a.steps, a.repeats = "1x16", 2, 1
+    elif a.out is None:
+        a.out = "docs/bench/train.md"
     torch.set_num_threads(a.threads)
-    ceiling = matmul_gflops()
+    ceiling = matmul_gflops(256 if a.smoke else 2048)
     data_cfg = DataConfig()
     rows = []
     shapes = [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")]
@@ -123,8 +130,9 @@ def main() -> None:
                      f"{r[8]:.3f}–{r[9]:.3f} | {r[6]:.1f} | {100 * r[7]:.0f}% |")
     text = "\n".join(lines) + "\n"
     print(text)
-    with open(a.out, "w") as f:
-        f.write(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ which adds token and position embeddings and an untied read-out. Training comput
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,8 +53,10 @@ def count_params(cfg: ModelConfig) -> ParamCount:
     return ParamCount(n, n + n_ln + n_bias + n_emb, n_ln + n_bias, n_emb)
 
 
+@functools.lru_cache(maxsize=4096)
 def _count_module(cfg: ModelConfig) -> ParamCount:
-    """Recurrent families: count the real module (built on the meta device, no memory)."""
+    """Recurrent families: count the real module (built on the meta device, no memory). Cached:
+    a plan asks for every trial's N, FLOPs and memory, and a grid repeats its model configs."""
     import torch
 
     from depthwidth.models import build_model

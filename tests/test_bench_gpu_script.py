@@ -1,6 +1,6 @@
 """bench/gpu.py is the one-call GPU check: on a machine without CUDA it must say so and exit 3,
 and its whole flow (timing window, MFU table, report file) must work, checked here on the CPU
-with --cpu-smoke, so the first GPU it meets does not find a bug in the script."""
+with --smoke, so the first GPU it meets does not find a bug in the script."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_without_cuda_it_says_so_and_exits_3(tmp_path):
 
 def test_cpu_smoke_runs_the_whole_script(tmp_path):
     out = tmp_path / "gpu.md"
-    r = subprocess.run([sys.executable, str(SCRIPT), "--cpu-smoke", "--steps", "20", "--out", str(out)],
+    r = subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--out", str(out)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     rows = [line for line in out.read_text().splitlines() if line.startswith("| 128 |")]

@@ -244,9 +244,13 @@ def test_extend_finished_sweep_runs_only_new_points(ray_cluster, tmp_path):
 
 
 def test_submit_through_jobs_api_with_token(ray_cluster, tmp_path):
+    """A spec with a `where` filter on config fields goes through the Jobs API with a token and
+    the job succeeds: the job runs the spec's own text (the store keeps it verbatim)."""
     if ray_cluster.dashboard is None:
         pytest.skip("the Ray Jobs API needs the dashboard: pip install 'ray[default]'")
-    spec = write_spec(tmp_path / "job.toml", "jobsweep", [1], [8, 16], steps=10)
+    spec = write_spec(tmp_path / "job.toml", "jobsweep", [1], [8, 16, 32], steps=10)
+    spec.write_text('where = "width % heads == 0 and width <= 16"\n' + spec.read_text())
+    assert len(trial_ids(spec)) == 2
     store = tmp_path / "store"
     no_token = {k: v for k, v in ray_cluster.env.items()
                 if k not in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")}
@@ -278,6 +282,7 @@ def test_submit_through_jobs_api_with_token(ray_cluster, tmp_path):
     runs = pd.read_parquet(store / "runs.parquet")
     assert sorted(runs["trial_id"]) == sorted(trial_ids(spec))
     assert (runs["status"] == "ok").all() and (runs["node_ip"] != "").all()
+    assert (store / "spec.toml").read_text() == spec.read_text()
 
 
 def test_cluster_refusals_write_nothing(ray_cluster, tmp_path):

@@ -16,6 +16,7 @@ import pytest
 from depthwidth.config import TrainConfig
 from sweeps import cli
 from sweeps.spec import SpecError, load_spec, parse_spec, trial_id_of
+from sweeps.spec import tomllib
 from sweeps.where import WhereError, compile_where, evaluate_where
 
 REPO = Path(__file__).resolve().parent.parent
@@ -302,17 +303,27 @@ def test_where_can_use_n_params_and_aspect():
     assert [(t.model.depth, t.model.width) for t in spec.trials] == [(1, 8), (1, 16), (2, 16)]
 
 
-@pytest.mark.parametrize("name,count", [("smoke", 12), ("threshold", None), ("kaplan-aspect", None)])
-def test_ready_made_specs_load_and_plan(name, count, capsys):
-    path = REPO / "sweeps" / f"{name}.toml"
+SHIPPED_SPECS = sorted((REPO / "sweeps").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED_SPECS, ids=[p.stem for p in SHIPPED_SPECS])
+def test_every_shipped_spec_parses_keeps_its_text_and_plans(path, capsys):
+    """Each ready-made spec: its text (what the store and a Ray Job receive) parses back to the
+    same document, and `sweep plan` prints every trial."""
     spec = load_spec(path)
-    if count is not None:
-        assert len(spec.trials) == count
-    assert spec.name == name and len(spec.trials) >= 12
+    assert spec.name == path.stem and spec.trials
+    assert tomllib.loads(spec.text) == tomllib.loads(path.read_text(encoding="utf-8"))
     assert cli.main(["plan", str(path), "--storage", "/nonexistent/store"]) == 0
     out = capsys.readouterr().out
-    assert f"sweep {name!r}: {len(spec.trials)} trials" in out
+    assert f"sweep {spec.name!r}: {len(spec.trials)} trials" in out
+    assert sum(t.trial_id in out for t in spec.trials) == len(spec.trials)
     assert ("GPU-hours" in out) == (spec.resources.gpus > 0)
+
+
+def test_the_shipped_specs_include_the_documented_ones():
+    assert {p.stem for p in SHIPPED_SPECS} >= {"smoke", "threshold", "kaplan-aspect", "relrnn-smoke",
+                                              "relrnn-copy"}
+    assert len(load_spec(REPO / "sweeps" / "smoke.toml").trials) == 12
 
 
 def test_threshold_grid_spans_both_regimes_with_mup_and_seeds():
