@@ -5,13 +5,19 @@ The sweep is the one the performance target names: 1000 runs (10 depths × 25 wi
 step term, analysed with 1000 bootstrap refits. Prints the per-stage times as a markdown table.
 
     python bench/analysis_speed.py [--bootstrap 1000] [--out DIR]   (--smoke: 3x4 runs, 5 refits)
+
+`--memory` instead measures the peak memory (ru_maxrss of a child process) of `analyze` against the
+number of bootstrap replicates on two planted sweeps, beside the estimate the CLI bounds
+`--bootstrap` with (analysis.fitcore.bootstrap_bytes).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +28,48 @@ from analysis import synthetic
 from analysis.report import analyze
 
 PARAMS = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
+# (depths, widths, seeds, curve points per run) of the sweeps --memory measures
+MEMORY_SWEEPS = [(4, 4, 1, 0), (4, 4, 1, 20), (6, 8, 2, 20)]
+
+
+def peak_rss(depths: int, widths: int, seeds: int, points: int, boot: int) -> dict:
+    """Peak resident memory of one `analyze` in a fresh process, and the sweep's size."""
+    code = f"""
+import json, resource, sys, tempfile
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from pathlib import Path
+import analysis_speed as b
+with tempfile.TemporaryDirectory() as tmp:
+    store, runs, curves = b.planted_store(Path(tmp), {depths}, {widths}, {seeds}, {points})
+    b.analyze(store, bootstrap={boot}, seed=0)
+print(json.dumps(dict(runs=len(runs), points=len(curves), mb=resource.getrusage(
+    resource.RUSAGE_SELF).ru_maxrss / 1024)))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def planted_store(tmp: Path, depths: int, widths: int, seeds: int, points: int):
+    w = np.unique(np.round(np.logspace(np.log10(16), np.log10(2048), widths)).astype(int))
+    runs = synthetic.make_runs("two_regime", range(1, depths + 1), w, PARAMS,
+                               seeds=tuple(range(seeds)), noise=0.01)
+    curves = None
+    if points:
+        steps = np.unique(np.round(np.logspace(1, 4, points)).astype(int))
+        runs, curves = synthetic.make_curves(runs, alpha_S=0.6, S_c=50.0, steps=steps)
+    store = synthetic.write_store(tmp / "bench", runs, curves)
+    return store, runs, curves if curves is not None else []
+
+
+def memory(boots: tuple[int, int]) -> None:
+    from analysis.fitcore import bootstrap_bytes
+    print("| runs | curve points | bytes per replicate, measured | estimate (bootstrap_bytes) |")
+    print("|---|---|---|---|")
+    for sweep in MEMORY_SWEEPS:
+        lo, hi = (peak_rss(*sweep, b) for b in boots)
+        per = (hi["mb"] - lo["mb"]) * 2 ** 20 / (boots[1] - boots[0])
+        print(f"| {lo['runs']} | {lo['points']} | {per:,.0f} | "
+              f"{bootstrap_bytes(1, lo['runs'], lo['points']):,.0f} |", flush=True)
 
 
 def main() -> None:
@@ -32,7 +80,11 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--out", default=None)
     ap.add_argument("--smoke", action="store_true", help="seconds: a 3 x 4 grid, 5 bootstrap refits")
+    ap.add_argument("--memory", action="store_true", help="peak memory per bootstrap replicate")
     a = ap.parse_args()
+    if a.memory:
+        memory((0, 20) if a.smoke else (20000, 80000))
+        return
     if a.smoke:
         a.bootstrap, a.depths, a.widths, a.seeds = 5, 3, 4, 1
     widths = np.unique(np.round(np.logspace(np.log10(16), np.log10(2048), a.widths)).astype(int))

@@ -115,26 +115,35 @@ def test_killed_worker_restarts_trial_from_checkpoint(ray_cluster, tmp_path):
     assert not list((store / "tune").glob(f"*/{victim}"))  # finished: its checkpoints are gone
 
 
-def test_killed_driver_rerun_runs_only_missing_trials(ray_cluster, tmp_path):
-    spec = write_spec(tmp_path / "kd.toml", "killdriver", [1], [8, 12, 16], steps=20)
-    store = tmp_path / "store"
-    first, second, last = trial_ids(spec)
+def interrupted_sweep(ray_cluster, tmp_path: Path, name: str, hold_at: str = ""):
+    """A 3-trial sweep, one trial at a time, whose driver is killed while the last trial waits
+    at its checkpoint (the first one, or step `hold_at`). Returns the run's CLI arguments, its
+    environment, the hook folder, the trial ids and runs.parquet's bytes just before the kill."""
+    spec = write_spec(tmp_path / f"{name}.toml", name, [1], [8, 12, 16], steps=20)
+    ids = trial_ids(spec)
     hook = tmp_path / "hook"
     env = hook_env(ray_cluster.env, hook)
-    (hook / "hold").write_text(last)
-    args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store),
+    (hook / "hold").write_text(ids[-1] + (f"@{hold_at}" if hold_at else ""))
+    args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(tmp_path / "store"),
             "--max-concurrent", "1", "--no-analyze"]
     proc = subprocess.Popen(cli(*args), env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
-        wait_for(lambda: (hook / f"{last}.pid").exists(), 150, "the last trial's checkpoint", proc)
-        before_bytes = (store / "runs.parquet").read_bytes()
+        wait_for(lambda: (hook / f"{ids[-1]}.pid").exists(), 150, "the last trial's checkpoint", proc)
+        before_bytes = (tmp_path / "store" / "runs.parquet").read_bytes()
         os.killpg(proc.pid, signal.SIGKILL)  # the driver, mid-sweep
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     (hook / "hold").unlink()
+    return args, env, hook, ids, before_bytes
+
+
+def test_killed_driver_rerun_runs_only_missing_trials(ray_cluster, tmp_path):
+    args, env, hook, (first, second, last), before_bytes = interrupted_sweep(ray_cluster, tmp_path,
+                                                                             "killdriver")
+    store = tmp_path / "store"
     assert (store / "runs.parquet").read_bytes() == before_bytes
     before = pd.read_parquet(store / "runs.parquet")
     assert sorted(before["trial_id"]) == sorted([first, second])
@@ -157,24 +166,9 @@ def test_a_damaged_newest_checkpoint_falls_back_to_an_older_one(ray_cluster, tmp
     """Interrupt a sweep, truncate an unfinished trial's newest checkpoint: the rerun resumes it
     from the older intact one and says so; the checkpoints of the trials the killed driver had
     already stored are deleted by the rerun."""
-    spec = write_spec(tmp_path / "dmg.toml", "damaged", [1], [8, 12, 16], steps=20)
+    args, env, hook, (first, second, last), _ = interrupted_sweep(ray_cluster, tmp_path, "damaged",
+                                                                  hold_at="10")  # steps 5, 10 saved
     store = tmp_path / "store"
-    first, second, last = trial_ids(spec)
-    hook = tmp_path / "hook"
-    env = hook_env(ray_cluster.env, hook)
-    (hook / "hold").write_text(f"{last}@10")  # checkpoints at steps 5 and 10 exist then
-    args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store),
-            "--max-concurrent", "1", "--no-analyze"]
-    proc = subprocess.Popen(cli(*args), env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        wait_for(lambda: (hook / f"{last}.pid").exists(), 150, "the step-10 checkpoint", proc)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    (hook / "hold").unlink()
     assert sorted(pd.read_parquet(store / "runs.parquet")["trial_id"]) == sorted([first, second])
     assert list((store / "tune").glob(f"*/{first}")) and list((store / "tune").glob(f"*/{second}"))
     newest = sorted((store / "tune").glob(f"*/{last}/checkpoint_*"))[-1] / "state.pt"

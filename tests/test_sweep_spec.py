@@ -37,6 +37,11 @@ FIELDS_MODEL = ("family, depth, width, heads, ffn_ratio, vocab_size, seq_len, at
 FUNCS = "log, log2, log10, log3, exp, sqrt, abs, min, max, round"
 
 
+# sizes past what a 64-bit count holds, in a trial's row or in a config field
+FULL = "more than the store's 64-bit counts hold (below 2**63)."
+WIDE = "it must fit a 64-bit integer (below 2**63)."
+
+
 def sub(old: str, new: str) -> str:
     assert old in BASE
     return BASE.replace(old, new)
@@ -93,15 +98,13 @@ BAD_SPECS = [
     (BASE + "[resources]\ngpus = 0.5\ngpu_memory_gb = 0.0001\n", "{p}: the trial at depth=1, width=8 is "
      "invalid: it needs about 0.000508 GB to train, more than a whole 0.0001 GB GPU "
      "(resources.gpu_memory_gb)."),
-    (sub("width = [8, 16]", "width = [8, 1000000000]"), "{p}: the trial at depth=1, width=1000000000 is "
-     "invalid: it has 1.2e+19 parameters, more than the store's 64-bit counts hold (below 2**63)."),
-    (sub("steps = 10", "steps = 1000000000000000000000"), "{p}: the trial at depth=1, width=8 is "
-     "invalid: TrainConfig.steps = 1000000000000000000000 is invalid: it must fit a 64-bit integer "
-     "(below 2**63)."),
-    (sub("steps = 10", "tokens = 1e30"), "{p}: the trial at depth=1, width=8 is invalid: TrainConfig.steps "
-     "= 1953125000000000038837157888 is invalid: it must fit a 64-bit integer (below 2**63)."),
-    (sub("steps = 10", "tokens = 1e20"), "{p}: the trial at depth=1, width=8 is invalid: it has 1e+20 "
-     "training tokens, more than the store's 64-bit counts hold (below 2**63)."),
+    *[(sub(old, new), f"{{p}}: the trial at depth=1, width={w} is invalid: {why}") for old, new, w, why in [
+        ("width = [8, 16]", "width = [8, 1000000000]", 1000000000, "it has 1.2e+19 parameters, " + FULL),
+        ("steps = 10", "steps = 1000000000000000000000", 8, "TrainConfig.steps = 1000000000000000000000 "
+         "is invalid: " + WIDE),
+        ("steps = 10", "tokens = 1e30", 8, "TrainConfig.steps = 1953125000000000038837157888 is "
+         "invalid: " + WIDE),
+        ("steps = 10", "tokens = 1e20", 8, "it has 1e+20 training tokens, " + FULL)]],
     (BASE + "[storage]\nbucket = 'x'\n", "{p}: [storage] has no key 'bucket'; the only key is 'path'."),
     ('where = "width %% == 0"\n' + BASE, "{p}: where = 'width %% == 0' is invalid: it does not parse "
      "(invalid syntax)."),
