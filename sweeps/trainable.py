@@ -80,7 +80,8 @@ def _first_loadable(candidates: list, work: str, load) -> tuple[str | None, int,
         try:
             step = ckpt.get_metadata().get("step", "?")  # set at every report
             path = ckpt.to_directory(os.path.join(work, f"resume{i}"))
-            loaded = int(load(path)["step"])  # the whole state: a truncated file fails here
+            # the whole state, read once more by train(): a truncated file fails here
+            loaded = int(load(path)["step"])
         except Exception as exc:  # unreadable in any way: the next older one may be intact
             skipped.append(f"its checkpoint at step {step} could not be read ({reason(exc)})")
             continue
