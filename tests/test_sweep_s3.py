@@ -179,9 +179,9 @@ def test_analysis_reads_a_csv_behind_a_uri(s3, tmp_path):
 
 
 def test_an_interrupted_trials_checkpoint_is_found_and_read_back_over_s3(s3, tmp_path):
-    """What a rerun does after a killed driver, on S3: find the furthest checkpoint of an
-    unfinished trial in the store's tune/ folder, hand its URI (options kept) to the trial, which
-    downloads it; a finished trial's folders are deleted."""
+    """What a rerun does after a killed driver, on S3: find the checkpoints of an unfinished trial
+    in the store's tune/ folder, furthest first, hand their URIs (options kept) to the trial, which
+    downloads the furthest; a finished trial's folders are deleted."""
     from ray import tune
 
     from sweeps.resume import clear_checkpoints, find_checkpoints
@@ -200,8 +200,9 @@ def test_an_interrupted_trials_checkpoint_is_found_and_read_back_over_s3(s3, tmp
         pafs.copy_files(str(local), dest, destination_filesystem=fs)
 
     found = find_checkpoints(store, ["abc", "other"])
-    assert found == {"abc": (f"s3://ckpts/st/tune/run1/abc/checkpoint_000002?{query}", 8)}
-    back = tune.Checkpoint(found["abc"][0]).to_directory(str(tmp_path / "back"))
+    assert found == {"abc": [(f"s3://ckpts/st/tune/run1/abc/checkpoint_000002?{query}", 8),
+                             (f"s3://ckpts/st/tune/run1/abc/checkpoint_000001?{query}", 4)]}
+    back = tune.Checkpoint(found["abc"][0][0]).to_directory(str(tmp_path / "back"))
     assert (tmp_path / "back" / "state.bin").read_bytes() == bytes([8]) and back == str(tmp_path / "back")
     assert clear_checkpoints(store, ["abc"]) == 1
     assert fs.get_file_info("ckpts/st/tune/run1/abc").type == pafs.FileType.NotFound
