@@ -24,8 +24,12 @@ def _median(g: pd.DataFrame, col: str) -> float | None:
     return float(v.median()) if v.notna().any() else None
 
 
-def _verdict(acc: float) -> str:
-    return "solved it" if acc >= SOLVED else "learned it" if acc >= LEARNED else "did not learn it"
+def _verdict(acc: float, chance_level: float) -> str:
+    if acc >= SOLVED:
+        return "solved it"
+    if acc >= LEARNED:
+        return "learned it"
+    return "partly learned it" if acc >= chance_level + 0.1 else "stayed near chance"
 
 
 def comparison(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -41,7 +45,7 @@ def comparison(df: pd.DataFrame) -> list[dict[str, Any]]:
             models.append({
                 "model": model, "family": str(g["family"].iloc[0]), "n_runs": int(len(g)),
                 "accuracy": float(acc.mean()), "accuracy_min": float(acc.min()),
-                "accuracy_max": float(acc.max()), "verdict": _verdict(float(acc.mean())),
+                "accuracy_max": float(acc.max()), "verdict": _verdict(float(acc.mean()), chance(str(src))),
                 "steps": _median(g, "steps"), "batch_size": _median(g, "batch_size"),
                 "wall_s": _median(g, "wall_s"), "flops": _median(g, "flops"),
                 "step_activation_bytes": _median(g, "step_activation_bytes")})
@@ -91,10 +95,10 @@ def sentences(comp: list[dict[str, Any]], head: dict[str, Any]) -> list[str]:
     for c in comp:
         parts = []
         for m in c["models"]:
-            spread = (f" (seeds {m['accuracy_min']:.2f}–{m['accuracy_max']:.2f})"
+            spread = (f", {m['n_runs']} seeds {m['accuracy_min']:.2f}–{m['accuracy_max']:.2f}"
                       if m["n_runs"] > 1 else "")
-            parts.append(f"{m['model']} {m['verdict']} (accuracy {m['accuracy']:.3f}{spread}) "
-                         f"[{_cost(m)}]")
+            parts.append(f"{m['model']} {m['verdict']} (accuracy {m['accuracy']:.3f}{spread}; "
+                         f"{_cost(m)})")
         out.append(f"{c['task']}, T = {c['T']} (chance {c['chance']:.3f}): " + "; ".join(parts) + ".")
     for h in head.get("by_task", []):
         verb = "holds" if h["holds"] else "does not hold"
