@@ -384,11 +384,13 @@ def report_relrnn(runs_df: pd.DataFrame, curves_df: pd.DataFrame | None,
         ("relrnn_learning_curves", not curves.empty and "trial_id" in curves.columns
          and bool({"accuracy", "val_loss"} & set(curves.columns)),
          "no curves of accuracy or loss", lambda: rc.fig_learning_curves(df, curves)),
-        ("relrnn_grad_during_training",
-         bool(df["grad_profile_norms"].notna().any() and df["data_source"].isin(ALL_TASKS).any()),
-         "no gradient profiles recorded during training (metrics grad_profile_*)",
-         lambda: rc.fig_grad_during_training(df, curves)),
     ]
+    profiled = [t for t in ALL_TASKS if (df["grad_profile_norms"].notna() & (df["data_source"] == t)).any()]
+    figures += [(f"relrnn_grad_during_training_{t}", True, "",
+                 lambda t=t: rc.fig_grad_during_training(df, curves, t)) for t in profiled]
+    if not profiled:
+        skipped["relrnn_grad_during_training"] = \
+            "no gradient profiles recorded during training (metrics grad_profile_*)"
     for name, possible, why, build in figures:
         if possible:
             _save(build(), out, name, written)

@@ -133,12 +133,15 @@ def gradient_over_training(df: pd.DataFrame, curves: pd.DataFrame) -> list[dict[
     return rows
 
 
-def fig_grad_during_training(df: pd.DataFrame, curves: pd.DataFrame | None) -> Figure:
+def fig_grad_during_training(df: pd.DataFrame, curves: pd.DataFrame | None,
+                             src: str | None = None) -> Figure:
     """Top: ‖∂L/∂h_t‖ vs distance from the last output at the evaluations a run kept
     (colour = training step, geometric mean over seeds), one panel per model at the largest T
-    of the first delay task. Bottom: the share reaching the first 10 steps vs step, per run."""
+    of task `src` (default: the first task with profiles). Bottom: the share reaching the
+    first 10 steps vs step, per run."""
     have = df[df["grad_profile_norms"].notna()]
-    src = next(s for s in ALL_TASKS if s in set(have["data_source"]))
+    if src is None:
+        src = next(s for s in ALL_TASKS if s in set(have["data_source"]))
     sub = have[have["data_source"] == src]
     T = sub["task_length"].max()
     sub = sub[sub["task_length"] == T]
