@@ -14,7 +14,6 @@ __all__ = ["DataError", "DataSource", "TASK_SOURCES", "CLASSIFICATION_SOURCES", 
 
 TASK_SOURCES = ("copy", "denoise")
 CLASSIFICATION_SOURCES = ("digits", "pdigits")  # one answer at the last of 64 steps
-DIGITS_LENGTH = 64
 
 
 def make_data(cfg: DataConfig, seq_len: int) -> DataSource:
@@ -51,10 +50,11 @@ def check_task_fits(model_cfg: ModelConfig, data_cfg: DataConfig) -> None:
                 f"ModelConfig.nu = {model_cfg.nu} is invalid: the short-term buffer is longer than "
                 f"the task delay DataConfig.task_length = {data_cfg.task_length}.")
     elif data_cfg.source in CLASSIFICATION_SOURCES:
-        if model_cfg.nu > DIGITS_LENGTH:
+        from depthwidth.data.digits import PIXELS
+        if model_cfg.nu > PIXELS:
             raise ConfigError(
                 f"ModelConfig.nu = {model_cfg.nu} is invalid: the short-term buffer is longer than "
-                f"the {DIGITS_LENGTH} pixels of DataConfig.source = {data_cfg.source!r}.")
+                f"the {PIXELS} pixels of DataConfig.source = {data_cfg.source!r}.")
     elif model_cfg.nu > model_cfg.seq_len:
         raise ConfigError(
             f"ModelConfig.nu = {model_cfg.nu} is invalid: the short-term buffer is longer than "
