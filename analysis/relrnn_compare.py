@@ -29,7 +29,10 @@ def _verdict(acc: float, chance_level: float) -> str:
         return "solved it"
     if acc >= LEARNED:
         return "learned it"
-    return "partly learned it" if acc >= chance_level + 0.1 else "stayed near chance"
+    if acc >= chance_level + 0.1:
+        return "partly learned it"
+    # e.g. 0 on copy: the model answers blank, the commonest target, at the last 10 steps
+    return "stayed near chance" if acc >= chance_level - 0.05 else "stayed below chance"
 
 
 def comparison(df: pd.DataFrame) -> list[dict[str, Any]]:

@@ -188,6 +188,8 @@ def test_comparison_in_words_and_gradients_during_training(tmp_path):
     assert "relrnn ν=10 ρ=15 solved it (accuracy 1.000, 2 seeds 1.00–1.00; 100 steps × 10" in words
     assert "lstm stayed near chance (accuracy 0.125" in words
     assert "relrnn ν=5 ρ=3 partly learned it (accuracy 0.600" in words
+    from analysis.relrnn_compare import _verdict
+    assert _verdict(0.0, 0.125) == "stayed below chance" and _verdict(0.1, 0.125) == "stayed near chance"
     assert "At the longest delay of copy (T = 800)" in words and "holds here" in words
     assert "### Comparison" in rc.markdown(r["comparison_text"], [], [])
     grad = {(g["model"], g["T"]): g for g in r["gradient_over_training"]}
