@@ -1,8 +1,8 @@
 """The recurrence-vs-attention report (Kerg et al. 2020, docs/science.md §6) from stored runs only:
-accuracy vs delay T per model (with the memoryless baseline beside the loss), ‖∂L/∂h_t‖ vs
-distance from the answer per model and ρ, cost of a training step vs T with fitted exponents
-(≈ 1 for relrnn, ≈ 2 for memrnn), and accuracy / gradient stability over the (ν, ρ) grid.
-numpy, pandas and matplotlib only: no torch, no ray.
+accuracy vs delay T per model on copy/denoise and sequential digits (with the memoryless
+baseline beside the loss), ‖∂L/∂h_t‖ vs distance from the answer per model and ρ, cost of a
+training step vs T with fitted exponents (≈ 1 for relrnn, ≈ 2 for memrnn), and accuracy /
+gradient stability over the (ν, ρ) grid. numpy, pandas and matplotlib only: no torch, no ray.
 """
 
 from __future__ import annotations
@@ -21,9 +21,15 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from depthwidth.config import RECURRENT_FAMILIES as RECURRENT  # noqa: E402
 from depthwidth.config import SCREENED_FAMILIES as SCREENED  # noqa: E402
+# TASKS: the delay tasks (answer in the last 10 outputs, T free); CLASSIFICATION: one answer
+# after the 64 pixels of a UCI digit.
+from depthwidth.data import CLASSIFICATION_SOURCES as CLASSIFICATION  # noqa: E402
 from depthwidth.data import TASK_SOURCES as TASKS  # noqa: E402
-from depthwidth.data.tasks import ALPHABET, N_SYMBOLS, baseline_loss  # noqa: E402
+from depthwidth.data.digits import CLASSES, PIXELS as DIGITS_T  # noqa: E402
+from depthwidth.data.tasks import ALPHABET, N_SYMBOLS  # noqa: E402
+from depthwidth.data.tasks import baseline_loss as copy_baseline  # noqa: E402
 
+ALL_TASKS = TASKS + CLASSIFICATION
 SOLVED = 0.99  # accuracy on the last 10 outputs that counts as solving the task
 COST_METRICS = {  # column -> axis label; each a cost of one training step
     "step_flops": "matmul FLOPs per step", "step_activation_bytes": "activation bytes per step",
@@ -31,6 +37,16 @@ COST_METRICS = {  # column -> axis label; each a cost of one training step
     "step_wall_s": "seconds per step (probe; else run wall / steps)"}
 COLOURS = {"lstm": "tab:blue", "rnn": "tab:orange", "memrnn": "tab:green", "relrnn": "tab:red",
            "rellstm": "tab:purple"}
+
+
+def baseline_loss(task_length: float, task: str = "copy") -> float:
+    """Memoryless cross-entropy on copy/denoise, 10·ln 8 / (T + 20) (docs/science.md §6); on
+    digits the loss of the answer alone, ln 10 for a guess over the classes."""
+    return math.log(CLASSES) if task in CLASSIFICATION else copy_baseline(task_length)
+
+
+def chance(task: str) -> float:
+    return 1 / CLASSES if task in CLASSIFICATION else 1 / ALPHABET
 
 
 def fit_exponent(x, y) -> dict[str, Any]:
@@ -89,20 +105,26 @@ def recurrent_runs(runs: pd.DataFrame) -> pd.DataFrame:
     for col, (src, key, default) in scalar_sources.items():
         if col not in df.columns:
             df[col] = [s.get(key, default) for s in src]
-    for col in ("accuracy", "baseline_loss", "grad_start_ratio", *COST_METRICS):
+    for col in ("accuracy", "baseline_loss", "grad_start_ratio", "bits_per_char", *COST_METRICS):
         if col not in df.columns:
             df[col] = [m.get(col, np.nan) for m in metrics]
         df[col] = pd.to_numeric(df[col], errors="coerce")
-    for col in ("grad_t", "grad_norms"):
+    for col in ("grad_t", "grad_norms", "grad_profile_steps", "grad_profile_t"):
         own = df[col] if col in df.columns else pd.Series([None] * len(df))
         df[col] = [_as_list(o) if _as_list(o) is not None else _as_list(m.get(col))
                    for o, m in zip(own, metrics)]
+    df["grad_profile_norms"] = [_as_lists(m.get("grad_profile_norms")) for m in metrics]
     df["task_length"] = pd.to_numeric(df["task_length"], errors="coerce")
+    is_digits = df["data_source"].isin(CLASSIFICATION)
+    df.loc[is_digits, "task_length"] = DIGITS_T  # the delay of a digit is its 64 pixels
     is_task = df["data_source"].isin(TASKS)
     seq = pd.to_numeric(df["seq_len"], errors="coerce") if "seq_len" in df.columns else np.nan
-    df["seq_len"] = np.where(is_task, df["task_length"] + 2 * N_SYMBOLS, seq)
-    df.loc[is_task & df["baseline_loss"].isna(), "baseline_loss"] = \
-        df.loc[is_task, "task_length"].map(baseline_loss)
+    df["seq_len"] = np.where(is_task, df["task_length"] + 2 * N_SYMBOLS,
+                             np.where(is_digits, DIGITS_T, seq))
+    memoryless = np.where(is_digits, math.log(CLASSES),
+                          [baseline_loss(T) if pd.notna(T) else np.nan for T in df["task_length"]])
+    df["baseline_loss"] = df["baseline_loss"].where(
+        df["baseline_loss"].notna() | ~(is_task | is_digits), memoryless)
     if "status" not in df.columns:
         df["status"] = "ok"
     if "seed" not in df.columns:
@@ -112,6 +134,19 @@ def recurrent_runs(runs: pd.DataFrame) -> pd.DataFrame:
         df["step_wall_s"] = df["step_wall_s"].fillna(per_step)  # whole-run average as a fallback
     df["model"] = [_label(f, n, r) for f, n, r in zip(df["family"], df["nu"], df["rho"])]
     return df
+
+
+def _as_lists(value: Any) -> list[list[float]] | None:
+    """A list of equally long lists of numbers (profiles at several evaluations), or None."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(value, (list, tuple)) or not value:
+        return None
+    rows = [_as_list(v) for v in value]
+    return rows if all(r is not None and len(r) == len(rows[0]) for r in rows) else None
 
 
 def _label(family: str, nu: Any, rho: Any) -> str:
@@ -124,7 +159,7 @@ def accuracy_table(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Per task, model and T: accuracy over seeds (diverged/failed runs count as 0), val loss,
     and the memoryless baseline."""
     rows = []
-    tasks = df[df["data_source"].isin(TASKS)]
+    tasks = df[df["data_source"].isin(ALL_TASKS)]
     for (src, model, T), g in tasks.groupby(["data_source", "model", "task_length"], sort=True):
         acc = np.where(g["status"] == "ok", g["accuracy"].fillna(0.0), 0.0)
         loss = pd.to_numeric(g.get("final_val_loss"), errors="coerce")
@@ -134,7 +169,7 @@ def accuracy_table(df: pd.DataFrame) -> list[dict[str, Any]]:
                      "accuracy_mean": float(acc.mean()), "accuracy_min": float(acc.min()),
                      "accuracy_max": float(acc.max()),
                      "val_loss_mean": float(np.nanmean(loss)) if np.isfinite(loss).any() else None,
-                     "baseline_loss": baseline_loss(T)})
+                     "baseline_loss": baseline_loss(T, src), "chance": chance(src)})
     return rows
 
 
@@ -176,9 +211,9 @@ def grad_stability(df: pd.DataFrame) -> list[dict[str, Any]]:
     steps (gradprobe.start_ratio), with its decades of decay, log10."""
     rows = []
     with_ratio = df[df["grad_start_ratio"].notna()]
-    for (model, T), g in with_ratio.groupby(["model", "task_length"], sort=True):
+    for (src, model, T), g in with_ratio.groupby(["data_source", "model", "task_length"], sort=True):
         r = float(g["grad_start_ratio"].median())
-        rows.append({"model": model, "family": g["family"].iloc[0], "nu": _int(g["nu"].iloc[0]),
+        rows.append({"task": src, "model": model, "family": g["family"].iloc[0], "nu": _int(g["nu"].iloc[0]),
                      "rho": _int(g["rho"].iloc[0]), "T": _int(T), "n_runs": int(len(g)),
                      "grad_start_ratio": r, "log10_ratio": math.log10(r) if r > 0 else None})
     return rows
@@ -216,12 +251,17 @@ def fig_accuracy_vs_T(table: list[dict[str, Any]]) -> Figure:
             if g["val_loss_mean"].notna().any():
                 axes[1, j].plot(g["T"], g["val_loss_mean"], **style)
         Ts = np.linspace(sub["T"].min(), sub["T"].max(), 100)
-        axes[0, j].axhline(1 / ALPHABET, ls="--", c="grey", lw=1, label="chance (1/8)")
-        axes[0, j].set(title=f"{task}: accuracy on the last 10 outputs", xlabel="delay T",
+        digits = task in CLASSIFICATION
+        axes[0, j].axhline(chance(task), ls="--", c="grey", lw=1,
+                           label=f"chance (1/{CLASSES if digits else ALPHABET})")
+        what = "the class after 64 pixels" if digits else "the last 10 outputs"
+        axes[0, j].set(title=f"{task}: accuracy on {what}", xlabel="delay T",
                        ylabel="accuracy", ylim=(0, 1.05))
-        axes[1, j].plot(Ts, [baseline_loss(T) for T in Ts], "k--", lw=1, label="memoryless baseline")
+        axes[1, j].plot(Ts, [baseline_loss(T, task) for T in Ts], "k--", lw=1,
+                        label="memoryless baseline")
         axes[1, j].set(title=f"{task}: final validation loss", xlabel="delay T",
-                       ylabel="cross-entropy (nats/step)", yscale="log")
+                       ylabel="cross-entropy (nats/" + ("answer)" if digits else "step)"),
+                       yscale="log")
         for ax in axes[:, j]:
             ax.legend(fontsize=7)
     fig.tight_layout()
@@ -311,27 +351,6 @@ def fig_nu_rho(df: pd.DataFrame) -> Figure:
     return fig
 
 
-def fig_learning_curves(df: pd.DataFrame, curves: pd.DataFrame) -> Figure:
-    """Validation accuracy (or loss) vs step for every recurrent run at the largest T per task."""
-    col = "accuracy" if "accuracy" in curves.columns else "val_loss"
-    tasks = sorted(df["data_source"].unique())
-    fig = Figure(figsize=(5.2 * len(tasks), 3.8))
-    axes = fig.subplots(1, len(tasks), squeeze=False)[0]
-    for ax, src in zip(axes, tasks):
-        sub = df[df["data_source"] == src]
-        T = sub["task_length"].max()
-        for _, run in sub[sub["task_length"] == T].iterrows():
-            c = curves[curves["trial_id"] == run["trial_id"]].sort_values("step")
-            ax.plot(c["step"], c[col], color=COLOURS.get(run["family"]), lw=1, alpha=0.8,
-                    label=run["model"])
-        handles, labels = ax.get_legend_handles_labels()
-        keep = {lab: h for h, lab in zip(handles, labels)}
-        ax.legend(keep.values(), keep.keys(), fontsize=7)
-        ax.set(title=f"{src}" + (f", T={int(T)}" if pd.notna(T) else ""), xlabel="step", ylabel=col)
-    fig.tight_layout()
-    return fig
-
-
 def report_relrnn(runs_df: pd.DataFrame, curves_df: pd.DataFrame | None,
                   out_dir: str | Path | None) -> dict[str, Any]:
     """Tables and figures of the recurrent family; figures go to out_dir (PNG + PDF) when given.
@@ -348,6 +367,13 @@ def report_relrnn(runs_df: pd.DataFrame, curves_df: pd.DataFrame | None,
     stab = grad_stability(df)
     written: list[str] = []
     skipped: dict[str, str] = {}
+    from analysis import relrnn_compare as rc  # it builds on this module's tables
+
+    comp = rc.comparison(df)
+    head = rc.headline(comp)
+    words = rc.sentences(comp, head)
+    over_training = rc.gradient_over_training(df, curves)
+    bpc = rc.bits_per_char(df)
     n_grid = df[df["family"].isin(SCREENED)][["nu", "rho"]].drop_duplicates().shape[0]
     figures = [
         ("relrnn_accuracy_vs_T", bool(table), "no copy/denoise runs", lambda: fig_accuracy_vs_T(table)),
@@ -355,9 +381,16 @@ def report_relrnn(runs_df: pd.DataFrame, curves_df: pd.DataFrame | None,
          "no stored gradient profiles (metrics grad_t / grad_norms)", lambda: fig_grad_vs_distance(df)),
         ("relrnn_cost_vs_T", bool(exps), "no step costs at two or more T", lambda: fig_cost_vs_T(df, exps)),
         ("relrnn_nu_rho", n_grid >= 2, "fewer than two (ν, ρ) points", lambda: fig_nu_rho(df)),
-        ("relrnn_learning_curves", not curves.empty and "trial_id" in curves.columns,
-         "no curves", lambda: fig_learning_curves(df, curves)),
+        ("relrnn_learning_curves", not curves.empty and "trial_id" in curves.columns
+         and bool({"accuracy", "val_loss"} & set(curves.columns)),
+         "no curves of accuracy or loss", lambda: rc.fig_learning_curves(df, curves)),
     ]
+    profiled = [t for t in ALL_TASKS if (df["grad_profile_norms"].notna() & (df["data_source"] == t)).any()]
+    figures += [(f"relrnn_grad_during_training_{t}", True, "",
+                 lambda t=t: rc.fig_grad_during_training(df, curves, t)) for t in profiled]
+    if not profiled:
+        skipped["relrnn_grad_during_training"] = \
+            "no gradient profiles recorded during training (metrics grad_profile_*)"
     for name, possible, why, build in figures:
         if possible:
             _save(build(), out, name, written)
@@ -367,8 +400,11 @@ def report_relrnn(runs_df: pd.DataFrame, curves_df: pd.DataFrame | None,
               "families": sorted(map(str, df["family"].unique())),
               "tasks": sorted(map(str, df["data_source"].unique())),
               "accuracy": table, "solved": solved_up_to(table), "cost_exponents": exps,
-              "gradient_stability": stab, "figures": written, "figures_skipped": skipped}
-    result["markdown"] = markdown(result)
+              "gradient_stability": stab, "comparison": comp, "headline": head,
+              "comparison_text": words, "gradient_over_training": over_training,
+              "bits_per_char": bpc, "figures": written, "figures_skipped": skipped}
+    result["markdown"] = rc.markdown(words, [], []) + markdown(result) + "\n" + \
+        rc.markdown([], over_training, bpc)
     return result
 
 
@@ -386,7 +422,8 @@ def markdown(r: dict[str, Any]) -> str:
         L += [f"| {e['model']} | {e['metric']} | {e['exponent']:.2f} | {e['r2']:.3f} | "
               f"{e['x_min']:g}–{e['x_max']:g} |" for e in flops] + [""]
     if r["gradient_stability"]:
-        L += ["| model | T | share of ‖∂L/∂h_t‖ reaching the first 10 steps |", "|---|---|---|"]
-        L += [f"| {g['model']} | {g['T']} | {g['grad_start_ratio']:.2e} |"
+        L += ["| task | model | T | share of ‖∂L/∂h_t‖ reaching the first 10 steps, end of training |",
+              "|---|---|---|---|"]
+        L += [f"| {g['task']} | {g['model']} | {g['T']} | {g['grad_start_ratio']:.2e} |"
               for g in r["gradient_stability"]] + [""]
     return "\n".join(L)

@@ -75,12 +75,16 @@ def _is_embedding_name(name: str) -> bool:
 
 
 def _attended_states(cfg: ModelConfig) -> float:
-    """Mean number of stored states each step attends to (Kerg et al. 2020, docs/science.md §6):
-    ν + ρ under relevancy screening, (T + 1)/2 on average for full attention (memrnn)."""
+    """Mean number of stored states a step attends to over a sequence of L = seq_len steps
+    (Kerg et al. 2020, docs/science.md §6). Step t reads the states pushed so far, t + 1 of
+    them, capped at ν + ρ under relevancy screening: mean min(t + 1, ν + ρ) over t < L (→ ν + ρ
+    for L ≫ ν + ρ); for full attention (memrnn) the mean of t + 1, (L + 1)/2."""
+    L = cfg.seq_len
     if cfg.family in SCREENED_FAMILIES:
-        return float(cfg.nu + cfg.rho)
+        cap = min(cfg.nu + cfg.rho, L)
+        return (cap * (cap + 1) / 2 + cap * (L - cap)) / L  # Σ_t min(t + 1, cap) / L
     if cfg.family == "memrnn":
-        return (cfg.seq_len + 1) / 2
+        return (L + 1) / 2
     return 0.0
 
 
@@ -96,7 +100,8 @@ def flops_per_token(cfg: ModelConfig) -> float:
 def train_flops_per_token(cfg: ModelConfig) -> float:
     """Training compute per token: forward + backward ≈ 3 × forward (Kaplan §2.1), i.e.
     6N + 6·n_layer·n_ctx·d_attn; Kaplan's C ≈ 6N drops the context term, which is not small at
-    the widths a laptop trains (at d = 64, n_ctx = 64 it is a sixth of the total)."""
+    the widths a laptop trains (at d = 64, n_ctx = 64 it is a sixth of the total). Recurrent
+    families: 3 × the forward count with its attention term over the stored states."""
     return 3.0 * flops_per_token(cfg)
 
 

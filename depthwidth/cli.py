@@ -25,10 +25,10 @@ SUBCOMMAND_MODULES = ("sweeps.cli", "sweeps.export", "analysis.cli", "depthwidth
 
 
 def parse_data(spec: str, seed: int) -> DataConfig:
-    """`pcfg`, `text:PATH`, `tokens:PATH`, `copy:T`, `denoise:T` -> DataConfig."""
+    """`pcfg`, `text:PATH`, `tokens:PATH`, `copy:T`, `denoise:T`, `digits`, `pdigits` -> DataConfig."""
     kind, _, arg = spec.partition(":")
-    if kind == "pcfg" and not arg:
-        return DataConfig(source="pcfg", seed=seed)
+    if kind in ("pcfg", "digits", "pdigits") and not arg:
+        return DataConfig(source=kind, seed=seed)
     if kind in ("text", "tokens") and arg:
         return DataConfig(source=kind, path=arg, seed=seed)
     if kind in ("copy", "denoise"):
@@ -37,7 +37,7 @@ def parse_data(spec: str, seed: int) -> DataConfig:
         except ValueError:
             raise ConfigError(f"--data = {spec!r} is invalid: the delay T after '{kind}:' must be an integer.")
     raise ConfigError(f"--data = {spec!r} is invalid: expected pcfg, text:PATH, tokens:PATH, "
-                      f"copy:T or denoise:T.")
+                      f"copy:T, denoise:T, digits or pdigits.")
 
 
 def add_train_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,11 +54,15 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parametrization", choices=PARAMETRIZATIONS)
     p.add_argument("--nu", type=int)
     p.add_argument("--rho", type=int)
-    p.add_argument("--data", default="pcfg", help="pcfg | text:PATH | tokens:PATH | copy:T | denoise:T")
+    p.add_argument("--data", default="pcfg", help="pcfg | text:PATH | tokens:PATH | copy:T | denoise:T | digits | pdigits")
     p.add_argument("--steps", type=int)
     p.add_argument("--batch-size", type=int)
     p.add_argument("--lr", type=float)
     p.add_argument("--warmup-steps", type=int)
+    p.add_argument("--min-lr-ratio", type=float, help="cosine floor as a share of --lr (1 = constant)")
+    p.add_argument("--beta2", type=float)
+    p.add_argument("--grad-clip", type=float)
+    p.add_argument("--eval-batches", type=int)
     p.add_argument("--eval-every", type=int)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", choices=DEVICES)
@@ -78,8 +82,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     model_fields = ("family", "depth", "width", "heads", "ffn_ratio", "seq_len", "attention",
                     "parametrization", "nu", "rho")
-    train_fields = ("steps", "batch_size", "lr", "warmup_steps", "eval_every", "device",
-                    "precision", "compile", "threads")
+    train_fields = ("steps", "batch_size", "lr", "warmup_steps", "min_lr_ratio", "beta2",
+                    "grad_clip", "eval_batches", "eval_every", "device", "precision", "compile",
+                    "threads")
     try:
         overrides = _given(args, model_fields)
         model_cfg = from_name(args.preset, **overrides) if args.preset else ModelConfig(**overrides)
@@ -111,7 +116,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     def progress(m: dict) -> None:
         done = m["step"] / train_cfg.steps
         eta = (time.perf_counter() - t0) * (1 - done) / max(done, 1e-9)
-        extra = "".join(f"  {k}={v:.4f}" for k, v in m.items() if k in ("accuracy",))
+        extra = "".join(f"  {k}={v:.4f}" for k, v in m.items() if k in ("accuracy", "bits_per_char"))
         print(f"step {m['step']:>6}/{train_cfg.steps} ({100 * done:5.1f}%)  train {m['train_loss']:.4f}"
               f"  val {m['val_loss']:.4f}{extra}  lr {m['lr']:.2e}  eta {eta:5.1f}s", flush=True)
 

@@ -29,7 +29,7 @@ SCREENED_FAMILIES = ("relrnn", "rellstm")  # relevancy screening: ν and ρ mean
 FAMILIES = (TRANSFORMER,) + RECURRENT_FAMILIES
 ATTENTIONS = ("softmax", "linear")
 PARAMETRIZATIONS = ("standard", "mup")
-DATA_SOURCES = ("pcfg", "text", "tokens", "copy", "denoise")
+DATA_SOURCES = ("pcfg", "text", "tokens", "copy", "denoise", "digits", "pdigits")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("fp32", "bf16")
 
@@ -189,6 +189,7 @@ class DataConfig(_Serializable):
     pcfg: the embedded default, an infinite seeded random PCFG language (vocab_size,
     pcfg_depth, branching, n_nonterminals). text: a UTF-8 file or folder as bytes. tokens: a
     nanoGPT-style uint16 file. copy/denoise: the Kerg et al. 2020 tasks with delay `task_length` (T).
+    digits/pdigits: the UCI digits pixel by pixel (T = 64), split by `seed` and `val_fraction`.
     """
 
     source: str = "pcfg"

@@ -32,6 +32,7 @@ CHECKPOINT_FILE = "state.pt"
 # A loss this many times the uniform-guess loss ln(V) counts as diverged, as does NaN/inf:
 # far past anything a model that is still learning produces, and it stops a blown-up run early.
 DIVERGENCE_FACTOR = 10.0
+PROFILES_KEPT = 8  # gradient profiles over training kept in a run's metrics
 
 # report(metrics) after every evaluation, or report(metrics, checkpoint=folder) when that
 # evaluation also wrote a checkpoint: the shape of tune.report.
@@ -152,6 +153,36 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     return torch.load(Path(path) / CHECKPOINT_FILE, map_location="cpu", weights_only=True)
 
 
+def _grad_profile(model: torch.nn.Module, data: DataSource, batch_size: int,
+                  device: torch.device) -> dict[str, Any]:
+    """‖∂L/∂h_t‖ on validation batch 0 now (depthwidth.gradprobe): the share reaching the first
+    steps as a scalar for the curve, and the downsampled profile."""
+    from depthwidth.gradprobe import downsample, grad_norms, start_ratio
+
+    x, y = (t.to(device) for t in data.batch("val", 0, batch_size))
+    model.eval()
+    try:
+        norms = grad_norms(model, x, y)
+    finally:
+        model.train()
+    t, g = downsample(norms)
+    return {"grad_start_ratio": start_ratio(norms), "grad_t": t, "grad_norms": g}
+
+
+def _profiles_over_training(curve: list[dict[str, Any]]) -> dict[str, Any]:
+    """At most PROFILES_KEPT gradient profiles from the evaluations, evenly spaced, the first
+    and last always kept: `grad_profile_steps` [k], `grad_profile_t` [n], `grad_profile_norms`
+    [k][n], for the run's stored metrics."""
+    have = [c for c in curve if isinstance(c.get("grad_norms"), list)]
+    if not have:
+        return {}
+    k = min(PROFILES_KEPT, len(have))
+    idx = sorted({round(i * (len(have) - 1) / max(1, k - 1)) for i in range(k)})
+    return {"grad_profile_steps": [int(have[i]["step"]) for i in idx],
+            "grad_profile_t": list(have[-1]["grad_t"]),
+            "grad_profile_norms": [list(have[i]["grad_norms"]) for i in idx]}
+
+
 def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
           report: Report | None = None, checkpoint_dir: str | os.PathLike | None = None,
           resume_from: str | os.PathLike | None = None) -> RunResult:
@@ -199,6 +230,9 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
             out[k] = sum(e[k] for e in extras) / len(extras)
         return out
 
+    # Kerg et al. 2020's claim that ρ governs gradient stability is about training: the
+    # recurrent families measure ‖∂L/∂h_t‖ at every evaluation, not only at the end.
+    probe_during = model_cfg.family in RECURRENT_FAMILIES
     status, error, acc_loss, acc_n = "ok", "", 0.0, 0
     last = curve[-1] if curve else {}
     n_evals = len(curve)
@@ -245,6 +279,8 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
                 n_evals += 1
                 if not math.isfinite(ev["val_loss"]) or ev["val_loss"] > diverge_at:
                     status, error = "diverged", f"val loss {ev['val_loss']:.4g} at step {step}"
+                elif probe_during:
+                    metrics.update(_grad_profile(model, data, train_cfg.batch_size, device))
                 curve.append(metrics)
                 saved = None
                 if checkpoint_dir is not None and status == "ok" and (
@@ -256,11 +292,12 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
                     saved = str(checkpoint_dir)
                 last = metrics
                 if report is not None:
-                    try:
+                    try:  # the per-step profile stays in the curve; callers get scalars
+                        scalars = {k: v for k, v in metrics.items() if not isinstance(v, list)}
                         if saved is None:
-                            report(dict(metrics))
+                            report(scalars)
                         else:
-                            report(dict(metrics), checkpoint=saved)
+                            report(scalars, checkpoint=saved)
                     except BaseException as exc:  # the caller's own exception: let it through
                         raise _FromCaller(exc) from exc
                 if status != "ok":
@@ -274,7 +311,9 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
             batches.close()
 
     extra = {k: v for k, v in last.items() if k not in
-             ("step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")}
+             ("step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")
+             and not isinstance(v, list)}
+    extra.update(_profiles_over_training(curve))
     if status == "ok" and model_cfg.family in RECURRENT_FAMILIES:
         # Kerg et al. 2020: the per-step gradient profile and step cost, kept with the run
         from depthwidth.gradprobe import end_of_run_metrics

@@ -166,9 +166,10 @@ def make_row(sweep: str, trial: dict[str, Any], result: dict[str, Any], node: di
     vocab = int(result.get("vocab_size") or m["vocab_size"] or d["vocab_size"])
     raw = result.get("metrics") or {}
     metrics = {k: v for k, v in raw.items() if _is_number(v)}
-    # Lists of numbers (e.g. a per-step gradient profile) go into the metrics JSON only.
-    profiles = {k: v for k, v in raw.items()
-                if isinstance(v, list) and v and all(_is_number(x) for x in v)}
+    # Lists of numbers (e.g. a per-step gradient profile), or of such lists (profiles at
+    # several evaluations), go into the metrics JSON only.
+    profiles = {k: v for k, v in raw.items() if isinstance(v, list) and v and all(
+        _is_number(x) or (isinstance(x, list) and all(_is_number(e) for e in x)) for x in v)}
     row: dict[str, Any] = {
         "trial_id": trial["trial_id"], "family": m["family"], "depth": int(m["depth"]),
         "width": int(m["width"]), "heads": int(m["heads"]), "seed": int(t["seed"]),

@@ -85,7 +85,8 @@ def test_report_on_a_planted_store(tmp_path):
     assert acc[("relrnn ν=10 ρ=15", 100)]["baseline_loss"] == pytest.approx(10 * math.log(8) / 120)
     expected = {"relrnn_accuracy_vs_T", "relrnn_grad_vs_distance", "relrnn_cost_vs_T",
                 "relrnn_nu_rho", "relrnn_learning_curves"}
-    assert set(r["figures"]) == expected and not r["figures_skipped"]
+    assert set(r["figures"]) == expected
+    assert list(r["figures_skipped"]) == ["relrnn_grad_during_training"]  # no profiles planted
     for name in expected:
         assert (tmp_path / f"{name}.png").stat().st_size > 1000 and (tmp_path / f"{name}.pdf").exists()
     assert "| copy | lstm | 200 | 50 |" in r["markdown"]
@@ -126,3 +127,86 @@ def test_analysis_imports_neither_torch_nor_ray():
             "bad = [m for m in ('torch', 'ray') if m in sys.modules]; "
             "sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def with_digits_and_profiles(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The planted store plus digits runs, profiles kept at three evaluations (the relevancy
+    models' share at the start stays put, lstm's falls by 10× per evaluation), and curves."""
+    runs = runs.copy()
+    extra = []
+    for fam, acc in (("lstm", 0.4), ("relrnn", 0.8)):
+        for seed in (0, 1):
+            extra.append({**runs.iloc[0].to_dict(), "trial_id": f"digits-{fam}-{seed}", "family": fam,
+                          "seed": seed, "data_source": "digits", "task_length": 100,
+                          "accuracy": acc, "status": "ok", "nu": 10, "rho": 15,
+                          "metrics": json.dumps({"accuracy": acc})})
+    runs = pd.concat([runs, pd.DataFrame(extra)], ignore_index=True)
+    metrics, rows = [], []
+    for _, r in runs.iterrows():
+        m = json.loads(r["metrics"])
+        if r["data_source"] == "copy" and r["task_length"] == 800:
+            drop = 10.0 if r["family"] == "lstm" else 1.0
+            m.update(grad_profile_steps=[50, 100, 150], grad_profile_t=[0, 410, 819],
+                     grad_profile_norms=[[drop ** -k, 0.5, 1.0] for k in range(3)])
+            for k, step in enumerate((50, 100, 150)):
+                rows.append({"trial_id": r["trial_id"], "step": step, "accuracy": 0.5,
+                             "grad_start_ratio": drop ** -k})
+        metrics.append(json.dumps(m))
+    runs["metrics"] = metrics
+    return runs, pd.DataFrame(rows)
+
+
+def test_digits_runs_enter_the_tables_at_T_64():
+    runs, _ = with_digits_and_profiles(planted_store())
+    df = recurrent_runs(runs)
+    digits = df[df["data_source"] == "digits"]
+    assert set(digits["task_length"]) == {64} and set(digits["seq_len"]) == {64}
+    assert digits["baseline_loss"].tolist() == pytest.approx([math.log(10)] * 4)
+    from analysis.relrnn import accuracy_table
+    acc = {(a["task"], a["model"]): a for a in accuracy_table(df) if a["task"] == "digits"}
+    assert acc[("digits", "lstm")]["accuracy_mean"] == 0.4 and acc[("digits", "lstm")]["T"] == 64
+    assert acc[("digits", "relrnn ν=10 ρ=15")]["chance"] == 0.1
+
+
+def test_comparison_in_words_and_gradients_during_training(tmp_path):
+    from analysis import relrnn_compare as rc
+
+    runs, curves = with_digits_and_profiles(planted_store())
+    df = recurrent_runs(runs)
+    comp = rc.comparison(df)
+    head = rc.headline(comp)
+    r = {"headline": head, "comparison_text": rc.sentences(comp, head),
+         "gradient_over_training": rc.gradient_over_training(df, curves)}
+    json.dumps(r)
+    heads = {h["task"]: h for h in r["headline"]["by_task"]}
+    copy = heads["copy"]  # at T = 800 relrnn ν=10 ρ=15 solves it, lstm stays at 1/8
+    assert copy["T"] == 800 and copy["screened"] == "relrnn ν=10 ρ=15" and copy["holds"]
+    assert copy["margin"] == pytest.approx(1 - 0.125) and copy["same_budget"]
+    assert heads["digits"]["margin"] == pytest.approx(0.4) and not heads["digits"]["holds"]  # 0.8 < 0.9
+    words = "\n".join(r["comparison_text"])
+    assert "copy, T = 800 (chance 0.125): " in words
+    assert "relrnn ν=10 ρ=15 solved it (accuracy 1.000, 2 seeds 1.00–1.00; 100 steps × 10" in words
+    assert "lstm stayed near chance (accuracy 0.125" in words
+    assert "relrnn ν=5 ρ=3 partly learned it (accuracy 0.600" in words
+    from analysis.relrnn_compare import _verdict
+    assert _verdict(0.0, 0.125) == "stayed below chance" and _verdict(0.1, 0.125) == "stayed near chance"
+    assert "At the longest delay of copy (T = 800)" in words and "holds here" in words
+    assert "### Comparison" in rc.markdown(r["comparison_text"], [], [])
+    grad = {(g["model"], g["T"]): g for g in r["gradient_over_training"]}
+    assert grad[("lstm", 800)]["first"] == 1.0 and grad[("lstm", 800)]["last"] == pytest.approx(0.01)
+    assert grad[("relrnn ν=5 ρ=3", 800)]["lowest"] == 1.0
+    fig = rc.fig_grad_during_training(df, curves)
+    assert len(fig.axes) == 2 * 4  # a profile and a share-vs-step panel per model at T = 800
+    fig.savefig(tmp_path / "g.png", dpi=40)
+    assert (tmp_path / "g.png").stat().st_size > 1000
+
+
+def test_bits_per_character_of_text_runs():
+    runs = planted_store().iloc[:2].copy()
+    runs["data_source"] = "text"
+    runs["unigram_entropy"] = 3.0
+    runs["metrics"] = [json.dumps({"bits_per_char": b}) for b in (2.0, 2.2)]
+    from analysis.relrnn_compare import bits_per_char
+    (row,) = bits_per_char(recurrent_runs(runs))
+    assert row["model"] == "lstm" and row["bits_per_char"] == pytest.approx(2.1)
+    assert row["unigram_bits"] == pytest.approx(3.0 / math.log(2))

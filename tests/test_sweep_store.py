@@ -186,3 +186,20 @@ def test_progress_view_counts_and_eta():
     assert text.splitlines()[-1].startswith("[demo] 2/3 done, 1 diverged | 0 running | 0 pending | 1 failed")
     assert fmt_duration(3725) == "1:02:05" and fmt_duration(math.nan) == "?"
     assert trial_cost(100, 0.0) == 100 and trial_cost(100, 100 * 5e8) == 200
+
+
+def test_profiles_and_profiles_over_training_stay_in_the_metrics_json(tmp_path):
+    """A per-step profile (list of numbers) and profiles at several evaluations (list of
+    such lists) are kept in the metrics JSON; anything else that is not a number is dropped."""
+    import json
+
+    trial = parse_spec(SPEC, "s.toml").trials[0]
+    res = planted_result(1, 2.0)
+    res["metrics"] = {"accuracy": 0.5, "grad_norms": [1.0, 0.5], "grad_profile_steps": [5, 10],
+                      "grad_profile_norms": [[1.0, 0.1], [1.0, 0.2]], "note": "text",
+                      "mixed": [1.0, "a"]}
+    row = make_row("st", {"trial_id": trial.trial_id, **trial.config_dict()}, res, {}, 0)
+    kept = json.loads(row["metrics"])
+    assert kept == {"accuracy": 0.5, "grad_norms": [1.0, 0.5], "grad_profile_steps": [5, 10],
+                    "grad_profile_norms": [[1.0, 0.1], [1.0, 0.2]]}
+    assert row["accuracy"] == 0.5 and "grad_profile_norms" not in row

@@ -1,5 +1,6 @@
 """Data sources: the embedded synthetic PCFG language (default), text files as bytes,
-nanoGPT-style uint16 token files, and the copy/denoise tasks of Kerg et al. 2020."""
+nanoGPT-style uint16 token files, the copy/denoise tasks of Kerg et al. 2020, and the UCI digits
+read pixel by pixel (digits, pdigits)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from typing import Any
 from depthwidth.config import SCREENED_FAMILIES, ConfigError, DataConfig, ModelConfig
 from depthwidth.data.base import DataError, DataSource
 
-__all__ = ["DataError", "DataSource", "TASK_SOURCES", "check_task_fits", "make_data", "resolve"]
+__all__ = ["DataError", "DataSource", "TASK_SOURCES", "CLASSIFICATION_SOURCES", "check_task_fits",
+           "make_data", "resolve"]
 
 TASK_SOURCES = ("copy", "denoise")
+CLASSIFICATION_SOURCES = ("digits", "pdigits")  # one answer at the last of 64 steps
 
 
 def make_data(cfg: DataConfig, seq_len: int) -> DataSource:
@@ -27,6 +30,9 @@ def make_data(cfg: DataConfig, seq_len: int) -> DataSource:
     if cfg.source in ("copy", "denoise"):
         from depthwidth.data.tasks import CopyTask
         return CopyTask(cfg, seq_len)
+    if cfg.source in CLASSIFICATION_SOURCES:
+        from depthwidth.data.digits import DigitsTask
+        return DigitsTask(cfg, seq_len)
     raise DataError(f"DataConfig.source = {cfg.source!r} is unknown.")
 
 
@@ -34,7 +40,7 @@ def check_task_fits(model_cfg: ModelConfig, data_cfg: DataConfig) -> None:
     """Raise ConfigError when the short-term buffer ν is longer than the sequence it screens.
 
     Called where model meets data (`resolve`, sweep expansion): on copy/denoise the bound is
-    the task delay T; on language data it is the model's sequence length.
+    the task delay T; on digits the 64 pixels; on language data the model's sequence length.
     """
     if model_cfg.family not in SCREENED_FAMILIES:
         return
@@ -43,6 +49,12 @@ def check_task_fits(model_cfg: ModelConfig, data_cfg: DataConfig) -> None:
             raise ConfigError(
                 f"ModelConfig.nu = {model_cfg.nu} is invalid: the short-term buffer is longer than "
                 f"the task delay DataConfig.task_length = {data_cfg.task_length}.")
+    elif data_cfg.source in CLASSIFICATION_SOURCES:
+        from depthwidth.data.digits import PIXELS
+        if model_cfg.nu > PIXELS:
+            raise ConfigError(
+                f"ModelConfig.nu = {model_cfg.nu} is invalid: the short-term buffer is longer than "
+                f"the {PIXELS} pixels of DataConfig.source = {data_cfg.source!r}.")
     elif model_cfg.nu > model_cfg.seq_len:
         raise ConfigError(
             f"ModelConfig.nu = {model_cfg.nu} is invalid: the short-term buffer is longer than "

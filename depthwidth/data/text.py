@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -121,6 +122,15 @@ class TextSource(_WindowSource):
             raise DataError(f"DataConfig.path = {cfg.path!r} is {what}.")
         self.n_files = len(files)
         self._setup(cfg, seq_len, np.frombuffer(blob, dtype=np.uint8), 256)
+
+    def extra_metrics(self, logits: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        """Bits per character: the cross-entropy in bits, loss / ln 2, per byte (the unit of
+        character-level language modelling, e.g. on Penn Treebank; one byte per character of
+        ASCII text, more for other UTF-8 characters)."""
+        import torch.nn.functional as F
+
+        nats = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1)).item()
+        return {"bits_per_char": nats / math.log(2)}
 
     def describe(self) -> str:
         return (f"UTF-8 text as bytes from {self.cfg.path} ({self.n_files} file"

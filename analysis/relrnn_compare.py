@@ -1,0 +1,230 @@
+"""The recurrence-vs-attention comparison in words and over training (Kerg et al. 2020,
+docs/science.md §6): per task and delay T, which model reached which accuracy at what cost,
+with the headline at the longest T (screened model against LSTM); ‖∂L/∂h_t‖ profiles recorded at
+several evaluations during training; bits per character on text. From stored runs only.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+
+from analysis.relrnn import ALL_TASKS, COLOURS, RECURRENT, SCREENED, SOLVED, chance
+
+LEARNED = 0.9  # accuracy that counts as having learned a task, short of solving it
+
+
+def _median(g: pd.DataFrame, col: str) -> float | None:
+    v = pd.to_numeric(g[col], errors="coerce") if col in g.columns else pd.Series(dtype=float)
+    return float(v.median()) if v.notna().any() else None
+
+
+def _verdict(acc: float, chance_level: float) -> str:
+    if acc >= SOLVED:
+        return "solved it"
+    if acc >= LEARNED:
+        return "learned it"
+    if acc >= chance_level + 0.1:
+        return "partly learned it"
+    # e.g. 0 on copy: the model answers blank, the commonest target, at the last 10 steps
+    return "stayed near chance" if acc >= chance_level - 0.05 else "stayed below chance"
+
+
+def comparison(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per task and T, one entry per model: mean accuracy over seeds (a diverged or failed run
+    counts as 0), its range, the training budget (steps × batch) and its cost (median run
+    seconds, training FLOPs by the accounting, measured activation bytes of one step)."""
+    out = []
+    tasks = df[df["data_source"].isin(ALL_TASKS)]
+    for (src, T), at in tasks.groupby(["data_source", "task_length"], sort=True):
+        models = []
+        for model, g in at.groupby("model", sort=True):
+            acc = np.where(g["status"] == "ok", g["accuracy"].fillna(0.0), 0.0)
+            models.append({
+                "model": model, "family": str(g["family"].iloc[0]), "n_runs": int(len(g)),
+                "accuracy": float(acc.mean()), "accuracy_min": float(acc.min()),
+                "accuracy_max": float(acc.max()), "verdict": _verdict(float(acc.mean()), chance(str(src))),
+                "steps": _median(g, "steps"), "batch_size": _median(g, "batch_size"),
+                "wall_s": _median(g, "wall_s"), "flops": _median(g, "flops"),
+                "step_activation_bytes": _median(g, "step_activation_bytes")})
+        models.sort(key=lambda m: -m["accuracy"])
+        out.append({"task": str(src), "T": int(T), "chance": chance(str(src)), "models": models})
+    return out
+
+
+def headline(comp: list[dict[str, Any]]) -> dict[str, Any]:
+    """At the longest T of each task that has both: the best screened model (relrnn/rellstm)
+    against the LSTM, and whether the screened one reached ≥ 0.9 with the LSTM ≥ 0.2 below."""
+    heads = []
+    for task in sorted({c["task"] for c in comp}):
+        rows = sorted((c for c in comp if c["task"] == task), key=lambda c: c["T"])
+        for c in reversed(rows):
+            screened = [m for m in c["models"] if m["family"] in SCREENED]
+            lstm = [m for m in c["models"] if m["family"] == "lstm"]
+            if screened and lstm:
+                best = max(screened, key=lambda m: m["accuracy"])
+                margin = best["accuracy"] - lstm[0]["accuracy"]
+                heads.append({"task": task, "T": c["T"], "screened": best["model"],
+                              "screened_accuracy": best["accuracy"],
+                              "lstm_accuracy": lstm[0]["accuracy"], "margin": margin,
+                              "same_budget": (best["steps"], best["batch_size"]) ==
+                                             (lstm[0]["steps"], lstm[0]["batch_size"]),
+                              "holds": bool(best["accuracy"] >= LEARNED and margin >= 0.2)})
+                break
+    return {"status": "ok" if heads else "insufficient_data", "by_task": heads}
+
+
+def _cost(m: dict[str, Any]) -> str:
+    parts = []
+    if m["steps"] is not None and m["batch_size"] is not None:
+        parts.append(f"{m['steps']:.0f} steps × {m['batch_size']:.0f}")
+    if m["wall_s"] is not None:
+        parts.append(f"{m['wall_s']:.0f} s")
+    if m["flops"] is not None:
+        parts.append(f"{m['flops']:.2g} training FLOPs")
+    if m["step_activation_bytes"] is not None:
+        parts.append(f"{m['step_activation_bytes'] / 1e6:.3g} MB of activations per step")
+    return ", ".join(parts)
+
+
+def sentences(comp: list[dict[str, Any]], head: dict[str, Any]) -> list[str]:
+    """The comparison as sentences, one per task and T, then the headline per task."""
+    out = []
+    for c in comp:
+        parts = []
+        for m in c["models"]:
+            spread = (f", {m['n_runs']} seeds {m['accuracy_min']:.2f}–{m['accuracy_max']:.2f}"
+                      if m["n_runs"] > 1 else "")
+            parts.append(f"{m['model']} {m['verdict']} (accuracy {m['accuracy']:.3f}{spread}; "
+                         f"{_cost(m)})")
+        out.append(f"{c['task']}, T = {c['T']} (chance {c['chance']:.3f}): " + "; ".join(parts) + ".")
+    for h in head.get("by_task", []):
+        verb = "holds" if h["holds"] else "does not hold"
+        budget = "the same" if h["same_budget"] else "a different"
+        out.append(f"At the longest delay of {h['task']} (T = {h['T']}), {h['screened']} reaches "
+                   f"{h['screened_accuracy']:.3f} against the LSTM's {h['lstm_accuracy']:.3f} with "
+                   f"{budget} training budget, a margin of {h['margin']:+.3f}: the claim "
+                   f"(screened ≥ {LEARNED}, LSTM ≥ 0.2 below) {verb} here.")
+    return out
+
+
+def gradient_over_training(df: pd.DataFrame, curves: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per task, model and T: the share of ‖∂L/∂h_t‖ reaching the first 10 steps
+    (gradprobe.start_ratio) at the first and last evaluation and its smallest value in between,
+    median over seeds, from the curves' `grad_start_ratio`."""
+    if curves is None or curves.empty or "grad_start_ratio" not in curves.columns:
+        return []
+    rows = []
+    for (src, model, T), g in df.groupby(["data_source", "model", "task_length"], sort=True):
+        first, lowest, last = [], [], []
+        for tid in g["trial_id"]:
+            c = curves[(curves["trial_id"] == tid) & curves["grad_start_ratio"].notna()]
+            if c.empty:
+                continue
+            r = c.sort_values("step")["grad_start_ratio"].to_numpy(float)
+            first.append(r[0]), lowest.append(r.min()), last.append(r[-1])
+        if first:
+            rows.append({"task": str(src), "model": model, "family": str(g["family"].iloc[0]),
+                         "rho": None if pd.isna(g["rho"].iloc[0]) else int(g["rho"].iloc[0]),
+                         "T": int(T), "n_runs": len(first), "first": float(np.median(first)),
+                         "lowest": float(np.median(lowest)), "last": float(np.median(last))})
+    return rows
+
+
+def fig_grad_during_training(df: pd.DataFrame, curves: pd.DataFrame | None,
+                             src: str | None = None) -> Figure:
+    """Top: ‖∂L/∂h_t‖ vs distance from the last output at the evaluations a run kept
+    (colour = training step, geometric mean over seeds), one panel per model at the largest T
+    of task `src` (default: the first task with profiles). Bottom: the share reaching the
+    first 10 steps vs step, per run."""
+    have = df[df["grad_profile_norms"].notna()]
+    if src is None:
+        src = next(s for s in ALL_TASKS if s in set(have["data_source"]))
+    sub = have[have["data_source"] == src]
+    T = sub["task_length"].max()
+    sub = sub[sub["task_length"] == T]
+    models = sorted(sub["model"].unique(), key=lambda m: (RECURRENT.index(m.split(" ")[0]), m))
+    fig = Figure(figsize=(3.6 * len(models), 6.6))
+    axes = fig.subplots(2, len(models), squeeze=False)
+    cmap = colormaps["viridis"]
+    for j, model in enumerate(models):
+        g = sub[sub["model"] == model]
+        steps = g["grad_profile_steps"].iloc[0]
+        t = np.asarray(g["grad_profile_t"].iloc[0], float)
+        stack = [np.asarray(p, float) for p, s in zip(g["grad_profile_norms"], g["grad_profile_steps"])
+                 if s == steps and np.shape(p) == (len(steps), len(t))]
+        logs = np.log10(np.maximum(np.array(stack), 1e-300)).mean(axis=0)  # (k, n)
+        dist = g["seq_len"].iloc[0] - 1 - t
+        for k, step in enumerate(steps):
+            axes[0, j].plot(dist, 10 ** logs[k], color=cmap(k / max(1, len(steps) - 1)), lw=1,
+                            label=f"step {int(step)}")
+        axes[0, j].set(title=f"{model}, {src} T={int(T)}", yscale="log",
+                       xlabel="steps before the last output", ylabel="‖∂L/∂h_t‖")
+        axes[0, j].legend(fontsize=6)
+        if curves is not None and "grad_start_ratio" in curves.columns:
+            for tid in g["trial_id"]:
+                c = curves[(curves["trial_id"] == tid) & curves["grad_start_ratio"].notna()]
+                c = c.sort_values("step")
+                axes[1, j].plot(c["step"], np.maximum(c["grad_start_ratio"], 1e-300),
+                                color=COLOURS.get(model.split(" ")[0]), lw=1, alpha=0.8)
+        axes[1, j].set(yscale="log", xlabel="training step",
+                       ylabel="share of ‖∂L/∂h_t‖ at the first 10 steps")
+    fig.tight_layout()
+    return fig
+
+
+def fig_learning_curves(df: pd.DataFrame, curves: pd.DataFrame) -> Figure:
+    """Validation accuracy (or loss) vs step for every recurrent run at the largest T per task."""
+    col = "accuracy" if "accuracy" in curves.columns else "val_loss"
+    tasks = sorted(df["data_source"].unique())
+    fig = Figure(figsize=(5.2 * len(tasks), 3.8))
+    axes = fig.subplots(1, len(tasks), squeeze=False)[0]
+    for ax, src in zip(axes, tasks):
+        sub = df[df["data_source"] == src]
+        T = sub["task_length"].max()
+        for _, run in sub[sub["task_length"] == T].iterrows():
+            c = curves[curves["trial_id"] == run["trial_id"]].sort_values("step")
+            ax.plot(c["step"], c[col], color=COLOURS.get(run["family"]), lw=1, alpha=0.8,
+                    label=run["model"])
+        handles, labels = ax.get_legend_handles_labels()
+        keep = {lab: h for h, lab in zip(handles, labels)}
+        ax.legend(keep.values(), keep.keys(), fontsize=7)
+        ax.set(title=f"{src}" + (f", T={int(T)}" if pd.notna(T) else ""), xlabel="step", ylabel=col)
+    fig.tight_layout()
+    return fig
+
+
+def bits_per_char(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Character-level text runs: final validation bits per character per model (median over
+    seeds), beside the unigram entropy in bits."""
+    text = df[(df["data_source"] == "text") & df["bits_per_char"].notna()]
+    rows = []
+    for model, g in text.groupby("model", sort=True):
+        uni = _median(g, "unigram_entropy")
+        rows.append({"model": model, "n_runs": int(len(g)),
+                     "bits_per_char": float(g["bits_per_char"].median()),
+                     "unigram_bits": uni / math.log(2) if uni is not None else None})
+    return rows
+
+
+def markdown(comp_words: list[str], grad: list[dict[str, Any]], bpc: list[dict[str, Any]]) -> str:
+    L: list[str] = []
+    if comp_words:
+        L += ["### Comparison", ""] + [f"- {s}" for s in comp_words] + [""]
+    if grad:
+        L += ["### ‖∂L/∂h_t‖ during training (share reaching the first 10 steps, median over seeds)",
+              "", "| task | model | T | first eval | lowest | last eval |", "|---|---|---|---|---|---|"]
+        L += [f"| {g['task']} | {g['model']} | {g['T']} | {g['first']:.2e} | {g['lowest']:.2e} | "
+              f"{g['last']:.2e} |" for g in grad] + [""]
+    if bpc:
+        L += ["### Character-level text", "", "| model | runs | bits per character | unigram bits |",
+              "|---|---|---|---|"]
+        L += [f"| {b['model']} | {b['n_runs']} | {b['bits_per_char']:.3f} | "
+              f"{b['unigram_bits']:.3f} |" if b["unigram_bits"] is not None else
+              f"| {b['model']} | {b['n_runs']} | {b['bits_per_char']:.3f} | - |" for b in bpc] + [""]
+    return "\n".join(L)
