@@ -51,7 +51,11 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ffn-ratio", type=float)
     p.add_argument("--seq-len", type=int)
     p.add_argument("--attention", choices=ATTENTIONS)
-    p.add_argument("--parametrization", choices=PARAMETRIZATIONS)
+    p.add_argument("--parametrization", choices=PARAMETRIZATIONS,
+                   help="standard | mup (width transfer) | completep (width and depth transfer)")
+    p.add_argument("--base-width", type=int, help="μP/CompleteP base width (multiplier width/base)")
+    p.add_argument("--base-depth", type=int, help="CompleteP base depth (branches × (base/depth)^α)")
+    p.add_argument("--depth-alpha", type=float, help="CompleteP's α in [0.5, 1] (default 1)")
     p.add_argument("--nu", type=int)
     p.add_argument("--rho", type=int)
     p.add_argument("--data", default="pcfg", help="pcfg | text:PATH | tokens:PATH | copy:T | denoise:T | digits | pdigits")
@@ -77,11 +81,20 @@ def _given(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
     return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
 
 
+def _parametrization(cfg: ModelConfig) -> str:
+    if cfg.parametrization == "standard":
+        return "standard"
+    text = f"{cfg.parametrization} (base_width={cfg.base_width}"
+    if cfg.parametrization == "completep":
+        text += f", base_depth={cfg.base_depth}, alpha={cfg.depth_alpha:g}"
+    return text + ")"
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from depthwidth.data.base import DataError
 
     model_fields = ("family", "depth", "width", "heads", "ffn_ratio", "seq_len", "attention",
-                    "parametrization", "nu", "rho")
+                    "parametrization", "base_width", "base_depth", "depth_alpha", "nu", "rho")
     train_fields = ("steps", "batch_size", "lr", "warmup_steps", "min_lr_ratio", "beta2",
                     "grad_clip", "eval_batches", "eval_every", "device", "precision", "compile",
                     "threads")
@@ -109,7 +122,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         return fail(too_big)
     counts = count_params(model_cfg)
     print(f"model: {model_cfg.family} depth={model_cfg.depth} width={model_cfg.width} "
-          f"heads={model_cfg.heads} N={counts.n_params:,} (total {counts.n_params_total:,})")
+          f"heads={model_cfg.heads} N={counts.n_params:,} (total {counts.n_params_total:,}) "
+          f"parametrization={_parametrization(model_cfg)}")
     print(f"data:  {data.describe()}  vocab={data.vocab_size}")
     t0 = time.perf_counter()
 

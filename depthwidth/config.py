@@ -28,7 +28,7 @@ RECURRENT_FAMILIES = ("lstm", "rnn", "memrnn", "relrnn", "rellstm")
 SCREENED_FAMILIES = ("relrnn", "rellstm")  # relevancy screening: ν and ρ mean something only here
 FAMILIES = (TRANSFORMER,) + RECURRENT_FAMILIES
 ATTENTIONS = ("softmax", "linear")
-PARAMETRIZATIONS = ("standard", "mup")
+PARAMETRIZATIONS = ("standard", "mup", "completep")
 DATA_SOURCES = ("pcfg", "text", "tokens", "copy", "denoise", "digits", "pdigits")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("fp32", "bf16")
@@ -112,6 +112,9 @@ class ModelConfig(_Serializable):
 
     Transformer knobs follow Levine et al. 2020 / Kaplan et al. 2020 (docs/science.md §1-2);
     `nu`/`rho` are the relevancy-screening sizes of Kerg et al. 2020 (docs/science.md §6).
+    `parametrization`: "standard", "mup" (width transfer, base_width) or "completep" (μP plus
+    depth transfer, Dey et al. 2025: residual branches × (base_depth/depth)^depth_alpha;
+    docs/science.md §7).
     `vocab_size = 0` means "take it from the data".
     """
 
@@ -129,6 +132,8 @@ class ModelConfig(_Serializable):
     bias: bool = False
     parametrization: str = "standard"
     base_width: int = 64
+    base_depth: int = 2
+    depth_alpha: float = 1.0
     init_std: float = 0.02
     nu: int = 10
     rho: int = 15
@@ -159,6 +164,14 @@ class ModelConfig(_Serializable):
                        f"expected one of {', '.join(PARAMETRIZATIONS)}")
         if self.base_width < 1:
             raise _bad(c, "base_width", self.base_width, "base_width must be at least 1")
+        if self.base_depth < 1:
+            raise _bad(c, "base_depth", self.base_depth, "base_depth must be at least 1")
+        if not 0.5 <= self.depth_alpha <= 1.0:
+            raise _bad(c, "depth_alpha", self.depth_alpha,
+                       "depth_alpha must be in [0.5, 1] (Dey et al. 2025; 1 = CompleteP)")
+        if self.parametrization == "completep" and not self.residual:
+            raise _bad(c, "residual", self.residual,
+                       "completep scales the residual branches, so it needs residual = true")
         if self.init_std <= 0:
             raise _bad(c, "init_std", self.init_std, "init_std must be positive")
         if self.nu < 0:
@@ -178,8 +191,13 @@ class ModelConfig(_Serializable):
 
     @property
     def width_mult(self) -> float:
-        """μP width multiplier m = width / base_width (1 under the standard parametrization)."""
-        return self.width / self.base_width if self.parametrization == "mup" else 1.0
+        """μP width multiplier m_N = width / base_width (1 under the standard parametrization)."""
+        return self.width / self.base_width if self.parametrization in ("mup", "completep") else 1.0
+
+    @property
+    def depth_mult(self) -> float:
+        """CompleteP depth multiplier m_L = depth / base_depth (1 unless completep)."""
+        return self.depth / self.base_depth if self.parametrization == "completep" else 1.0
 
 
 @dataclass(frozen=True)
@@ -237,6 +255,7 @@ class TrainConfig(_Serializable):
     weight_decay: float = 0.0
     beta1: float = 0.9
     beta2: float = 0.95
+    eps: float = 1e-8
     grad_clip: float = 1.0
     eval_every: int = 50
     eval_batches: int = 4
@@ -264,6 +283,8 @@ class TrainConfig(_Serializable):
         for name in ("beta1", "beta2"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise _bad(c, name, getattr(self, name), f"{name} must be in [0, 1)")
+        if self.eps <= 0:
+            raise _bad(c, "eps", self.eps, "eps (AdamW's epsilon) must be positive")
         if self.grad_clip < 0:
             raise _bad(c, "grad_clip", self.grad_clip, "grad_clip must be >= 0 (0 = off)")
         if self.seed < 0:

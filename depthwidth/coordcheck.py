@@ -1,52 +1,70 @@
-"""μP coordinate check (Yang et al. 2021, Tensor Programs V, §D.1 / the `mup` package's tool).
+"""Coordinate checks: μP across width (Yang et al. 2021, Tensor Programs V, §D.1 / the `mup`
+package's tool) and CompleteP across depth (Dey et al. 2025, Figure 7; docs/science.md §7).
 
-Train the same model at several widths for a few AdamW steps at one learning rate and record the
-typical size (mean |x|) of every block's output and of the logits after each step. Under μP the
-curves for different widths lie on top of each other; under the standard parametrization they
-grow with width. Both a diagnostic (`coord_check(...)` -> DataFrame, `plot_coord_check`) and a test.
+Train the same model at several widths (or depths) for a few AdamW steps at one learning rate and
+record the typical size (mean |x|) of every block's output and of the logits after each step.
+Under a parametrization that transfers, the curves for different sizes lie on top of each other;
+otherwise they grow with size. Diagnostics (`coord_check`, `depth_coord_check` -> DataFrame,
+`plot_coord_check`) and tests.
 """
 
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from depthwidth.config import ModelConfig
+from depthwidth.config import ModelConfig, TrainConfig
 from depthwidth.models.transformer import Transformer
+
+
+def _probe(cfg: ModelConfig, x: torch.Tensor, y: torch.Tensor, steps: int, lr: float,
+           seed: int) -> list[dict]:
+    """Activation sizes of one model at init and after each of `steps` AdamW steps, with the same
+    parameter groups (lr scale, weight decay, ε) as a training run."""
+    from depthwidth.train import make_optimizer
+
+    torch.manual_seed(seed)
+    model = Transformer(cfg)
+    opt = make_optimizer(model, TrainConfig(lr=lr))
+    for g in opt.param_groups:
+        g["lr"] = lr * g["lr_scale"]
+    rows = []
+    for step in range(steps + 1):
+        logits, states = model(x, return_states=True)
+        acts = {f"block{i}": s for i, s in enumerate(states)} | {"logits": logits}
+        for layer, a in acts.items():
+            rows.append(dict(step=step, layer=layer, act_size=a.detach().abs().mean().item()))
+        if step == steps:
+            break
+        loss = F.cross_entropy(logits.reshape(-1, cfg.vocab_size), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return rows
+
+
+def _batch(vocab_size: int, batch_size: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1234)
+    x = torch.randint(0, vocab_size, (batch_size, seq_len + 1), generator=g)
+    return x[:, :-1], x[:, 1:]
 
 
 def coord_check(widths: list[int], parametrization: str, depth: int = 2, steps: int = 4,
                 lr: float = 1e-2, base_width: int = 32, seq_len: int = 16, vocab_size: int = 32,
                 batch_size: int = 8, seeds: int = 2, heads: int = 4) -> pd.DataFrame:
     """Rows: parametrization, width, seed, step (0 = init), layer, act_size (mean |x|)."""
+    x, y = _batch(vocab_size, batch_size, seq_len)
     rows = []
-    g = torch.Generator().manual_seed(1234)
-    x = torch.randint(0, vocab_size, (batch_size, seq_len + 1), generator=g)
-    x, y = x[:, :-1], x[:, 1:]
     for width in widths:
         for seed in range(seeds):
-            torch.manual_seed(seed)
             cfg = ModelConfig(depth=depth, width=width, heads=heads, seq_len=seq_len,
                               vocab_size=vocab_size, parametrization=parametrization,
                               base_width=base_width)
-            model = Transformer(cfg)
-            groups = model.param_groups(weight_decay=0.0)
-            for grp in groups:
-                grp["lr"] = lr * grp["lr_scale"]
-            opt = torch.optim.AdamW(groups, lr=lr)
-            for step in range(steps + 1):
-                logits, states = model(x, return_states=True)
-                acts = {f"block{i}": s for i, s in enumerate(states)} | {"logits": logits}
-                for layer, a in acts.items():
-                    rows.append(dict(parametrization=parametrization, width=width, seed=seed,
-                                     step=step, layer=layer, act_size=a.detach().abs().mean().item()))
-                if step == steps:
-                    break
-                loss = F.cross_entropy(logits.reshape(-1, vocab_size), y.reshape(-1))
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
+            rows += [dict(parametrization=parametrization, width=width, seed=seed, **r)
+                     for r in _probe(cfg, x, y, steps, lr, seed)]
     return pd.DataFrame(rows)
 
 
@@ -57,8 +75,45 @@ def width_spread(df: pd.DataFrame, step: int | None = None) -> pd.Series:
     return m.groupby("layer").max() / m.groupby("layer").min()
 
 
-def plot_coord_check(df: pd.DataFrame):
-    """One panel per parametrization: activation size vs width, one line per layer, last step."""
+# Layers compared across depths: the block at each quarter of the stack (depth L: block
+# ceil(q·L) - 1, the first block at q = 1/4 for L < 4) and the logits.
+DEPTH_LAYERS = {"q1": 0.25, "q2": 0.5, "q3": 0.75, "last": 1.0}
+
+
+def depth_coord_check(depths: list[int], parametrization: str, width: int = 32, steps: int = 4,
+                      lr: float = 1e-2, base_depth: int = 2, base_width: int = 32,
+                      seq_len: int = 16, vocab_size: int = 32, batch_size: int = 8,
+                      seeds: int = 2, heads: int = 4, depth_alpha: float = 1.0) -> pd.DataFrame:
+    """Rows: parametrization, depth, seed, step, layer (q1, q2, q3, last: the block at that
+    fraction of the stack; logits), act_size (mean |x|)."""
+    x, y = _batch(vocab_size, batch_size, seq_len)
+    rows = []
+    for depth in depths:
+        # layer name(s) each probed tensor stands for; with < 4 blocks one block covers several
+        names: dict[str, list[str]] = {"logits": ["logits"]}
+        for name, q in DEPTH_LAYERS.items():
+            names.setdefault(f"block{max(0, math.ceil(q * depth) - 1)}", []).append(name)
+        for seed in range(seeds):
+            cfg = ModelConfig(depth=depth, width=width, heads=heads, seq_len=seq_len,
+                              vocab_size=vocab_size, parametrization=parametrization,
+                              base_width=base_width, base_depth=base_depth,
+                              depth_alpha=depth_alpha)
+            rows += [dict(parametrization=parametrization, depth=depth, seed=seed, step=r["step"],
+                          layer=n, act_size=r["act_size"])
+                     for r in _probe(cfg, x, y, steps, lr, seed) for n in names.get(r["layer"], [])]
+    return pd.DataFrame(rows)
+
+
+def depth_spread(df: pd.DataFrame, step: int | None = None) -> pd.Series:
+    """Per layer: max/min over depths of the seed-averaged activation size at `step` (default last)."""
+    step = df["step"].max() if step is None else step
+    m = df[df["step"] == step].groupby(["layer", "depth"])["act_size"].mean()
+    return m.groupby("layer").max() / m.groupby("layer").min()
+
+
+def plot_coord_check(df: pd.DataFrame, axis: str = "width"):
+    """One panel per parametrization: activation size vs `axis` (width or depth), one line per
+    layer, last step."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -68,10 +123,10 @@ def plot_coord_check(df: pd.DataFrame):
     last = df["step"].max()
     for ax, par in zip(axes[0], pars):
         d = df[(df["parametrization"] == par) & (df["step"] == last)]
-        for layer, g in d.groupby("layer"):
-            m = g.groupby("width")["act_size"].mean()
+        for layer, g in d.groupby("layer", sort=False):
+            m = g.groupby(axis)["act_size"].mean()
             ax.plot(m.index, m.values, marker="o", label=layer)
-        ax.set(xscale="log", yscale="log", xlabel="width", ylabel="mean |activation|",
+        ax.set(xscale="log", yscale="log", xlabel=axis, ylabel="mean |activation|",
                title=f"{par}: after {last} steps")
         ax.legend(fontsize=8)
     fig.tight_layout()

@@ -133,13 +133,20 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+def _param_groups(model: torch.nn.Module, weight_decay: float, eps: float) -> list[dict]:
     if hasattr(model, "param_groups"):
-        return model.param_groups(weight_decay)
+        return model.param_groups(weight_decay, eps)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
-    return [g for g in (dict(params=decay, lr_scale=1.0, weight_decay=weight_decay),
-                        dict(params=rest, lr_scale=1.0, weight_decay=0.0)) if g["params"]]
+    return [g for g in (dict(params=decay, lr_scale=1.0, weight_decay=weight_decay, eps=eps),
+                        dict(params=rest, lr_scale=1.0, weight_decay=0.0, eps=eps)) if g["params"]]
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW over the model's parameter groups; each group carries its own `lr_scale`, weight
+    decay and ε (torch reads `eps` per group), as μP and CompleteP prescribe."""
+    groups = _param_groups(model, cfg.weight_decay, cfg.eps)
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
@@ -239,8 +246,7 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
     try:
         torch.manual_seed(train_cfg.seed)
         model = build_model(model_cfg).to(device)
-        groups = _param_groups(model, train_cfg.weight_decay)
-        opt = torch.optim.AdamW(groups, lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2))
+        opt = make_optimizer(model, train_cfg)
         if state is not None:
             model.load_state_dict(state["model"])
             opt.load_state_dict(state["optimizer"])

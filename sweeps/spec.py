@@ -23,7 +23,8 @@ Axis names are fields of ModelConfig, DataConfig or TrainConfig. A field in seve
 must be qualified (`model.vocab_size`, `data.vocab_size`), except the rule `seed` = train.seed:
 every trial of a sweep then sees the same synthetic language unless `data.seed` is swept.
 trial_id = first 16 hex digits of SHA-256 over the canonical JSON of the three configs, leaving
-out execution knobs that do not change what is computed (EXECUTION_FIELDS).
+out execution knobs that do not change what is computed (EXECUTION_FIELDS) and fields added since
+the first stores were written while they hold their old behaviour (LATER_FIELDS).
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ FIELDS: dict[str, tuple[str, ...]] = {k: tuple(f.name for f in fields(c)) for k,
 # `seed` alone means the training seed (init + batch order); the language stays fixed.
 DEFAULT_OWNER = {"seed": "train"}
 EXECUTION_FIELDS = {"train": ("device", "threads", "compile", "checkpoint_every")}
+# Fields added after stores existed, with the value that reproduces the earlier behaviour: left
+# out of the id at that value, so an existing store's trials keep their ids (and are not rerun).
+LATER_FIELDS = {"model": {"base_depth": 2, "depth_alpha": 1.0}, "train": {"eps": 1e-8}}
 TOP_KEYS = ("name", "description", "where", "model", "data", "train", "grid", "points",
             "budget", "resources", "storage", "tracking")
 RESOURCE_KEYS = ("cpus", "gpus", "max_concurrent", "max_failures", "gpu_memory_gb",
@@ -102,6 +106,10 @@ def trial_id_of(model: ModelConfig, data: DataConfig, train: TrainConfig) -> str
     for section, names in EXECUTION_FIELDS.items():
         for n in names:
             parts[section].pop(n, None)
+    for section, defaults in LATER_FIELDS.items():
+        for n, old in defaults.items():
+            if parts[section].get(n) == old:
+                parts[section].pop(n)
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -34,8 +34,22 @@ def test_train_prints_progress_and_final_losses_beside_unigram_entropy(tmp_path)
     assert result["status"] == "ok" and result["steps"] == 20 and len(result["curve"]) == 10
 
 
+def test_train_completep_names_its_parametrization(tmp_path):
+    out = tmp_path / "run.json"
+    r = run("train", "--depth", "4", "--width", "32", "--heads", "2", "--seq-len", "16",
+            "--steps", "10", "--batch-size", "4", "--threads", "1", "--parametrization", "completep",
+            "--base-depth", "2", "--base-width", "16", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "parametrization=completep (base_width=16, base_depth=2, alpha=1)" in r.stdout
+    import json
+    result = json.loads(out.read_text())
+    assert result["status"] == "ok" and result["steps"] == 10
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--width", "30", "--heads", "4"], "ModelConfig.width = 30"),
+    (["--parametrization", "completep", "--depth-alpha", "2"], "ModelConfig.depth_alpha = 2.0"),
+    (["--parametrization", "completep", "--base-depth", "0"], "ModelConfig.base_depth = 0"),
     (["--depth", "0"], "ModelConfig.depth = 0"),
     (["--data", "wiki"], "--data = 'wiki'"),
     (["--data", "text:/nonexistent/file.txt"], "/nonexistent/file.txt"),

@@ -1,5 +1,6 @@
-"""The transformer against hand-computed parameter and FLOP counts, μP's coordinate check,
-and the linear-attention mode against a direct evaluation of Levine et al.'s formula."""
+"""The transformer against hand-computed parameter and FLOP counts, μP's coordinate check across
+width and CompleteP's across depth, the parameter groups of both, and the linear-attention mode
+against a direct evaluation of Levine et al.'s formula."""
 
 import math
 
@@ -8,7 +9,7 @@ import torch
 
 from depthwidth.accounting import count_params, flops_per_token, memory_estimate, train_flops_per_token
 from depthwidth.config import ModelConfig
-from depthwidth.coordcheck import coord_check, width_spread
+from depthwidth.coordcheck import coord_check, depth_coord_check, depth_spread, width_spread
 from depthwidth.models.transformer import Transformer
 
 SHAPES = [
@@ -117,3 +118,61 @@ def test_mup_learning_rate_groups():
     std = [p.std().item() for p in model.hidden_matrices()]
     assert max(std) < 0.02 / math.sqrt(4) * 1.2  # init std / sqrt(m)
     assert model.output_mult == pytest.approx(0.25)
+
+
+def test_completep_coordinates_stay_put_across_16x_depth_while_standard_and_mup_grow():
+    """After 4 AdamW steps at one learning rate, depths 2..32 at width 32: under CompleteP the
+    block at each quarter of the stack, the last block and the logits stay within a factor 2
+    across depths; under the standard parametrization and under μP (width-only) the blocks'
+    mean |activation| spreads by more than 5x (the residual stream sums L unscaled branches)."""
+    torch.set_num_threads(1)
+    depths = [2, 4, 8, 16, 32]
+    cp = depth_spread(depth_coord_check(depths, "completep", seeds=1))
+    assert set(cp.index) == {"q1", "q2", "q3", "last", "logits"}
+    assert (cp < 2.0).all(), cp.to_dict()
+    for par in ("standard", "mup"):
+        other = depth_spread(depth_coord_check(depths, par, seeds=1))
+        blocks = ["q1", "q2", "q3", "last"]
+        assert (other[blocks] > 5.0).all(), (par, other.to_dict())
+        assert (other[blocks] > 2 * cp[blocks]).all(), (par, other.to_dict(), cp.to_dict())
+
+
+def test_completep_groups_follow_dey_2025_table_1():
+    """m_N = 4 (width 128 / base 32), m_L = 4 (depth 8 / base 2), α = 1 then α = 0.5: hidden lr
+    × m_N^-1·m_L^(α-1), hidden weight decay × m_N, ε × m_N^-1·m_L^-α inside the blocks and ×
+    m_N^-1 outside, LayerNorm lr × m_L^(α-1), branches × m_L^-α; init as μP."""
+    base = dict(depth=8, width=128, heads=4, vocab_size=20, parametrization="completep",
+                base_width=32, base_depth=2, bias=True)
+    for alpha in (1.0, 0.5):
+        cfg = ModelConfig(**base, depth_alpha=alpha)
+        model = Transformer(cfg)
+        groups = model.param_groups(0.1, eps=1e-8)
+        by_id = {id(p): g for g in groups for p in g["params"]}
+        qkv = model.blocks[3].attn.qkv
+        g = by_id[id(qkv.weight)]
+        assert g["lr_scale"] == pytest.approx(4 ** (alpha - 1) / 4)
+        assert g["weight_decay"] == pytest.approx(0.1 * 4)
+        assert g["eps"] == pytest.approx(1e-8 / 4 * 4 ** -alpha)
+        for p in (model.blocks[0].ln1.weight, model.blocks[5].mlp.fc.bias):
+            assert by_id[id(p)]["lr_scale"] == pytest.approx(4 ** (alpha - 1))
+            assert by_id[id(p)]["weight_decay"] == 0.0
+            assert by_id[id(p)]["eps"] == pytest.approx(1e-8 / 4 * 4 ** -alpha)
+        emb, ln_f = by_id[id(model.tok_emb.weight)], by_id[id(model.ln_f.weight)]
+        assert emb["lr_scale"] == 1.0 and emb["weight_decay"] == 0.1 and emb["eps"] == pytest.approx(2.5e-9)
+        assert ln_f["lr_scale"] == 1.0 and ln_f["weight_decay"] == 0.0
+        assert sum(p.numel() for p in groups[0]["params"]) == count_params(cfg).n_params
+        assert model.blocks[0].branch_mult == pytest.approx(4 ** -alpha)
+        assert model.output_mult == pytest.approx(0.25)
+        assert model.blocks[0].attn.scale == pytest.approx(1 / 32)  # μP's 1/d_head
+        assert max(p.std().item() for p in model.hidden_matrices()) < 0.02 / 2 * 1.2
+    # the branch multiplier is really applied: a completep block equals a μP block whose branch
+    # outputs are scaled by hand
+    cfg = ModelConfig(**base)
+    cp, mu = Transformer(cfg), Transformer(cfg.replace(parametrization="mup"))
+    mu.load_state_dict(cp.state_dict())
+    x = torch.randn(2, 5, 128)
+    blk_cp, blk_mu = cp.blocks[0], mu.blocks[0]
+    a = blk_mu.attn(blk_mu.ln1(x))
+    h = x + a / 4
+    expected = h + blk_mu.mlp(blk_mu.ln2(h)) / 4
+    torch.testing.assert_close(blk_cp(x), expected)

@@ -33,7 +33,8 @@ width = [8, 16]
 steps = 10
 """
 FIELDS_MODEL = ("family, depth, width, heads, ffn_ratio, vocab_size, seq_len, attention, layernorm, "
-                "residual, tied_embeddings, bias, parametrization, base_width, init_std, nu, rho")
+                "residual, tied_embeddings, bias, parametrization, base_width, base_depth, depth_alpha, "
+                "init_std, nu, rho")
 FUNCS = "log, log2, log10, log3, exp, sqrt, abs, min, max, round"
 
 
@@ -252,6 +253,8 @@ def test_trial_id_is_sha256_of_canonical_config_without_execution_knobs():
     parts = {"model": t.model.to_dict(), "data": t.data.to_dict(), "train": t.train.to_dict()}
     for k in ("device", "threads", "compile", "checkpoint_every"):
         del parts["train"][k]
+    for section, k in (("model", "base_depth"), ("model", "depth_alpha"), ("train", "eps")):
+        del parts[section][k]  # later fields, at the value that reproduces earlier behaviour
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()
     assert t.trial_id == hashlib.sha256(blob).hexdigest()[:16]
     # order of keys in the file does not matter; execution knobs do not; the learning rate does
@@ -261,6 +264,18 @@ def test_trial_id_is_sha256_of_canonical_config_without_execution_knobs():
     changed = parse_spec(BASE.replace("[data]", "[train]\nlr = 0.001\n[data]"), "z.toml")
     assert not {x.trial_id for x in changed.trials} & {x.trial_id for x in spec.trials}
     assert trial_id_of(t.model, t.data, t.train.replace(threads=8)) == t.trial_id
+
+
+def test_trial_ids_of_stores_written_before_completep_and_eps_are_kept():
+    """Ids as computed before base_depth, depth_alpha and eps existed: an existing store's trials
+    are found again and not rerun; setting a new field makes a new trial."""
+    from depthwidth.config import DataConfig, ModelConfig
+    assert trial_id_of(ModelConfig(), DataConfig(), TrainConfig()) == "de00d7e35260ad25"
+    mup = ModelConfig(depth=4, width=32, parametrization="mup")
+    assert trial_id_of(mup, DataConfig(seed=1), TrainConfig(lr=1e-3)) == "8f309cbb26e17b77"
+    assert trial_id_of(mup, DataConfig(seed=1), TrainConfig(lr=1e-3, eps=1e-6)) != "8f309cbb26e17b77"
+    cp = mup.replace(parametrization="completep")
+    assert trial_id_of(cp, DataConfig(seed=1), TrainConfig(lr=1e-3)) != "8f309cbb26e17b77"
 
 
 def test_seed_means_train_seed_and_qualified_names_reach_their_config():

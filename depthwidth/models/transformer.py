@@ -4,7 +4,8 @@ norm -> attention -> MLP -> block -> model (after karpathy/nanoGPT).
 `attention="linear"` is the un-normalised multi-head attention Levine et al. 2020 analyse
 (docs/science.md §1): no softmax, o_i = scale * sum_j <q_i, k_j> v_j; with layernorm=False and
 ffn_ratio=0 the analysed network is reached exactly. `parametrization="mup"` applies μP
-(Yang et al. 2021, Tensor Programs V) in the fenced section below.
+(Yang et al. 2021, Tensor Programs V) and `"completep"` μP plus CompleteP's depth rules (Dey et
+al. 2025, docs/science.md §7) in the fenced section below.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class Attention(nn.Module):
         # Score scale: 1/sqrt(d_head) (standard) or 1/d_head (μP: keeps q·k O(1) as width grows,
         # since q and k become correlated during training). A plain attribute so the
         # separation-rank simulator can set 1.0 for exact integer evaluation.
-        self.scale = 1.0 / (cfg.head_dim if cfg.parametrization == "mup" else math.sqrt(cfg.head_dim))
+        self.scale = 1.0 / (math.sqrt(cfg.head_dim) if cfg.parametrization == "standard" else cfg.head_dim)
 
     def forward(self, x: torch.Tensor, causal: bool = True) -> torch.Tensor:
         B, T, C = x.shape
@@ -64,16 +65,19 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.residual = cfg.residual
+        # CompleteP (Dey et al. 2025): each residual branch × m_L^-α, m_L = depth / base_depth,
+        # so the L branches together move the residual stream by O(1) at any depth. 1 otherwise.
+        self.branch_mult = cfg.depth_mult ** -cfg.depth_alpha
         self.ln1, self.attn = _norm(cfg), Attention(cfg)
         self.mlp = MLP(cfg) if cfg.d_ff > 0 else None  # ffn_ratio = 0: attention only
         self.ln2 = _norm(cfg) if self.mlp is not None else nn.Identity()
 
     def forward(self, x: torch.Tensor, causal: bool = True) -> torch.Tensor:
         a = self.attn(self.ln1(x), causal)
-        x = x + a if self.residual else a
+        x = x + self.branch_mult * a if self.residual else a
         if self.mlp is not None:
             m = self.mlp(self.ln2(x))
-            x = x + m if self.residual else m
+            x = x + self.branch_mult * m if self.residual else m
         return x
 
 
@@ -93,10 +97,20 @@ class Transformer(nn.Module):
         self.reset_parameters()
 
     # ---------------------------------------------------------------- μP (fenced) ----------
-    # Width multiplier m = width / base_width (1 under "standard"). Following Tensor Programs V,
-    # Table 3 (Adam): hidden matrices get init std / sqrt(m) and learning rate / m; embeddings
-    # keep both; the read-out is multiplied by 1/m. Attention uses 1/d_head (see Attention).
+    # Width multiplier m_N = width / base_width (1 under "standard"). Following Tensor Programs V,
+    # Table 3 (Adam): hidden matrices get init std / sqrt(m_N) and learning rate / m_N; embeddings
+    # keep both; the read-out is multiplied by 1/m_N. Attention uses 1/d_head (see Attention).
     # Under "standard" every weight is N(0, init_std) and all multipliers are 1 (nanoGPT/GPT-2).
+    #
+    # "completep" adds the depth rules of Dey et al. 2025 (Table 1; checked against the reference
+    # implementation, EleutherAI/nanoGPT-mup branch completep), m_L = depth / base_depth, α =
+    # depth_alpha: residual branches × m_L^-α (Block); learning rate of every parameter inside the
+    # blocks × m_L^(α-1) (1 at α = 1); hidden matrices' weight decay × m_N, so that AdamW's
+    # decay per step lr·λ does not shrink with width; AdamW ε × m_N^-1 for every parameter, since
+    # the read-out's 1/m_N shrinks every gradient, and × m_L^-α more inside the blocks, whose
+    # gradients the branch multiplier shrinks. (The reference code applies m_N^-1·m_L^-α to all
+    # groups; outside the blocks we keep ε·m_N^-1, the size of those gradients. Either way ε
+    # stays far below √v at the default 1e-8.)
     @property
     def output_mult(self) -> float:
         return 1.0 / self.cfg.width_mult
@@ -104,17 +118,31 @@ class Transformer(nn.Module):
     def hidden_matrices(self) -> list[nn.Parameter]:
         return [p for n, p in self.named_parameters() if p.dim() == 2 and n.startswith("blocks.")]
 
-    def param_groups(self, weight_decay: float) -> list[dict]:
-        """AdamW groups, each with `lr_scale` applied on top of the schedule's lr."""
-        m = self.cfg.width_mult
+    def param_groups(self, weight_decay: float, eps: float = 1e-8) -> list[dict]:
+        """AdamW groups, each with `lr_scale` applied on top of the schedule's lr, and its own
+        weight decay and ε."""
+        cfg = self.cfg
+        m_n, m_l, alpha = cfg.width_mult, cfg.depth_mult, cfg.depth_alpha
         hidden = {id(p) for p in self.hidden_matrices()}
+        in_blocks = {id(p) for p in self.blocks.parameters()}
+        hidden_2d = [p for p in self.parameters() if id(p) in hidden]
         other_2d = [p for p in self.parameters() if p.dim() == 2 and id(p) not in hidden]
         vectors = [p for p in self.parameters() if p.dim() < 2]
+        if cfg.parametrization != "completep":  # standard, μP: μP's width rule on hidden lr only
+            groups = [dict(params=hidden_2d, lr_scale=1.0 / m_n, weight_decay=weight_decay, eps=eps),
+                      dict(params=other_2d, lr_scale=1.0, weight_decay=weight_decay, eps=eps),
+                      dict(params=vectors, lr_scale=1.0, weight_decay=0.0, eps=eps)]
+            return [g for g in groups if g["params"]]
+        depth_lr = m_l ** (alpha - 1.0)
+        eps_out, eps_in = eps / m_n, eps / m_n * m_l ** -alpha
         groups = [
-            dict(params=[p for p in self.parameters() if id(p) in hidden], lr_scale=1.0 / m,
-                 weight_decay=weight_decay),
-            dict(params=other_2d, lr_scale=1.0, weight_decay=weight_decay),
-            dict(params=vectors, lr_scale=1.0, weight_decay=0.0),
+            dict(params=hidden_2d, lr_scale=depth_lr / m_n, weight_decay=weight_decay * m_n,
+                 eps=eps_in),
+            dict(params=[p for p in vectors if id(p) in in_blocks], lr_scale=depth_lr,
+                 weight_decay=0.0, eps=eps_in),
+            dict(params=other_2d, lr_scale=1.0, weight_decay=weight_decay, eps=eps_out),
+            dict(params=[p for p in vectors if id(p) not in in_blocks], lr_scale=1.0,
+                 weight_decay=0.0, eps=eps_out),
         ]
         return [g for g in groups if g["params"]]
 
