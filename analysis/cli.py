@@ -26,10 +26,16 @@ def _analyze(args) -> int:
     if (bad := _check_counts(args)):
         return _fail(bad)
     try:
-        r = analyze(args.source, out_dir=args.out, bootstrap=args.bootstrap, seed=args.seed)
+        no_tune = args.tune == ["none"]
+        r = analyze(args.source, out_dir=args.out, bootstrap=args.bootstrap, seed=args.seed,
+                    tune=() if no_tune else tuple(args.tune or ()), selection=args.selection,
+                    no_tune=no_tune)
     except InputError as exc:
         return _fail(str(exc))
     thr = r["threshold"]
+    t = r["tuning"]
+    print(f"tuning axes: {', '.join(t['axes']) or 'none'}; selection: {t['rule']}; "
+          f"parametrization: {', '.join(t['parametrization'])}")
     print(f"{r['n_runs']} runs analysed; preferred law: {r['regimes']['preferred']}")
     if thr.get("base") is not None:
         ci = " to ".join(f"{v:.3g}" for v in thr["base_ci"]) if thr.get("base_ci") else "none"
@@ -76,6 +82,13 @@ def register(subparsers) -> None:
     p.add_argument("--out", default=None, help="output folder (default: <store>/analysis)")
     p.add_argument("--bootstrap", type=int, default=200, help="bootstrap refits (default 200)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--tune", action="append", metavar="COL",
+                   help="a column that tunes a run (beside lr, beta2, warmup_steps, batch_size, "
+                        "weight_decay, ... found by themselves): each shape is fitted at its best "
+                        "setting; repeatable; `--tune none` averages every setting instead")
+    p.add_argument("--selection", choices=("auto", "split", "same"), default="auto",
+                   help="choose the best setting on half the seeds and fit the other half (split), "
+                        "on all seeds (same), or split where every setting has 2 seeds (auto)")
     p.set_defaults(func=_analyze)
 
     p = subparsers.add_parser("plot", help="redraw every figure from a stored report (no refitting)")

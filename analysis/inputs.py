@@ -133,7 +133,7 @@ def _split_long(table: pd.DataFrame, name: str, csv: bool):
     _check_positive(table, ["depth", "width", "step", loss_col]
                     + [c for c in ("n_params", "tokens") if c in table.columns], name, csv)
     keys = ["trial_id"] if "trial_id" in table.columns else [
-        c for c in ("depth", "width", "seed", "n_params", "family") if c in table.columns]
+        c for c in ("depth", "width", "seed", "n_params", "family", "lr") if c in table.columns]
     t = table.copy()
     t["trial_id"] = t.groupby(keys, sort=False).ngroup().astype(str) if keys != ["trial_id"] else t["trial_id"]
     last = t.sort_values("step").groupby("trial_id", sort=False).tail(1).sort_index()

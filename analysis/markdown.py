@@ -67,11 +67,57 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
     return out + [""]
 
 
+def tuning_line(t: dict) -> str:
+    """One sentence: tuning axes, selection rule and parametrization (docs/science.md §7)."""
+    axes = ", ".join(f"`{a}`" for a in t["axes"]) or "none swept"
+    return (f"Tuning axes: {axes}; selection rule: **{t['rule']}** ({t['rule_text']}); "
+            f"parametrization: {', '.join(t['parametrization'])}; {t['n_runs_used']} of "
+            f"{t['n_runs_in']} runs enter the fits.")
+
+
+def _drift_cell(d: dict) -> str:
+    if d.get("status") != "ok":
+        return f"not identified ({d.get('reason', '')})"
+    promised = d.get("promised")
+    note = ("no promise" if promised is None else
+            f"promised {_g(promised)}: {'as promised' if d.get('as_promised') else 'not as promised'}")
+    return f"{d['exponent']:.3g} {_ci(d['ci'])} ({note})"
+
+
+def tuning_section(t: dict) -> list[str]:
+    """Each shape's best setting, at_edge flags and the drift of the best learning rate."""
+    L = ["## Tuning: each shape at its best setting", "", tuning_line(t), ""]
+    if not t["axes"]:
+        return L
+    shape = list(t["shape_columns"])
+    head = shape + list(t["axes"]) + ["at_edge", "rule", "select loss", "reported loss",
+                                      "runner-up gap"]
+    rows = [[r[c] for c in shape] + [r[a] for a in t["axes"]]
+            + ["yes" if r["at_edge"] else "no", r["rule"], r["select_loss"], r.get("report_loss"),
+               r.get("runner_up_gap")] for r in t["best"]]
+    L += _table(head, rows)
+    edge = sum(1 for r in t["best"] if r["at_edge"])
+    if edge:
+        L += [f"{edge} of {len(t['best'])} shapes have their best setting at the edge of the "
+              "swept range (`at_edge`): their true optimum may lie outside it.", ""]
+    d = t["lr_drift"]
+    if d.get("status") == "ok":
+        L += [f"Drift of the best learning rate, lr* ∝ width^a · depth^g over {d['n_shapes']} "
+              f"shapes ({d['n_at_edge']} at the grid's edge left out): a = "
+              f"{_drift_cell(d['width'])}; g = {_drift_cell(d['depth'])}."
+              + (f" Promises are those of {d['promise_of']}." if d.get("promise_of") else ""), ""]
+    else:
+        L += [f"Drift of the best learning rate: {d.get('reason', d.get('status'))}.", ""]
+    return L
+
+
 def render(r: dict) -> str:
     L = [f"# Depth–width analysis: `{r['source']}`", ""]
     exc = ", ".join(f"{k}: {v}" for k, v in r["n_excluded"].items() if v) or "none"
     L += [f"{r['n_runs']} runs fitted (excluded: {exc}); depths {r['depths']}; "
           f"{len(r['widths'])} widths; {r['bootstrap']} bootstrap refits, seed {r['seed']}.", ""]
+    if r.get("tuning"):
+        L += [tuning_line(r["tuning"]), ""]
     L += ["## What the data say about L_th", "", lth_paragraph(r), ""]
 
     thr = r["threshold"]
@@ -143,6 +189,9 @@ def render(r: dict) -> str:
     L += ["Levine et al.'s predicted departure points for Kaplan's Figure 6 depths: " + "; ".join(
         f"L={d['depth']}: d=3^L={_g(d['width_theory'])}, N={_g(d['n_params_theory'])}"
         for d in k["levine_departures"]) + ".", "", k["note"] + ".", ""]
+
+    if r.get("tuning"):
+        L += tuning_section(r["tuning"])
 
     if "relrnn" in r:
         L += ["## Recurrent family", "", f"status: {r['relrnn'].get('status', 'see report.json')}"

@@ -262,6 +262,49 @@ def side_by_side(curves: pd.DataFrame | None, ours: dict | None, digitized: pd.D
     return fig
 
 
+def lr_curves(tuning: dict, max_panels: int = 12) -> Figure:
+    """The μTransfer view (Yang et al. 2021, Figure 1): seed-mean loss vs learning rate, one panel
+    per depth and one line per width (other tuning axes at each shape's best), the chosen
+    setting starred (hollow where it sits at the grid's edge), the band spanning the seeds."""
+    s, best = pd.DataFrame(tuning["settings"]), pd.DataFrame(tuning["best"])
+    others = [a for a in tuning["axes"] if a != "lr"]
+    if others:
+        s = s.merge(best[list(tuning["shape_columns"]) + others], on=list(tuning["shape_columns"]) + others)
+    depths = sorted(s["depth"].unique())
+    if len(depths) > max_panels:
+        depths = [depths[i] for i in np.unique(np.linspace(0, len(depths) - 1, max_panels).round().astype(int))]
+    ncol = min(4, len(depths))
+    nrow = int(np.ceil(len(depths) / ncol))
+    fig = Figure(figsize=(3.6 * ncol, 3.0 * nrow + 0.6))
+    cmap = matplotlib.colormaps["viridis"]
+    widths = sorted(s["width"].unique())
+    col = {w: cmap(0.9 * i / max(1, len(widths) - 1)) for i, w in enumerate(widths)}
+    for k, d in enumerate(depths):
+        ax = fig.add_subplot(nrow, ncol, k + 1)
+        for (w, *rest), g in s[s["depth"] == d].groupby(["width"] + [c for c in ("tokens",)
+                                                                     if c in tuning["shape_columns"]]):
+            g = g.sort_values("lr")
+            ax.plot(g["lr"], g["loss"], marker="o", ms=3, color=col[w], lw=1.2,
+                    label=f"width {w:g}" if k == 0 else None)
+            ax.fill_between(g["lr"], g["loss_min"], g["loss_max"], color=col[w], alpha=0.12, lw=0)
+            b = best[(best["depth"] == d) & (best["width"] == w)]
+            for _, r in b.iterrows():
+                y = g.loc[np.isclose(g["lr"], r["lr"]), "loss"]
+                ax.plot([r["lr"]], [y.iloc[0] if len(y) else np.nan], marker="*", ms=12,
+                        mec="k", mfc="none" if r["at_edge"] else col[w], zorder=4)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"depth {d}", fontsize=9)
+        ax.set_xlabel("learning rate", fontsize=8)
+        ax.set_ylabel("loss", fontsize=8)
+        ax.tick_params(labelsize=7)
+    fig.legend(fontsize=7, loc="upper right", ncol=min(4, len(widths)))
+    fig.suptitle(f"Loss vs learning rate per shape (★ chosen; hollow = at the grid's edge); "
+                 f"parametrization: {', '.join(tuning['parametrization'])}", fontsize=9, x=0.4)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    return fig
+
+
 def make_all(runs: pd.DataFrame, curves: pd.DataFrame, report: dict) -> tuple[dict, dict]:
     """Every report figure that the data allow: ({name: Figure}, {name: reason skipped})."""
     figs, skipped = {}, {}
@@ -281,4 +324,9 @@ def make_all(runs: pd.DataFrame, curves: pd.DataFrame, report: dict) -> tuple[di
         figs["learning_curves"] = learning_curves(curves, report["learning_curves"]["fit"])
     else:
         skipped["learning_curves"] = "no learning curves in the input"
+    tuning = report.get("tuning") or {}
+    if "lr" in tuning.get("axes", ()):
+        figs["lr_curves"] = lr_curves(tuning)
+    else:
+        skipped["lr_curves"] = "no learning-rate axis was swept"
     return figs, skipped

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import kaplan, plots, powerlaw, regimes, threshold
+from analysis import kaplan, plots, powerlaw, regimes, threshold, tuning
 from analysis._blas import single_threaded
 from analysis.fitcore import bootstrap_bytes
 from analysis.inputs import Dataset, InputError, default_out, load, locate
@@ -186,20 +186,24 @@ def check_bootstrap(bootstrap, seed, n_runs: int | None = None, n_points: int = 
 
 @single_threaded
 def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: int = 200,
-            seed: int = 0) -> dict:
+            seed: int = 0, tune: tuple = (), selection: str = "auto", no_tune: bool = False) -> dict:
     """Fit, plot and write the report for a results store or CSV; returns the report dict.
+    Every fit sees each shape at its best setting of the tuning axes (analysis.tuning; `tune`
+    names extra axes, `no_tune` averages every setting instead).
 
     Bad input, or an output that cannot be written, raises analysis.inputs.InputError before any
     fit runs; nothing is written unless the whole report is."""
     check_bootstrap(bootstrap, seed)
     watch = Stopwatch()
     ds = load(source)
+    ds, tuned = tuning.apply(ds, tuple(tune), selection, no_tune)
     check_bootstrap(bootstrap, seed, len(ds.runs), len(ds.curves))
     dest = output_location(out_dir, source, ds.kind)
     watch.lap("load")
     out = _Output(dest)
     try:
         report = build_report(ds, int(bootstrap), int(seed), watch)
+        report["tuning"] = tuned
         report["report_dir"] = dest.display()
         if any(f in RECURRENT_FAMILIES for f in ds.families):
             report["relrnn"] = powerlaw.json_safe(_relrnn(ds, out.work))
@@ -262,6 +266,9 @@ def replot(path: str | Path) -> dict:
     """Redraw every figure from a stored report and its source data, without refitting."""
     dest, report = find_report(path)
     ds = load(report["source"])
+    if report.get("tuning"):  # the same runs as the fits: each shape's chosen setting
+        req = report["tuning"]["requested"]
+        ds, _ = tuning.apply(ds, tuple(req["tune"]), req["selection"], req["disabled"])
     out = _Output(dest)
     try:
         report["figures"] = figures_for(ds, report, out.work)

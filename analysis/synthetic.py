@@ -83,3 +83,31 @@ def write_store(directory: str | Path, runs: pd.DataFrame, curves: pd.DataFrame 
     if curves is not None:
         curves.to_parquet(d / "curves.parquet")
     return d
+
+
+def lr_optimum(depth, width, drift: dict) -> np.ndarray:
+    """Planted best learning rate lr*(L, d) = lr0 · (d/64)^width_exp · (L/4)^depth_exp."""
+    return (drift["lr0"] * (np.asarray(width, float) / 64.0) ** drift["width_exp"]
+            * (np.asarray(depth, float) / 4.0) ** drift["depth_exp"])
+
+
+def make_tuned_runs(law: str, depths, widths, params: dict, lrs, drift: dict,
+                    sharpness: float = 0.15, seeds=(0, 1), noise: float = 0.01,
+                    seed: int = 0) -> pd.DataFrame:
+    """A grid of depth x width x learning rate x seed whose best lr drifts with shape.
+
+    log loss = log L_law(depth, width) + sharpness · (log10 lr − log10 lr*(depth, width))²
+    + noise: at its own optimum every shape reaches the planted law, away from it the loss rises
+    by `sharpness` (in log-loss per decade²). Columns as `make_runs`, plus lr and lr_opt."""
+    rng = np.random.default_rng(seed)
+    D, W, R, S = (a.ravel() for a in np.meshgrid(depths, widths, lrs, seeds, indexing="ij"))
+    clean = planted_loss(law, D, W, params)
+    opt = lr_optimum(D, W, drift)
+    off = sharpness * (np.log10(R) - np.log10(opt)) ** 2
+    loss = clean * np.exp(off + rng.normal(0.0, noise, clean.shape))
+    return pd.DataFrame({
+        "trial_id": [f"t{i:05d}" for i in range(len(D))], "family": "transformer",
+        "depth": D.astype(int), "width": W.astype(int), "heads": 1, "seed": S.astype(int),
+        "lr": R.astype(float), "lr_opt": opt, "n_params": 12.0 * D * W.astype(float) ** 2,
+        "loss": loss, "clean_loss": clean,
+    })
