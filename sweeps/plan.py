@@ -29,7 +29,7 @@ def trial_plan(trial: Trial, spec: SweepSpec) -> dict[str, Any]:
     budget_gb = r.gpus * r.gpu_memory_gb if r.gpus > 0 else float("nan")
     return {
         "trial_id": trial.trial_id, "family": model.family, "depth": model.depth,
-        "width": model.width, "heads": model.heads, "seed": trial.train.seed,
+        "width": model.width, "heads": model.heads, "seed": trial.train.seed, "lr": trial.train.lr,
         "n_params": counts.n_params, "n_params_total": counts.n_params_total,
         "steps": trial.train.steps, "tokens": tokens, "flops": train_flops,
         "mem_gb": mem_gb, "mem_budget_gb": budget_gb,
@@ -108,7 +108,7 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
     lines = [f"sweep {spec.name!r}: {len(rows)} trials, storage {spec.storage}"]
     if spec.description:
         lines.append(spec.description)
-    head = (f"{'trial_id':16} {'family':11} {'depth':>5} {'width':>6} {'heads':>5} {'seed':>4} "
+    head = (f"{'trial_id':16} {'family':11} {'depth':>5} {'width':>6} {'heads':>5} {'seed':>4} {'lr':>8} "
             f"{'N':>12} {'steps':>8} {'tokens':>10} {'FLOPs':>9} {'mem GB':>8} {'of GPU':>7}  state")
     lines += [head, "-" * len(head)]
     for row in rows:
@@ -119,7 +119,7 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
             state += f" (too big for this machine's {here / 1e9:.3g} GB)"
         budget = f"{row['mem_budget_gb']:7.1f}" if row["mem_budget_gb"] == row["mem_budget_gb"] else "      -"
         lines.append(f"{row['trial_id']:16} {row['family']:11} {row['depth']:5d} {row['width']:6d} "
-                     f"{row['heads']:5d} {row['seed']:4d} {row['n_params']:12,d} {row['steps']:8d} "
+                     f"{row['heads']:5d} {row['seed']:4d} {row['lr']:8.2g} {row['n_params']:12,d} {row['steps']:8d} "
                      f"{row['tokens']:10.3g} {row['flops']:9.3g} {row['mem_gb']:8.3f} {budget}  {state}")
     t = totals(spec, rows)
     r = spec.resources

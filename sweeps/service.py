@@ -224,7 +224,8 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
     limit = max_concurrent if max_concurrent else (r.max_concurrent or None)
     tuner = tune.Tuner(
         tune.with_resources(run_trial, {"cpu": r.cpus, "gpu": r.gpus}),
-        param_space={"trial": tune.grid_search(trials), "run": {"cpus": r.cpus, "hook_dir": hook}},
+        param_space={"trial": tune.grid_search(trials),
+                     "run": {"cpus": r.cpus, "hook_dir": hook, "cwd": os.getcwd()}},
         tune_config=tune.TuneConfig(
             reuse_actors=True, max_concurrent_trials=limit,
             trial_name_creator=lambda t: t.config["trial"]["trial_id"],

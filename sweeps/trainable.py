@@ -34,6 +34,10 @@ def run_trial(config: dict[str, Any]) -> None:
     tid = trial["trial_id"]
     model = ModelConfig.from_dict(trial["model"])
     data = DataConfig.from_dict(trial["data"])
+    if data.path and not os.path.isabs(os.path.expanduser(data.path)) and run.get("cwd"):
+        # Tune runs each trial in its own folder: a relative data path in a spec means the folder
+        # the sweep was started from (the stored config, and so the trial id, keep it as written)
+        data = data.replace(path=os.path.join(run["cwd"], data.path))
     train_cfg = TrainConfig.from_dict(trial["train"])
     if train_cfg.threads == 0:  # one intra-op thread per CPU the trial holds (not part of trial_id)
         train_cfg = train_cfg.replace(threads=max(1, int(run["cpus"])))
