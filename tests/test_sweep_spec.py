@@ -340,14 +340,20 @@ def test_every_shipped_spec_parses_keeps_its_text_and_plans(path, capsys):
 
 def test_the_shipped_specs_include_the_documented_ones():
     assert {p.stem for p in SHIPPED_SPECS} >= {"smoke", "threshold", "kaplan-aspect", "relrnn-smoke",
-                                              "relrnn-copy"}
-    assert len(load_spec(REPO / "sweeps" / "smoke.toml").trials) == 12
+                                              "relrnn-copy", "threshold-cpu"}
+    assert len(load_spec(REPO / "sweeps" / "smoke.toml").trials) == 36  # 12 shapes x 3 lr
 
 
-def test_threshold_grid_spans_both_regimes_with_mup_and_seeds():
+def test_threshold_grid_spans_both_regimes_with_completep_lr_axis_and_seeds():
     spec = load_spec(REPO / "sweeps" / "threshold.toml")
-    assert {t.model.parametrization for t in spec.trials} == {"mup"}
-    assert len({t.train.seed for t in spec.trials}) == 3
+    assert {t.model.parametrization for t in spec.trials} == {"completep"}
+    assert len({t.train.seed for t in spec.trials}) == 2
+    lrs = sorted({t.train.lr for t in spec.trials})
+    assert len(lrs) == 3 and lrs[2] / lrs[0] == pytest.approx(10.0, rel=0.01)  # half a decade apart
+    per_shape = {}
+    for t in spec.trials:
+        per_shape.setdefault((t.model.depth, t.model.width), set()).add((t.train.lr, t.train.seed))
+    assert all(len(v) == 6 for v in per_shape.values())  # every shape at every lr and seed
     below = [t for t in spec.trials if t.model.depth < math.log(t.model.width, 3)]
     above = [t for t in spec.trials if t.model.depth > math.log(t.model.width, 3)]
     assert below and above  # L_th = log_3(d_x) (docs/science.md §1) is crossed at every width
