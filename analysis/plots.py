@@ -8,6 +8,7 @@ reads the data and the stored report only, so `depthwidth plot` redraws without 
 from __future__ import annotations
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import numpy as np  # noqa: E402
@@ -293,7 +294,9 @@ def lr_curves(tuning: dict, max_panels: int = 12) -> Figure:
                 ax.plot([r["lr"]], [y.iloc[0] if len(y) else np.nan], marker="*", ms=12,
                         mec="k", mfc="none" if r["at_edge"] else col[w], zorder=4)
         ax.set_xscale("log")
-        ax.set_yscale("log")
+        lrs = sorted(s.loc[s["depth"] == d, "lr"].unique())
+        ax.set_xticks(lrs, [f"{v:.2g}" for v in lrs])  # the swept values, not decades
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_title(f"depth {d}", fontsize=9)
         ax.set_xlabel("learning rate", fontsize=8)
         ax.set_ylabel("loss", fontsize=8)
