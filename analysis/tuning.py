@@ -100,6 +100,10 @@ def tuning_axes(runs: pd.DataFrame, extra: tuple = (), disabled: bool = False) -
         have = ", ".join(map(str, runs.columns))
         raise TuningError(f"--tune {missing[0]!r} names no column of the runs (columns present: "
                           f"{have}).")
+    for c in extra:
+        if runs[c].isna().any():
+            pos = int(np.flatnonzero(runs[c].isna().to_numpy())[0])
+            raise TuningError(f"--tune {c!r}: row {pos + 1} has no value; every run needs one.")
     keys = [c for c in SHAPE if c in runs.columns]
     found = [c for c in TRAIN_TUNABLE + MODEL_TUNABLE if c not in extra
              and _varies_within(runs, c, keys)]

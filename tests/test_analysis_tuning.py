@@ -81,6 +81,8 @@ def test_axes_come_from_stored_configs_and_tune_names_a_column(tmp_path):
     assert tuning.parametrizations(wide) == ["completep"]
     with pytest.raises(InputError, match=r"--tune 'warmup' names no column of the runs"):
         tuning.tuning_axes(wide, ("warmup",))
+    with pytest.raises(InputError, match=r"--tune 'wd': row 2 has no value"):
+        tuning.tuning_axes(wide.assign(wd=[0.1, None, 0.1, 0.1]), ("wd",))
 
 
 @pytest.mark.parametrize("par,drift,promise_ok", [
