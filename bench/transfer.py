@@ -1,7 +1,7 @@
 """Benchmark: does the best learning rate transfer across depth? Standard, μP and CompleteP.
 
 Run by hand:  nice python bench/transfer.py [--workers 2] [--steps 300] [--seeds 2]
-              python bench/transfer.py --smoke        (seconds: the whole flow on tiny runs)
+              python bench/transfer.py --smoke        (seconds: the whole flow on tiny runs, writes nothing)
 Width 64 on the embedded synthetic language (DataConfig()), depths {2, 4, 8, 16}, a 5-point
 learning-rate grid half a decade apart, each (parametrization, depth, lr) at several seeds. The
 check of Dey et al. 2025 (docs/science.md §7): under CompleteP the seed-mean optimum moves by at
@@ -16,6 +16,7 @@ import datetime
 import math
 import os
 import subprocess
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -185,7 +186,7 @@ def page(df: pd.DataFrame, opt: pd.DataFrame, args, fig_name: str, wall_min: flo
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smoke", action="store_true", help="seconds: tiny runs, output under /tmp")
+    ap.add_argument("--smoke", action="store_true", help="seconds: tiny runs; prints, writes nothing")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch", type=int, default=16)
@@ -194,14 +195,15 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="folder for transfer.md/.png/.csv (default docs/bench)")
     args = ap.parse_args()
     depths, lrs = DEPTHS, LRS
-    if args.smoke:
+    if args.smoke:  # the whole flow on tiny runs, in a folder that is removed: writes nothing
         args.steps, args.seeds, args.seq_len, args.batch = 4, 1, 16, 4
         depths, lrs = (2, 4), LRS[1:4]
-    out = Path(args.out or ("/tmp/depthwidth-transfer-smoke" if args.smoke else "docs/bench"))
+        scratch = tempfile.TemporaryDirectory(prefix="depthwidth-transfer-smoke-")
+        out = Path(scratch.name)
+    else:
+        out = Path(args.out or "docs/bench")
     out.mkdir(parents=True, exist_ok=True)
-    csv = out / ("transfer-smoke.csv" if args.smoke else "transfer.csv")
-    if args.smoke and csv.exists():
-        csv.unlink()
+    csv = out / "transfer.csv"
     t0 = time.perf_counter()
     df = run_all(csv, args.seeds, args.steps, args.batch, args.seq_len, args.workers, depths, lrs)
     wall = (time.perf_counter() - t0) / 60

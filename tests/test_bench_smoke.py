@@ -25,6 +25,7 @@ LAST_WORDS = {
     "relrnn_scaling.py": "| step | train loss | val loss |", "seprank_rank.py": "| depth 8 width 1 |",
     "sweep_overhead.py": "store_500_rows_read_s", "train_throughput.py": "| 1 | 16 |",
     "report_html.py": "rows shown after the filter:",
+    "transfer.py": "Target: the CompleteP optimum moves by at most one grid step",
 }
 NEEDS_BROWSER = {"report_html.py"}
 
