@@ -113,7 +113,7 @@ def cmd_results(args: argparse.Namespace) -> int:
         if args.csv and args.csv != "-":
             check_output_file(args.csv, "--csv")
         store = ResultStore(args.store)
-        if not store.exists(RUNS):
+        if not store.has_runs():
             raise StoreError(f"store = {args.store!r} is invalid: it holds no {RUNS}.")
         runs = store.runs()
     except _errors() as exc:
@@ -138,7 +138,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from sweeps.store import ResultStore
         spec = load_spec(args.spec)
         store = ResultStore(args.storage or spec.storage)
-        finished = store.finished_ids() if store.exists("runs.parquet") else None
+        finished = store.finished_ids() if store.has_runs() else None
         print(plan_text(spec, finished))
     except _errors() as exc:
         return _fail(str(exc))

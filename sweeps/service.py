@@ -139,7 +139,7 @@ def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | Non
               f"{_describe(nodes)}; results in {store.location}", file=out, flush=True)
         code = _tune(spec, store, todo, again, max_concurrent, out, tracking, verbose, command)
     finally:
-        store.unlock()
+        store.close()  # folds the parts this run wrote into runs.parquet and curves.parquet
         if started_ray:
             import ray
             ray.shutdown()
