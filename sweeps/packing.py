@@ -65,9 +65,13 @@ def workers_to_fit(model, batch_size: int, gpu_gb: float, largest: int = 64) -> 
 
 
 def host_memory(need_bytes: float) -> int:
-    """Bytes of host memory to ask Ray for a CPU worker: the estimate with head-room, plus the
-    process itself."""
-    return int(need_bytes * SAFETY + PROCESS_GB * 1e9)
+    """Bytes of host memory to ask Ray for a CPU worker: the estimate with head-room plus the
+    process itself, rounded up to 2^k × 256 MiB. Coarse steps keep most trials of a sweep at the
+    same ask, so Tune can hand a finished trial's warm process to the next (it reuses an actor
+    only for an identical request)."""
+    need = need_bytes * SAFETY + PROCESS_GB * 1e9
+    step = 256 * 2 ** 20
+    return int(step * 2 ** max(0, math.ceil(math.log2(need / step))))
 
 
 def cpu_threads(flops_per_step: float, cpus: float, load: float | None = None,

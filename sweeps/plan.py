@@ -34,6 +34,8 @@ def trial_plan(trial: Trial, spec: SweepSpec, gpu_gb: float | None = None) -> di
     share, memory, hint = 0.0, 0, None
     if r.auto_gpus:
         share = gpu_share(need, gpu_gb)
+        if share is not None and r.workers > 1:
+            share = 1.0  # the workers of one trial cannot share a GPU (one NCCL rank per GPU)
         if share is None:
             hint = workers_to_fit(model, trial.train.batch_size, gpu_gb)
         fits = share is not None

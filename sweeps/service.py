@@ -132,12 +132,14 @@ def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | Non
         nodes = cluster.alive_nodes()
         cluster.check_resources(spec.resources, nodes)
         _check_node_memory(spec, todo, nodes)
+        plans = cluster.plan_on(spec, todo, nodes)  # GPU shares and memory asks per trial
         cluster.check_shared_storage(store, nodes)
         store.lock()
         store.write_spec(spec.text, spec.source_path)
         print(f"[{spec.name}] {len(todo)} trials to run ({n_done} already in the store), "
               f"{_describe(nodes)}; results in {store.location}", file=out, flush=True)
-        code = _tune(spec, store, todo, again, max_concurrent, out, tracking, verbose, command)
+        code = _tune(spec, store, todo, again, max_concurrent, out, tracking, verbose, command,
+                     plans, nodes)
     finally:
         store.close()  # folds the parts this run wrote into runs.parquet and curves.parquet
         if started_ray:
@@ -191,12 +193,13 @@ def _describe(nodes: list[dict[str, Any]]) -> str:
 
 def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
           max_concurrent: int | None, out: TextIO, tracking: Tracking, verbose: bool,
-          command: str) -> int:
+          command: str, plans: dict[str, dict[str, Any]], nodes: list[dict[str, Any]]) -> int:
     from ray import tune
 
+    from sweeps.cluster import concurrent_trials, trial_resources
     from sweeps.driver import StopOnStoreFailure, StoreWriter, TrackerFeed
     from sweeps.outcome import paragraph
-    from sweeps.plan import trial_plan
+    from sweeps.plan import ray_resources
     from sweeps.progress import ProgressView, trial_cost
     from sweeps.resume import clear_checkpoints, find_checkpoints
     from sweeps.trainable import HOOK_ENV, run_trial
@@ -205,9 +208,9 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
     resume = find_checkpoints(store, [t.trial_id for t in todo if t.trial_id not in again])
     r = spec.resources
     trials = [{"trial_id": t.trial_id, **t.config_dict(),
-               "resume_uris": [uri for uri, _ in resume.get(t.trial_id, [])]} for t in todo]
+               "resume_uris": [uri for uri, _ in resume.get(t.trial_id, [])], **_asks(plans[t.trial_id])}
+              for t in todo]
     labels = {t.trial_id: label(t) for t in todo}
-    plans = {t.trial_id: trial_plan(t, spec) for t in todo}
     view = ProgressView(spec.name, {k: trial_cost(p["steps"], p["flops"]) for k, p in plans.items()},
                         labels, out)
     for tid, candidates in resume.items():
@@ -221,10 +224,13 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
         callbacks.append(TrackerFeed(trackers, infos, driver))
     exp = f"{spec.name}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}"
     hook = os.environ.get(HOOK_ENV, "")
-    limit = max_concurrent if max_concurrent else (r.max_concurrent or None)
+    limit = max_concurrent if max_concurrent else (r.max_concurrent or concurrent_trials(
+        [ray_resources(p) for p in plans.values()], r.workers, nodes))
+    run = {"cpus": r.cpus, "hook_dir": hook, "workers": r.workers, "sharding": r.sharding,
+           "max_failures": r.max_failures, "store": store.location, "experiment": exp}
     tuner = tune.Tuner(
-        tune.with_resources(run_trial, {"cpu": r.cpus, "gpu": r.gpus}),
-        param_space={"trial": tune.grid_search(trials), "run": {"cpus": r.cpus, "hook_dir": hook}},
+        tune.with_resources(run_trial, trial_resources),  # each trial's own GPU share and memory
+        param_space={"trial": tune.grid_search(trials), "run": run},
         tune_config=tune.TuneConfig(
             reuse_actors=True, max_concurrent_trials=limit,
             trial_name_creator=lambda t: t.config["trial"]["trial_id"],
@@ -259,6 +265,14 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
                         crash=crash, interrupted=interrupted), file=out)
         return 1
     return 0
+
+
+def _asks(plan: dict[str, Any]) -> dict[str, Any]:
+    """What a trial carries beyond its configs: its Ray request per worker, its worker count
+    (recorded in its row) and its work per step (for its torch thread count)."""
+    from sweeps.plan import ray_resources
+    return {"resources": ray_resources(plan), "workers": plan["workers"],
+            "flops_per_step": plan["flops"] / max(1, plan["steps"])}
 
 
 def _finish(store: ResultStore, analyze: bool, out: TextIO, code: int) -> int:

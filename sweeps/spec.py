@@ -202,7 +202,11 @@ def _resources(doc: Mapping[str, Any], path: str) -> Resources:
                             "for a fraction in [0, 1] (more devices: resources.workers)")
         else:
             kw[k] = float(number(path, f"resources.{k}", v))
-    return Resources(**{**r.__dict__, **kw})
+    out = Resources(**{**r.__dict__, **kw})
+    if out.workers > 1 and not out.auto_gpus and 0 < float(out.gpus) < 1:
+        raise fail(path, "resources.gpus", out.gpus, "the workers of one trial cannot share a GPU "
+                   "(NCCL runs one rank per GPU); ask for 1 per worker, or \"auto\"")
+    return out
 
 
 def _storage(doc: Mapping[str, Any], name: str, path: str) -> str:

@@ -199,6 +199,7 @@ def make_row(sweep: str, trial: dict[str, Any], result: dict[str, Any], node: di
         "lr": float(t["lr"]), "batch_size": int(t["batch_size"]),
         "error": str(result.get("error", "")), "resumed_from_step": int(resumed_from_step),
         "resume_note": str(resume_note),  # e.g. a damaged checkpoint passed over on resume
+        "workers": int(trial.get("workers", 1)),  # data-parallel workers that trained it
         "node_id": str(node.get("node_id", "")), "node_ip": str(node.get("node_ip", "")),
         "finished_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "model_config": json.dumps(m, sort_keys=True), "data_config": json.dumps(d, sort_keys=True),
