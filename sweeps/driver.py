@@ -73,8 +73,10 @@ class StoreWriter(tune.Callback):
             self.view.note(f"trial {self.labels[tid]} failed: {res['error']}")
 
     def on_trial_recover(self, iteration, trials, trial, **info):
-        self.view.note(f"trial {self.labels[trial.config['trial']['trial_id']]} lost its worker; "
-                       f"restarting from its last checkpoint")
+        tid = trial.config["trial"]["trial_id"]
+        why = ("was killed by Ray's memory monitor" if error_line(trial).startswith("killed by Ray's")
+               else "lost its worker")
+        self.view.note(f"trial {self.labels[tid]} {why}; restarting from its last checkpoint")
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.view.errored(trial.config["trial"]["trial_id"], error_line(trial))
