@@ -143,10 +143,11 @@ def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | Non
                      plans, nodes)
     finally:
         store.close()  # folds the parts this run wrote into runs.parquet and curves.parquet
-        if started_ray:
-            import ray
-            ray.shutdown()
-    return _finish(store, analyze, out, code)
+        stopping = cluster.stop(started_ray)
+    try:
+        return _finish(store, analyze, out, code)
+    finally:
+        stopping.join()
 
 
 def _trackers(spec: SweepSpec, store: ResultStore, tracking: Tracking):
