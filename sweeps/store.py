@@ -124,10 +124,13 @@ class ResultStore:
             self.compact()
 
     def close(self) -> None:
-        """The driver's end: fold what it wrote into the base files, then release the lock."""
+        """The driver's end: fold what it wrote into the base files, then release the lock. A
+        fold that cannot be written (a full disk) leaves the parts, which read as the same table."""
         try:
             if self._wrote:
                 self.compact()
+        except StoreError:
+            pass
         finally:
             self.unlock()
 
