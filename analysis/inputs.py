@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from depthwidth.accounting import kaplan_n_params
-from depthwidth.results import ANALYSIS_DIR, CURVES, RUNS, STATUSES, Location, StoreError
+from depthwidth.results import (ANALYSIS_DIR, CURVES, RUNS, STATUSES, Location, StoreError, has_runs,
+                                read_tables)
 
 class InputError(ValueError):
     """Unusable analysis input; the message names the file, column and row."""
@@ -106,10 +107,12 @@ def load(source: str | Path) -> Dataset:
     if kind == "missing":
         raise InputError(f"input path '{source}' does not exist.")
     if kind == "dir":
-        if not loc.exists(RUNS):
+        if not has_runs(loc):
             raise InputError(f"directory '{source}' has no {RUNS}, so it is not a results store.")
-        runs = _read(loc, RUNS)
-        curves = _read(loc, CURVES) if loc.exists(CURVES) else pd.DataFrame()
+        try:  # the base tables plus any parts a running sweep has added, each trial once
+            runs, curves, _ = read_tables(loc, required=(), curve_required=())
+        except StoreError as exc:
+            raise InputError(str(exc)) from None
         return _build(runs, curves, RUNS, CURVES, src, "store", csv=False)
     if Path(loc.name).suffix.lower() not in (".csv", ".parquet"):
         raise InputError(f"{source}: expected a results directory, a .csv or a .parquet file.")

@@ -89,9 +89,9 @@ class TrainBatches:
     way, so prefetching changes neither the losses nor what a checkpoint must hold."""
 
     def __init__(self, data: DataSource, batch_size: int, start: int, device: torch.device,
-                 ahead: int = 0):
+                 ahead: int = 0, rows: Callable[[torch.Tensor], torch.Tensor] | None = None):
         self.data, self.batch_size, self.next, self.device = data, batch_size, start, device
-        self.ahead = ahead
+        self.ahead, self.rows = ahead, rows  # rows: this worker's shard of each batch
         self._pool = None
         self._pending: dict[int, Any] = {}
         if ahead > 0:
@@ -100,6 +100,8 @@ class TrainBatches:
 
     def _make(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = self.data.batch("train", index, self.batch_size)
+        if self.rows is not None:
+            x, y = self.rows(x), self.rows(y)
         if self.device.type == "cuda":
             return x.pin_memory(), y.pin_memory()
         return x, y
@@ -123,6 +125,73 @@ class TrainBatches:
                 f.cancel()
             self._pool.shutdown(wait=True)
             self._pool, self._pending = None, {}
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """Data parallelism for `train()` inside an initialised torch.distributed process group (Ray
+    Train sets one up for each worker). Every rank draws the same global batch of
+    `train_cfg.batch_size` rows (a pure function of the seed and step) and trains on its own
+    1/world of the rows; gradients are averaged over the ranks (DDP, or FSDP's sharded
+    reduction), so the step is that of one worker on the whole batch: the gradient of a mean
+    over equal shards is the mean of the shards' gradients. Losses are averaged the same way,
+    so every rank sees one curve and makes one decision; rank 0 alone writes checkpoints."""
+
+    rank: int
+    world: int
+    sharding: str = "ddp"  # "ddp": weights replicated; "fsdp": sharded (torch FSDP2)
+    device: str | None = None  # this worker's device (e.g. cuda:1); None: train_cfg.device
+
+    @classmethod
+    def current(cls, sharding: str = "ddp", device: str | None = None) -> "Parallel":
+        import torch.distributed as dist
+        return cls(dist.get_rank(), dist.get_world_size(), sharding, device)
+
+    def shard(self, t: torch.Tensor) -> torch.Tensor:
+        n = t.size(0) // self.world
+        return t[self.rank * n:(self.rank + 1) * n]
+
+    def mean(self, value: torch.Tensor | float) -> float:
+        import torch.distributed as dist
+        t = value.detach().clone().float() if isinstance(value, torch.Tensor) else torch.tensor(float(value))
+        if dist.get_backend() == "nccl":
+            t = t.cuda()
+        dist.all_reduce(t)
+        return t.item() / self.world
+
+    def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+        if self.sharding == "fsdp":
+            from torch.distributed.fsdp import fully_shard
+            for block in getattr(model, "blocks", []):
+                fully_shard(block)
+            return fully_shard(model)
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        # gradients live in DDP's buckets (no second copy: accounting.memory_estimate holds)
+        return DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
+                   gradient_as_bucket_view=True)
+
+    def state(self, model: torch.nn.Module, opt: torch.optim.Optimizer) -> tuple[dict, dict]:
+        """Whole (unsharded) model and optimizer state, the same as one worker's: a checkpoint
+        does not depend on how many workers wrote it. Collective under FSDP."""
+        if self.sharding != "fsdp":
+            return _unwrap(model).state_dict(), opt.state_dict()
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+        return get_state_dict(model, opt, options=StateDictOptions(full_state_dict=True,
+                                                                   cpu_offload=True))
+
+    def load(self, model: torch.nn.Module, opt: torch.optim.Optimizer, state: dict) -> None:
+        if self.sharding != "fsdp":
+            _unwrap(model).load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+            return
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+        set_state_dict(model, opt, model_state_dict=state["model"],
+                       optim_state_dict=state["optimizer"],
+                       options=StateDictOptions(full_state_dict=True))
+
+
+def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    return getattr(model, "module", model)
 
 
 def pick_device(name: str) -> torch.device:
@@ -192,14 +261,17 @@ def _profiles_over_training(curve: list[dict[str, Any]]) -> dict[str, Any]:
 
 def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
           report: Report | None = None, checkpoint_dir: str | os.PathLike | None = None,
-          resume_from: str | os.PathLike | None = None) -> RunResult:
+          resume_from: str | os.PathLike | None = None, parallel: Parallel | None = None) -> RunResult:
     """Train one model. Never raises for divergence or a failure inside the run: the result's
-    status says what happened ("ok", "diverged", "failed" with `error`)."""
+    status says what happened ("ok", "diverged", "failed" with `error`). With `parallel` (world
+    > 1) this process is one of several data-parallel workers; a failure then raises, so the
+    other workers are not left waiting for it."""
     t0 = time.perf_counter()
     if train_cfg.threads:
         torch.set_num_threads(train_cfg.threads)
     model_cfg, data = resolve(model_cfg, data_cfg)
-    device = pick_device(train_cfg.device)
+    dp = parallel if parallel is not None and parallel.world > 1 else None
+    device = torch.device(parallel.device) if parallel and parallel.device else pick_device(train_cfg.device)
     counts = count_params(model_cfg)
     tokens_per_step = train_cfg.batch_size * model_cfg.seq_len
     c_per_token = train_flops_per_token(model_cfg)
@@ -216,6 +288,8 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
     amp = (torch.autocast(device.type, dtype=torch.bfloat16) if train_cfg.precision == "bf16"
            else nullcontext())
     model = fwd = opt = batches = None
+    rows = dp.shard if dp is not None else None
+    scalar = dp.mean if dp is not None else (lambda t: t.item() if isinstance(t, torch.Tensor) else t)
 
     def loss_of(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with amp:
@@ -227,10 +301,14 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
         model.eval()
         losses, extras = [], []
         for i in range(train_cfg.eval_batches):
-            x, y = (t.to(device) for t in data.batch("val", i, train_cfg.batch_size))
+            x, y = data.batch("val", i, train_cfg.batch_size)
+            if rows is not None:
+                x, y = rows(x), rows(y)
+            x, y = x.to(device), y.to(device)
             loss, logits = loss_of(x, y)
-            losses.append(loss.item())
-            extras.append(data.extra_metrics(logits.float(), y))
+            losses.append(scalar(loss))
+            extra = data.extra_metrics(logits.float(), y)
+            extras.append({k: scalar(v) for k, v in extra.items()} if dp is not None else extra)
         model.train()
         out = {"val_loss": sum(losses) / len(losses)}
         for k in extras[0]:
@@ -246,17 +324,22 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
     try:
         torch.manual_seed(train_cfg.seed)
         model = build_model(model_cfg).to(device)
-        opt = make_optimizer(model, train_cfg)
+        if dp is not None:  # every rank built the same weights from the seed; DDP checks it
+            model = dp.wrap(model, device)
+        opt = make_optimizer(_unwrap(model), train_cfg)
         if state is not None:
-            model.load_state_dict(state["model"])
-            opt.load_state_dict(state["optimizer"])
+            if dp is not None:
+                dp.load(model, opt, state)
+            else:
+                model.load_state_dict(state["model"])
+                opt.load_state_dict(state["optimizer"])
             torch.set_rng_state(state["rng"])
             state = None  # the model holds it now
         fwd = torch.compile(model) if train_cfg.compile else model
         # On a GPU the next batches are drawn while the current step runs (the PCFG makes 2–3M
         # tokens/s on one core, fewer than a GPU consumes at small widths).
         batches = TrainBatches(data, train_cfg.batch_size, step, device,
-                               ahead=2 if device.type == "cuda" else 0)
+                               ahead=2 if device.type == "cuda" else 0, rows=rows)
         model.train()
         while step < train_cfg.steps:
             lr = get_lr(step, train_cfg)
@@ -264,7 +347,7 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
                 g["lr"] = lr * g["lr_scale"]
             x, y = batches.get()
             loss, _ = loss_of(x, y)
-            value = loss.item()
+            value = scalar(loss)  # under data parallelism, the mean over every worker's shard
             if not math.isfinite(value) or value > diverge_at:
                 status, error = "diverged", f"train loss {value:.4g} at step {step}"
                 break
@@ -286,16 +369,18 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
                 if not math.isfinite(ev["val_loss"]) or ev["val_loss"] > diverge_at:
                     status, error = "diverged", f"val loss {ev['val_loss']:.4g} at step {step}"
                 elif probe_during:
-                    metrics.update(_grad_profile(model, data, train_cfg.batch_size, device))
+                    metrics.update(_grad_profile(_unwrap(model), data, train_cfg.batch_size, device))
                 curve.append(metrics)
                 saved = None
                 if checkpoint_dir is not None and status == "ok" and (
                         n_evals % train_cfg.checkpoint_every == 0 or step == train_cfg.steps):
-                    _save(Path(checkpoint_dir), {
-                        "model": model.state_dict(), "optimizer": opt.state_dict(),
-                        "rng": torch.get_rng_state(), "step": step, "curve": json.dumps(curve),
-                        "wall_s": metrics["wall_s"]})
-                    saved = str(checkpoint_dir)
+                    weights, moments = (dp.state(model, opt) if dp is not None
+                                        else (model.state_dict(), opt.state_dict()))
+                    if dp is None or dp.rank == 0:
+                        _save(Path(checkpoint_dir), {
+                            "model": weights, "optimizer": moments, "rng": torch.get_rng_state(),
+                            "step": step, "curve": json.dumps(curve), "wall_s": metrics["wall_s"]})
+                        saved = str(checkpoint_dir)
                 last = metrics
                 if report is not None:
                     try:  # the per-step profile stays in the curve; callers get scalars
@@ -311,6 +396,8 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
     except _FromCaller as wrapped:
         raise wrapped.exc
     except Exception as exc:  # a failed run is a result, not a crash of the caller
+        if dp is not None:
+            raise
         status, error = "failed", f"{type(exc).__name__}: {exc}"
     finally:
         if batches is not None:
@@ -324,7 +411,7 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
         # Kerg et al. 2020: the per-step gradient profile and step cost, kept with the run
         from depthwidth.gradprobe import end_of_run_metrics
         try:
-            extra.update(end_of_run_metrics(model, data, train_cfg.batch_size, device))
+            extra.update(end_of_run_metrics(_unwrap(model), data, train_cfg.batch_size, device))
         except Exception as exc:  # the probe must not cost a finished run
             extra["probe_error"] = f"{type(exc).__name__}: {exc}"
     return RunResult(

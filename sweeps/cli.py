@@ -113,7 +113,7 @@ def cmd_results(args: argparse.Namespace) -> int:
         if args.csv and args.csv != "-":
             check_output_file(args.csv, "--csv")
         store = ResultStore(args.store)
-        if not store.exists(RUNS):
+        if not store.has_runs():
             raise StoreError(f"store = {args.store!r} is invalid: it holds no {RUNS}.")
         runs = store.runs()
     except _errors() as exc:
@@ -133,13 +133,13 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     try:
-        from sweeps.plan import plan_text
+        from sweeps.plan import plan_json, plan_text
         from sweeps.spec import load_spec
         from sweeps.store import ResultStore
         spec = load_spec(args.spec)
         store = ResultStore(args.storage or spec.storage)
-        finished = store.finished_ids() if store.exists("runs.parquet") else None
-        print(plan_text(spec, finished))
+        finished = store.finished_ids() if store.has_runs() else None
+        print((plan_json if args.json else plan_text)(spec, finished))
     except _errors() as exc:
         return _fail(str(exc))
     return 0
@@ -193,6 +193,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="the expanded trial table and estimated cost; runs nothing")
     p.add_argument("spec")
     p.add_argument("--storage", help="mark trials already in this store (default: the spec's)")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per trial and line (size, memory, GPU share, Ray resources)")
     p.set_defaults(func=cmd_plan)
 
 

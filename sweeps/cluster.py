@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -26,6 +27,18 @@ TOKEN_HELP = ("put the cluster's token in the RAY_AUTH_TOKEN environment variabl
               "~/.ray/auth_token (or point RAY_AUTH_TOKEN_PATH at a file holding it); "
               "`ray get-auth-token` on the head node prints it")
 SHIPPED_PACKAGES = ("depthwidth", "sweeps", "analysis")
+WORKER_PRELOAD = ("torch", "depthwidth.train", "sweeps.trainable")
+DRIVER_MODULES = ("ray.tune", "sweeps.driver", "sweeps.resume", "sweeps.trainable")
+
+
+def _import_driver_modules() -> None:
+    import importlib
+
+    for name in DRIVER_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the import is repeated, and fails loudly, where used
+            return
 
 
 class ClusterError(RuntimeError):
@@ -54,14 +67,21 @@ def connect(address: str | None, verbose: bool = False) -> bool:
         return False
     kwargs: dict[str, Any] = dict(log_to_driver=False, logging_level=logging.WARNING)
     if not addr:
+        # Workers Ray starts import torch and the trainable before they take work, so the first
+        # trials start in a warm process (~3 s less per worker on 2 cores); meanwhile this
+        # process imports Tune (docs/bench/sweeps.md, "fixed cost")
+        early = threading.Thread(target=_import_driver_modules, daemon=True)
+        early.start()
         started = False
         try:
             with _captured_stderr() as captured:
-                ray.init(include_dashboard=False, **kwargs)
+                ray.init(include_dashboard=False,
+                         _system_config={"preload_python_modules": list(WORKER_PRELOAD)}, **kwargs)
             started = True
         finally:
             if verbose or not started:  # a failed start shows what Ray said
                 sys.stderr.write("".join(captured))
+        early.join()
         return True
     with _captured_stderr() as captured:
         try:
@@ -99,6 +119,17 @@ def _loopback_only() -> None:
         ray_constants.ENABLE_RAY_CLUSTER = False
 
 
+def stop(started: bool) -> threading.Thread:
+    """Shut down the Ray this process started, in the background: its teardown (~1.5 s of
+    graceful waits) runs while the sweep prints its summary and runs the analysis. Join the
+    returned thread before the process ends."""
+    import ray
+
+    t = threading.Thread(target=ray.shutdown if started else (lambda: None), name="ray-shutdown")
+    t.start()
+    return t
+
+
 @contextlib.contextmanager
 def _captured_stderr():
     """Route file descriptor 2 (Ray's C++ core logs there) to a temporary file for a while, so
@@ -124,9 +155,14 @@ def alive_nodes() -> list[dict[str, Any]]:
 
 
 def check_resources(resources: Resources, nodes: list[dict[str, Any]]) -> None:
-    """Every trial asks for the same CPUs and GPU fraction: some node must hold that much."""
+    """Every worker asks for the same CPUs and GPU fraction: some node must hold that much
+    (`plan_on` then checks each trial's own GPU share and memory)."""
     cpus = [n["Resources"].get("CPU", 0.0) for n in nodes]
     gpus = [n["Resources"].get("GPU", 0.0) for n in nodes]
+    if resources.auto_gpus:
+        if max(gpus, default=0) <= 0:
+            raise SpecError("resources.gpus = 'auto' is invalid: no node of the cluster has a GPU.")
+        resources = Resources(cpus=resources.cpus)
     if any(c >= resources.cpus and g >= resources.gpus for c, g in zip(cpus, gpus)):
         return
     if max(cpus, default=0) < resources.cpus:
@@ -137,6 +173,70 @@ def check_resources(resources: Resources, nodes: list[dict[str, Any]]) -> None:
                         f"that much GPU (the largest has {max(gpus, default=0):g}).")
     raise SpecError(f"resources = {resources.cpus:g} CPUs + {resources.gpus:g} GPU is invalid: no "
                     f"single node of the cluster has both.")
+
+
+def plan_on(spec: SweepSpec, trials: list, nodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each trial's plan with the GPU memory the cluster's nodes report (sweeps/packing.py), its
+    memory checked against its GPU share, and what one of its workers asks of Ray checked
+    against the nodes. Raises SpecError naming the trial and the resource."""
+    from sweeps.packing import node_gpu_memory_gb
+    from sweeps.plan import check_memory, ray_resources, trial_plan
+
+    r = spec.resources
+    gpu_gb = node_gpu_memory_gb(nodes) if r.uses_gpus else None
+    plans = {t.trial_id: trial_plan(t, spec, gpu_gb) for t in trials}
+    check_memory(spec, plans.values())
+    asks: dict[tuple, dict[str, Any]] = {}
+    for p in plans.values():
+        asks.setdefault(tuple(sorted(ray_resources(p).items())), p)
+    for ask, p in asks.items():
+        _check_ask(dict(ask), p, r.workers, nodes)
+    return plans
+
+
+def _check_ask(ask: dict[str, float], plan: dict[str, Any], workers: int,
+               nodes: list[dict[str, Any]]) -> None:
+    room = [n["Resources"] for n in nodes]
+    fits = [min(int(res.get(k, 0.0) / v + 1e-9) for k, v in ask.items() if v > 0) for res in room]
+    if sum(fits) >= workers:
+        return
+    at = plan["axes"] or plan["trial_id"]
+    if "memory" in ask and not any(fits):
+        largest = max((res.get("memory", 0.0) for res in room), default=0.0)
+        raise SpecError(f"the trial at {at} is invalid: it asks Ray for {ask['memory'] / 1e9:.3g} GB "
+                        f"of memory per worker (its estimate x1.25 + 0.5 GB, rounded up), more than "
+                        f"any node offers (the largest: {largest / 1e9:.3g} GB); give it a smaller "
+                        f"batch_size or a node with more memory.")
+    per = " + ".join(f"{v:g} {k}" for k, v in ask.items() if k != "memory")
+    raise SpecError(f"resources.workers = {workers} is invalid: the cluster holds at most "
+                    f"{sum(fits)} workers of {per} at once.")
+
+
+def trial_resources(config: dict[str, Any]):
+    """Tune's per-trial request: one bundle with the worker's ask, or, for a trial of several
+    workers, a sliver for its Ray Train driver (the workers get Train's own placement group)."""
+    from ray.tune import PlacementGroupFactory
+
+    from sweeps.distributed import DRIVER
+
+    if config["run"].get("workers", 1) > 1:
+        return PlacementGroupFactory([dict(DRIVER)])
+    return PlacementGroupFactory([config["trial"]["resources"]])
+
+
+def concurrent_trials(asks: list[dict[str, float]], workers: int,
+                      nodes: list[dict[str, Any]]) -> int | None:
+    """How many multi-worker trials the cluster holds at once (Ray Train's guide: bound the Tune
+    trials that drive Train runs by the limiting resource); None for one-worker trials, which
+    Tune packs by their own requests."""
+    if workers <= 1:
+        return None
+    total: dict[str, float] = {}
+    for n in nodes:
+        for k, v in n["Resources"].items():
+            total[k] = total.get(k, 0.0) + v
+    per_trial = {k: max(a.get(k, 0.0) for a in asks) * workers for a in asks for k in a}
+    return max(1, min(int(total.get(k, 0.0) / v + 1e-9) for k, v in per_trial.items() if v > 0))
 
 
 def check_shared_storage(store: ResultStore, nodes: list[dict[str, Any]]) -> None:

@@ -11,35 +11,54 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from depthwidth.published import PF_DAY
+from sweeps.packing import GPU_CONTEXT_GB, PROCESS_GB, SAFETY
 from sweeps.spec import SpecError, SweepSpec, Trial, resolve_model
-
 
 INT64_LIMIT = 2 ** 63  # the store's count columns (N, tokens, steps) are 64-bit integers
 
 
-def trial_plan(trial: Trial, spec: SweepSpec) -> dict[str, Any]:
-    from depthwidth.accounting import count_params, memory_estimate, train_flops_per_token
+def trial_plan(trial: Trial, spec: SweepSpec, gpu_gb: float | None = None) -> dict[str, Any]:
+    """One trial's size, cost and what it asks of Ray, per worker. `gpu_gb` is the memory of one
+    of the cluster's GPUs (sweeps/packing.py), the spec's gpu_memory_gb when not given."""
+    from depthwidth.accounting import count_params, train_flops_per_token
+    from sweeps.packing import gpu_share, host_memory, worker_memory, workers_to_fit
 
     model = resolve_model(trial.model, trial.data)
     counts = count_params(model)
     tokens = trial.train.steps * trial.train.batch_size * model.seq_len
     train_flops = train_flops_per_token(model) * tokens
-    mem_gb = memory_estimate(model, trial.train.batch_size) / 1e9
     r = spec.resources
-    budget_gb = r.gpus * r.gpu_memory_gb if r.gpus > 0 else float("nan")
+    gpu_gb = gpu_gb or r.gpu_memory_gb
+    need = worker_memory(model, trial.train.batch_size, r.workers, r.sharding)
+    mem_gb = need / 1e9
+    share, memory, hint = 0.0, 0, None
+    if r.auto_gpus:
+        share = gpu_share(need, gpu_gb)
+        if share is not None and r.workers > 1:
+            share = 1.0  # the workers of one trial cannot share a GPU (one NCCL rank per GPU)
+        if share is None:
+            hint = workers_to_fit(model, trial.train.batch_size, gpu_gb)
+        fits = share is not None
+    elif r.gpus > 0:
+        share = float(r.gpus)
+        fits = mem_gb <= share * gpu_gb
+    else:
+        fits, memory = True, host_memory(need)  # CPU trials ask Ray for their memory
     return {
         "trial_id": trial.trial_id, "family": model.family, "depth": model.depth,
         "width": model.width, "heads": model.heads, "seed": trial.train.seed, "lr": trial.train.lr,
         "n_params": counts.n_params, "n_params_total": counts.n_params_total,
         "steps": trial.train.steps, "tokens": tokens, "flops": train_flops,
-        "mem_gb": mem_gb, "mem_budget_gb": budget_gb,
-        "fits": bool(r.gpus == 0 or mem_gb <= budget_gb),
+        "workers": r.workers, "sharding": r.sharding, "cpus": r.cpus,
+        "gpus": share, "gpu_memory_gb": gpu_gb if r.uses_gpus else None,
+        "mem_gb": mem_gb, "mem_budget_gb": (share or 0) * gpu_gb if r.uses_gpus else float("nan"),
+        "memory_bytes": memory, "fits": bool(fits), "fsdp_workers_to_fit": hint,
         "axes": ", ".join(f"{k}={v}" for k, v in trial.axes),
     }
 
 
-def plan_rows(spec: SweepSpec) -> list[dict[str, Any]]:
-    return [trial_plan(t, spec) for t in spec.trials]
+def plan_rows(spec: SweepSpec, gpu_gb: float | None = None) -> list[dict[str, Any]]:
+    return [trial_plan(t, spec, gpu_gb) for t in spec.trials]
 
 
 def _where(spec: SweepSpec, row: dict[str, Any]) -> str:
@@ -48,14 +67,15 @@ def _where(spec: SweepSpec, row: dict[str, Any]) -> str:
 
 def check_sizes(spec: SweepSpec, rows: Iterable[dict[str, Any]]) -> None:
     """What no cluster can run: counts the store cannot hold, and GPU trials larger than a whole
-    GPU (resources.gpu_memory_gb). Raises SpecError naming the trial."""
+    GPU (resources.gpu_memory_gb; gpus = "auto" says how many workers would fit). Raises
+    SpecError naming the trial."""
     r = spec.resources
     for row in rows:
         for key, what in (("n_params_total", "parameters"), ("tokens", "training tokens")):
             if row[key] >= INT64_LIMIT:
                 raise SpecError(f"{_where(spec, row)} is invalid: it has {row[key]:.3g} {what}, "
                                 f"more than the store's 64-bit counts hold (below 2**63).")
-        if r.gpus > 0 and row["mem_gb"] > r.gpu_memory_gb:
+        if r.uses_gpus and not r.auto_gpus and row["mem_gb"] > r.gpu_memory_gb:
             raise SpecError(f"{_where(spec, row)} is invalid: it needs about {row['mem_gb']:.3g} GB "
                             f"to train, more than a whole {r.gpu_memory_gb:g} GB GPU "
                             f"(resources.gpu_memory_gb).")
@@ -64,7 +84,7 @@ def check_sizes(spec: SweepSpec, rows: Iterable[dict[str, Any]]) -> None:
 def check_node_memory(spec: SweepSpec, rows: Iterable[dict[str, Any]], node_bytes: float,
                       where: str) -> None:
     """CPU trials: the estimated memory must fit the largest node's memory (`where` names it)."""
-    if spec.resources.gpus > 0:
+    if spec.resources.uses_gpus:
         return
     for row in rows:
         if row["mem_gb"] * 1e9 > node_bytes:
@@ -73,30 +93,72 @@ def check_node_memory(spec: SweepSpec, rows: Iterable[dict[str, Any]], node_byte
 
 
 def check_memory(spec: SweepSpec, rows: Iterable[dict[str, Any]] | None = None) -> None:
-    """Every check of trial sizes that needs no cluster: check_sizes, then GPU trials against
-    the GPU fraction they ask for."""
+    """Every check of trial sizes that needs no cluster: check_sizes, then each GPU worker's
+    estimated memory against its GPU share."""
     rows = list(rows if rows is not None else plan_rows(spec))
     check_sizes(spec, rows)
-    if spec.resources.gpus <= 0:
+    r = spec.resources
+    if not r.uses_gpus:
         return
     for row in rows:
-        if not row["fits"]:
+        if row["fits"]:
+            continue
+        at = row["axes"] or row["trial_id"]
+        per = " per worker" if r.workers > 1 else ""
+        gb = row["gpu_memory_gb"]
+        if not r.auto_gpus:
             raise SpecError(
-                f"{spec.source_path}: resources.gpus = {spec.resources.gpus!r} is invalid: the trial at "
-                f"{row['axes'] or row['trial_id']} needs about {row['mem_gb']:.3g} GB, more than "
-                f"{row['mem_budget_gb']:.3g} GB ({spec.resources.gpus:g} of a "
-                f"{spec.resources.gpu_memory_gb:g} GB GPU).")
+                f"{spec.source_path}: resources.gpus = {r.gpus!r} is invalid: the trial at {at} "
+                f"needs about {row['mem_gb']:.3g} GB{per}, more than {row['mem_budget_gb']:.3g} GB "
+                f"({r.gpus:g} of a {gb:g} GB GPU).")
+        n = row["fsdp_workers_to_fit"]
+        fix = (f"give it resources.workers = {n} with sharding = \"fsdp\"" if n
+               else "no number of FSDP workers that divides its batch brings it under one GPU")
+        raise SpecError(
+            f"{spec.source_path}: resources.gpus = 'auto' is invalid: the trial at {at} needs about "
+            f"{row['mem_gb']:.3g} GB{per}, more than one {gb:g} GB GPU holds with "
+            f"{round((SAFETY - 1) * 100)}% head-room; {fix}.")
+
+
+def ray_resources(row: dict[str, Any]) -> dict[str, float]:
+    """What one worker of this trial asks Ray for: CPUs, a GPU share, host memory (CPU trials)."""
+    ask = {"CPU": float(row["cpus"])}
+    if row["gpus"]:
+        ask["GPU"] = float(row["gpus"])
+    if row["memory_bytes"]:
+        ask["memory"] = float(row["memory_bytes"])
+    return ask
+
+
+def plan_json(spec: SweepSpec, finished: set[str] | None = None) -> str:
+    """One JSON object per trial and line, for scripts (`sweep plan --json`)."""
+    import json
+
+    lines = []
+    rows = plan_rows(spec)
+    check_sizes(spec, rows)
+    for row in rows:
+        obj = {k: v for k, v in row.items() if k != "fsdp_workers_to_fit"}
+        obj["mem_budget_gb"] = None if obj["mem_budget_gb"] != obj["mem_budget_gb"] else obj["mem_budget_gb"]
+        obj["ray_resources_per_worker"] = ray_resources(row)
+        obj["done"] = bool(finished and row["trial_id"] in finished)
+        lines.append(json.dumps(obj, sort_keys=True))
+    return "\n".join(lines)
 
 
 def totals(spec: SweepSpec, rows: list[dict[str, Any]]) -> dict[str, float]:
     r = spec.resources
     flops = float(sum(row["flops"] for row in rows))
     out = {"trials": float(len(rows)), "flops": flops, "pf_days": flops / PF_DAY}
-    if r.gpus > 0:
+    if r.uses_gpus:
         out["gpu_hours"] = flops / (r.gpu_tflops * 1e12) / 3600.0
     else:
         out["cpu_core_hours"] = flops / (r.cpu_gflops * 1e9) / 3600.0
     return out
+
+
+def _share(q: float) -> str:
+    return {0.125: "1/8", 0.25: "1/4", 0.5: "1/2", 1.0: "1"}.get(q, f"{q:g}") if q else "-"
 
 
 def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
@@ -104,33 +166,46 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
 
     rows = plan_rows(spec)
     check_sizes(spec, rows)
-    here = machine_memory_bytes() if spec.resources.gpus <= 0 else None
+    r = spec.resources
+    here = machine_memory_bytes() if not r.uses_gpus else None
     lines = [f"sweep {spec.name!r}: {len(rows)} trials, storage {spec.storage}"]
     if spec.description:
         lines.append(spec.description)
     head = (f"{'trial_id':16} {'family':11} {'depth':>5} {'width':>6} {'heads':>5} {'seed':>4} {'lr':>8} "
-            f"{'N':>12} {'steps':>8} {'tokens':>10} {'FLOPs':>9} {'mem GB':>8} {'of GPU':>7}  state")
+            f"{'N':>12} {'steps':>8} {'tokens':>10} {'FLOPs':>9} {'mem GB':>8} {'GPU':>4} "
+            f"{'of GPU':>7}  state")
     lines += [head, "-" * len(head)]
     for row in rows:
         state = "done" if finished and row["trial_id"] in finished else "to run"
         if not row["fits"]:
-            state += " (too big for its GPU fraction)"
+            state += " (too big for its GPU fraction)" if not r.auto_gpus else " (more than one GPU)"
         if here is not None and row["mem_gb"] * 1e9 > here:
             state += f" (too big for this machine's {here / 1e9:.3g} GB)"
         budget = f"{row['mem_budget_gb']:7.1f}" if row["mem_budget_gb"] == row["mem_budget_gb"] else "      -"
         lines.append(f"{row['trial_id']:16} {row['family']:11} {row['depth']:5d} {row['width']:6d} "
                      f"{row['heads']:5d} {row['seed']:4d} {row['lr']:8.2g} {row['n_params']:12,d} {row['steps']:8d} "
-                     f"{row['tokens']:10.3g} {row['flops']:9.3g} {row['mem_gb']:8.3f} {budget}  {state}")
+                     f"{row['tokens']:10.3g} {row['flops']:9.3g} {row['mem_gb']:8.3f} "
+                     f"{_share(row['gpus']):>4} {budget}  {state}")
     t = totals(spec, rows)
-    r = spec.resources
     lines.append("-" * len(head))
+    per = f"per worker, {r.workers} {r.sharding.upper()} workers per trial; " if r.workers > 1 else ""
+    if r.auto_gpus:
+        lines.append(f"GPU shares ({per}gpus = \"auto\"): each worker's memory estimate x{SAFETY:g} + "
+                     f"{GPU_CONTEXT_GB:g} GB, rounded up to 1/8, 1/4, 1/2 or 1 of a "
+                     f"{r.gpu_memory_gb:g} GB GPU (resources.gpu_memory_gb; a sweep uses the GPU "
+                     f"memory its cluster's nodes report where they do)")
+    elif not r.uses_gpus:
+        lines.append(f"memory asked of Ray per {'worker' if r.workers > 1 else 'trial'}: the estimate "
+                     f"x{SAFETY:g} + {PROCESS_GB:g} GB for the process")
+    elif per:
+        lines.append(f"memory and GPU fraction are {per.rstrip('; ')}")
     lines.append(f"total training compute {t['flops']:.3g} FLOPs = {t['pf_days']:.3g} PF-days")
     if "gpu_hours" in t:
         lines.append(f"estimated {t['gpu_hours']:.3g} GPU-hours at an assumed {r.gpu_tflops:g} TFLOP/s "
-                     f"sustained per GPU ({r.gpus:g} GPU per trial; packing changes wall time, not GPU-hours)")
+                     f"sustained per GPU (packing changes wall time, not GPU-hours)")
     else:
         lines.append(f"estimated {t['cpu_core_hours']:.3g} CPU core-hours at an assumed "
-                     f"{r.cpu_gflops:g} GFLOP/s per core ({r.cpus:g} CPU per trial)")
+                     f"{r.cpu_gflops:g} GFLOP/s per core ({r.cpus * r.workers:g} CPU per trial)")
     if finished is not None:
         todo = sum(1 for row in rows if row["trial_id"] not in finished)
         lines.append(f"{len(rows) - todo} trials already in the store, {todo} to run")

@@ -25,6 +25,7 @@ from sweeps.tracking import FLUSH_TIMEOUT_S, Tracking, check_available
 # progress view replace them, and they cost ~0.3 s per trial on 2 CPUs.
 _QUIET_ENV = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1", "RAY_AIR_NEW_OUTPUT": "0",
               "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
+CHUNK_TRIALS = 1000  # trials per Tune run (see _tune)
 _QUIET_LOGGERS = ("ray.tune.analysis.experiment_analysis", "ray.tune.tune", "ray.tune.impl.tuner_internal")
 # Without --verbose, trial errors reach the user as the closing paragraph, not as Tune's tracebacks.
 _SILENT_LOGGERS = ("ray.tune", "ray.train", "ray.air")
@@ -132,18 +133,21 @@ def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | Non
         nodes = cluster.alive_nodes()
         cluster.check_resources(spec.resources, nodes)
         _check_node_memory(spec, todo, nodes)
+        plans = cluster.plan_on(spec, todo, nodes)  # GPU shares and memory asks per trial
         cluster.check_shared_storage(store, nodes)
         store.lock()
         store.write_spec(spec.text, spec.source_path)
         print(f"[{spec.name}] {len(todo)} trials to run ({n_done} already in the store), "
               f"{_describe(nodes)}; results in {store.location}", file=out, flush=True)
-        code = _tune(spec, store, todo, again, max_concurrent, out, tracking, verbose, command)
+        code = _tune(spec, store, todo, again, max_concurrent, out, tracking, verbose, command,
+                     plans, nodes)
     finally:
-        store.unlock()
-        if started_ray:
-            import ray
-            ray.shutdown()
-    return _finish(store, analyze, out, code)
+        store.close()  # folds the parts this run wrote into runs.parquet and curves.parquet
+        stopping = cluster.stop(started_ray)
+    try:
+        return _finish(store, analyze, out, code)
+    finally:
+        stopping.join()
 
 
 def _trackers(spec: SweepSpec, store: ResultStore, tracking: Tracking):
@@ -191,12 +195,13 @@ def _describe(nodes: list[dict[str, Any]]) -> str:
 
 def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
           max_concurrent: int | None, out: TextIO, tracking: Tracking, verbose: bool,
-          command: str) -> int:
+          command: str, plans: dict[str, dict[str, Any]], nodes: list[dict[str, Any]]) -> int:
     from ray import tune
 
-    from sweeps.driver import StopOnStoreFailure, StoreWriter, TrackerFeed
+    from sweeps.cluster import concurrent_trials, trial_resources
+    from sweeps.driver import StopOnStoreFailure, StoreWriter, TrackerFeed, TrialFeed
     from sweeps.outcome import paragraph
-    from sweeps.plan import trial_plan
+    from sweeps.plan import ray_resources
     from sweeps.progress import ProgressView, trial_cost
     from sweeps.resume import clear_checkpoints, find_checkpoints
     from sweeps.trainable import HOOK_ENV, run_trial
@@ -205,9 +210,9 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
     resume = find_checkpoints(store, [t.trial_id for t in todo if t.trial_id not in again])
     r = spec.resources
     trials = [{"trial_id": t.trial_id, **t.config_dict(),
-               "resume_uris": [uri for uri, _ in resume.get(t.trial_id, [])]} for t in todo]
+               "resume_uris": [uri for uri, _ in resume.get(t.trial_id, [])], **_asks(plans[t.trial_id])}
+              for t in todo]
     labels = {t.trial_id: label(t) for t in todo}
-    plans = {t.trial_id: trial_plan(t, spec) for t in todo}
     view = ProgressView(spec.name, {k: trial_cost(p["steps"], p["flops"]) for k, p in plans.items()},
                         labels, out)
     for tid, candidates in resume.items():
@@ -221,29 +226,40 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
         callbacks.append(TrackerFeed(trackers, infos, driver))
     exp = f"{spec.name}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}"
     hook = os.environ.get(HOOK_ENV, "")
-    limit = max_concurrent if max_concurrent else (r.max_concurrent or None)
-    tuner = tune.Tuner(
-        tune.with_resources(run_trial, {"cpu": r.cpus, "gpu": r.gpus}),
-        param_space={"trial": tune.grid_search(trials),
-                     "run": {"cpus": r.cpus, "hook_dir": hook, "cwd": os.getcwd()}},
-        tune_config=tune.TuneConfig(
-            reuse_actors=True, max_concurrent_trials=limit,
-            trial_name_creator=lambda t: t.config["trial"]["trial_id"],
-            trial_dirname_creator=lambda t: t.config["trial"]["trial_id"]),
-        run_config=tune.RunConfig(
-            name=exp, storage_path=store.tune_storage, storage_filesystem=store.fs, verbose=0,
-            callbacks=callbacks, stop=StopOnStoreFailure(driver),
-            failure_config=tune.FailureConfig(max_failures=r.max_failures),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
+    limit = max_concurrent if max_concurrent else (r.max_concurrent or concurrent_trials(
+        [ray_resources(p) for p in plans.values()], r.workers, nodes))
+    # Tune keeps every trial of a run in memory (~100 KB each, and rewrites them all at every
+    # experiment checkpoint), so a sweep of thousands is several Tune runs in a row
+    chunks = [trials[i:i + CHUNK_TRIALS] for i in range(0, len(trials), CHUNK_TRIALS)]
     crash: BaseException | None = None
     interrupted = False
-    with _quiet_tune(verbose):
-        try:
-            tuner.fit()  # Tune turns Ctrl-C into a graceful stop; the trials left are reported below
-        except KeyboardInterrupt:
-            interrupted = True
-        except Exception as exc:  # an error inside Tune: told in the paragraph below
-            crash = exc
+    for k, part in enumerate(chunks):
+        name = exp if len(chunks) == 1 else f"{exp}-{k + 1}"
+        run = {"cpus": r.cpus, "hook_dir": hook, "workers": r.workers, "sharding": r.sharding,
+               "max_failures": r.max_failures, "store": store.location, "experiment": name,
+               "cwd": os.getcwd()}
+        tuner = tune.Tuner(
+            tune.with_resources(run_trial, trial_resources),  # each trial's own GPU share and memory
+            tune_config=tune.TuneConfig(
+                search_alg=TrialFeed([{"trial": t, "run": run} for t in part]), num_samples=len(part),
+                reuse_actors=True, max_concurrent_trials=limit,
+                trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
+            run_config=tune.RunConfig(
+                name=name, storage_path=store.tune_storage, storage_filesystem=store.fs, verbose=0,
+                callbacks=callbacks, stop=StopOnStoreFailure(driver),
+                failure_config=tune.FailureConfig(max_failures=r.max_failures),
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
+        with _quiet_tune(verbose):
+            try:
+                tuner.fit()  # Tune turns Ctrl-C into a graceful stop; the trials left are reported below
+            except KeyboardInterrupt:
+                interrupted = True
+            except Exception as exc:  # an error inside Tune: told in the paragraph below
+                crash = exc
+        if interrupted or crash is not None or driver.failure is not None or any(
+                t["trial_id"] not in driver.written and view.status.get(t["trial_id"]) != "error"
+                for t in part):
+            break  # stopped before the end: the later Tune runs do not start
     view.close()
     clear_checkpoints(store, driver.written)
     missing = [t for t in todo if t.trial_id not in driver.written]
@@ -260,6 +276,20 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
                         crash=crash, interrupted=interrupted), file=out)
         return 1
     return 0
+
+
+def _trial_name(trial) -> str:
+    """Tune's name and folder for a trial: its trial_id. A function, not a lambda: Tune pickles
+    it into the saved state of every trial, by reference here (60 bytes, not 1.2 KB)."""
+    return trial.config["trial"]["trial_id"]
+
+
+def _asks(plan: dict[str, Any]) -> dict[str, Any]:
+    """What a trial carries beyond its configs: its Ray request per worker, its worker count
+    (recorded in its row) and its work per step (for its torch thread count)."""
+    from sweeps.plan import ray_resources
+    return {"resources": ray_resources(plan), "workers": plan["workers"],
+            "flops_per_step": plan["flops"] / max(1, plan["steps"])}
 
 
 def _finish(store: ResultStore, analyze: bool, out: TextIO, code: int) -> int:

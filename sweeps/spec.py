@@ -13,8 +13,9 @@ A sweep is a grid of depth x width (x any other config field) in the sense of Le
     [[points]] depth = 8, width = 16                  # explicit extra points (where not applied)
     [budget] steps = 300 | tokens = 2e6 | compute = 1e15 | tokens_per_param = 20;
              evals = 10, min_steps = 500, warmup_fraction = 0.05   # optional
-    [resources] cpus = 1, gpus = 0.25, max_concurrent = 2, max_failures = 3,
-                gpu_memory_gb = 80, gpu_tflops = 100, cpu_gflops = 10
+    [resources] cpus = 1, gpus = 0.25 | "auto", workers = 1, sharding = "ddp" | "fsdp",
+                max_concurrent = 2, max_failures = 3, gpu_memory_gb = 80, gpu_tflops = 100,
+                cpu_gflops = 10               # cpus and gpus are per worker
     [storage] path = "results/smoke"                  # local path or pyarrow URI (s3://, gs://, file://)
     [tracking] mlflow = "sqlite:///mlruns.db", wandb = { project = "p", mode = "offline" },
                tensorboard = true                     # optional experiment trackers
@@ -60,20 +61,34 @@ EXECUTION_FIELDS = {"train": ("device", "threads", "compile", "checkpoint_every"
 LATER_FIELDS = {"model": {"base_depth": 2, "depth_alpha": 1.0}, "train": {"eps": 1e-8}}
 TOP_KEYS = ("name", "description", "where", "model", "data", "train", "grid", "points",
             "budget", "resources", "storage", "tracking")
-RESOURCE_KEYS = ("cpus", "gpus", "max_concurrent", "max_failures", "gpu_memory_gb",
-                 "gpu_tflops", "cpu_gflops")
+RESOURCE_KEYS = ("cpus", "gpus", "workers", "sharding", "max_concurrent", "max_failures",
+                 "gpu_memory_gb", "gpu_tflops", "cpu_gflops")
+SHARDINGS = ("ddp", "fsdp")  # data parallel: replicated weights, or weights sharded over workers
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
 @dataclass(frozen=True)
 class Resources:
+    """What each trial asks for. With workers > 1 a trial is that many data-parallel workers
+    (Ray Train), and cpus and gpus are per worker. gpus = "auto" sizes each trial's GPU share
+    from its memory estimate (sweeps/packing.py)."""
     cpus: float = 1.0
-    gpus: float = 0.0
+    gpus: float | str = 0.0  # a fraction in [0, 1], or "auto"
+    workers: int = 1
+    sharding: str = "ddp"
     max_concurrent: int = 0  # 0: as many as the cluster's resources allow
     max_failures: int = 3
-    gpu_memory_gb: float = 80.0  # per GPU, for the memory check of `sweep plan`
+    gpu_memory_gb: float = 80.0  # per GPU, when the cluster's nodes do not say (sweeps/packing.py)
     gpu_tflops: float = 100.0  # assumed sustained training throughput per GPU (plan only)
     cpu_gflops: float = 10.0  # assumed sustained training throughput per CPU core (plan only)
+
+    @property
+    def auto_gpus(self) -> bool:
+        return self.gpus == "auto"
+
+    @property
+    def uses_gpus(self) -> bool:
+        return self.auto_gpus or float(self.gpus) > 0
 
 
 @dataclass(frozen=True)
@@ -178,14 +193,28 @@ def _resources(doc: Mapping[str, Any], path: str) -> Resources:
     for k, v in table.items():
         if k in ("max_concurrent", "max_failures"):
             kw[k] = int(number(path, f"resources.{k}", v, positive=False, integer=True))
+        elif k == "workers":
+            kw[k] = int(number(path, "resources.workers", v, integer=True))
+        elif k == "sharding":
+            if v not in SHARDINGS:
+                raise fail(path, "resources.sharding", v, f"expected one of {', '.join(SHARDINGS)}")
+            kw[k] = v
+        elif k == "gpus" and isinstance(v, str):
+            if v != "auto":
+                raise fail(path, "resources.gpus", v, 'expected a fraction in [0, 1] or "auto"')
+            kw[k] = v
         elif k == "gpus":
             kw[k] = float(number(path, "resources.gpus", v, positive=False))
             if kw[k] > 1:
-                raise fail(path, "resources.gpus", v, "a trial trains on one device, so ask for a "
-                            "fraction in [0, 1]")
+                raise fail(path, "resources.gpus", v, "each worker trains on one device, so ask "
+                            "for a fraction in [0, 1] (more devices: resources.workers)")
         else:
             kw[k] = float(number(path, f"resources.{k}", v))
-    return Resources(**{**r.__dict__, **kw})
+    out = Resources(**{**r.__dict__, **kw})
+    if out.workers > 1 and not out.auto_gpus and 0 < float(out.gpus) < 1:
+        raise fail(path, "resources.gpus", out.gpus, "the workers of one trial cannot share a GPU "
+                   "(NCCL runs one rank per GPU); ask for 1 per worker, or \"auto\"")
+    return out
 
 
 def _storage(doc: Mapping[str, Any], name: str, path: str) -> str:
@@ -343,8 +372,21 @@ def parse_spec(text: str, source_path: str = "<spec>") -> SweepSpec:
         if trial.trial_id not in seen:
             seen.add(trial.trial_id)
             trials.append(trial)
+    _check_workers(trials, resources, path)
     return SweepSpec(name, description, source_path, text, tuple(trials), resources, storage, budget,
                      tracking)
+
+
+def _check_workers(trials: list[Trial], resources: Resources, path: str) -> None:
+    """N data-parallel workers split each batch (train and validation) into N equal shards."""
+    if resources.workers == 1:
+        return
+    for t in trials:
+        if t.train.batch_size % resources.workers:
+            axes = ", ".join(f"{k}={v!r}" for k, v in t.axes) or "the fixed config"
+            raise fail(path, "resources.workers", resources.workers,
+                       f"the trial at {axes} has batch_size {t.train.batch_size}, which "
+                       f"{resources.workers} workers cannot split into equal shards")
 
 
 def load_spec(path: str | os.PathLike) -> SweepSpec:

@@ -26,12 +26,12 @@ RESUME_NOTE_KEY = "resume_note"  # why a trial resumed from an older checkpoint 
 HOOK_ENV = "DEPTHWIDTH_TEST_HOOK_DIR"  # tests: where trials note their pid and wait on `hold`
 
 
-def run_trial(config: dict[str, Any]) -> None:
+def train_configs(trial: dict[str, Any], run: dict[str, Any]):
+    """The trial's three configs; threads = 0 becomes sweeps/packing.py's rule for its size and
+    CPUs (threads are not part of trial_id)."""
     from depthwidth.config import DataConfig, ModelConfig, TrainConfig
-    from depthwidth.train import load_checkpoint, train
+    from sweeps.packing import cpu_threads, machine_load
 
-    trial, run = config["trial"], config["run"]
-    tid = trial["trial_id"]
     model = ModelConfig.from_dict(trial["model"])
     data = DataConfig.from_dict(trial["data"])
     if data.path and not os.path.isabs(os.path.expanduser(data.path)) and run.get("cwd"):
@@ -39,8 +39,23 @@ def run_trial(config: dict[str, Any]) -> None:
         # the sweep was started from (the stored config, and so the trial id, keep it as written)
         data = data.replace(path=os.path.join(run["cwd"], data.path))
     train_cfg = TrainConfig.from_dict(trial["train"])
-    if train_cfg.threads == 0:  # one intra-op thread per CPU the trial holds (not part of trial_id)
-        train_cfg = train_cfg.replace(threads=max(1, int(run["cpus"])))
+    if train_cfg.threads == 0:
+        flops = trial.get("flops_per_step")
+        threads = (cpu_threads(flops, run["cpus"], *machine_load()) if flops is not None
+                   else max(1, int(run["cpus"])))
+        train_cfg = train_cfg.replace(threads=threads)
+    return model, data, train_cfg
+
+
+def run_trial(config: dict[str, Any]) -> None:
+    from depthwidth.train import load_checkpoint, train
+
+    if config["run"].get("workers", 1) > 1:  # N data-parallel workers through Ray Train
+        from sweeps.distributed import run_workers
+        return run_workers(config)
+    trial, run = config["trial"], config["run"]
+    tid = trial["trial_id"]
+    model, data, train_cfg = train_configs(trial, run)
 
     work = tempfile.mkdtemp(prefix=f"depthwidth-{tid}-")
     try:

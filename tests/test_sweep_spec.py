@@ -90,10 +90,24 @@ BAD_SPECS = [
     (sub("steps = 10", "tokens = 10"), "{p}: budget.tokens = 10 is invalid: it buys less than one step "
      "of 32x16 tokens."),
     (BASE + "[resources]\ncpus = 0\n", "{p}: resources.cpus = 0 is invalid: must be positive."),
-    (BASE + "[resources]\ngpus = 2\n", "{p}: resources.gpus = 2 is invalid: a trial trains on one device, "
-     "so ask for a fraction in [0, 1]."),
+    (BASE + "[resources]\ngpus = 2\n", "{p}: resources.gpus = 2 is invalid: each worker trains on one "
+     "device, so ask for a fraction in [0, 1] (more devices: resources.workers)."),
     (BASE + "[resources]\nmemory = 3\n", "{p}: [resources] has no key 'memory'; known keys: cpus, gpus, "
-     "max_concurrent, max_failures, gpu_memory_gb, gpu_tflops, cpu_gflops."),
+     "workers, sharding, max_concurrent, max_failures, gpu_memory_gb, gpu_tflops, cpu_gflops."),
+    (BASE + "[resources]\ngpus = \"lots\"\n", "{p}: resources.gpus = 'lots' is invalid: expected a "
+     "fraction in [0, 1] or \"auto\"."),
+    (BASE + "[resources]\nworkers = 0\n", "{p}: resources.workers = 0 is invalid: must be positive."),
+    (BASE + "[resources]\nsharding = \"zero3\"\n", "{p}: resources.sharding = 'zero3' is invalid: "
+     "expected one of ddp, fsdp."),
+    (BASE + "[train]\nbatch_size = 8\n[resources]\nworkers = 3\n", "{p}: resources.workers = 3 is "
+     "invalid: the trial at depth=1, width=8 has batch_size 8, which 3 workers cannot split into "
+     "equal shards."),
+    (BASE + "[resources]\nworkers = 2\ngpus = 0.5\n", "{p}: resources.gpus = 0.5 is invalid: the "
+     "workers of one trial cannot share a GPU (NCCL runs one rank per GPU); ask for 1 per worker, or "
+     "\"auto\"."),
+    (BASE + "[resources]\ngpus = \"auto\"\ngpu_memory_gb = 1\n", "{p}: resources.gpus = 'auto' is "
+     "invalid: the trial at depth=1, width=8 needs about 0.000508 GB, more than one 1 GB GPU holds with "
+     "25% head-room; no number of FSDP workers that divides its batch brings it under one GPU."),
     (BASE + "[resources]\ngpus = 0.001\ngpu_memory_gb = 0.1\n", "{p}: resources.gpus = 0.001 is invalid: "
      "the trial at depth=1, width=8 needs about 0.000508 GB, more than 0.0001 GB (0.001 of a 0.1 GB GPU)."),
     (BASE + "[resources]\ngpus = 0.5\ngpu_memory_gb = 0.0001\n", "{p}: the trial at depth=1, width=8 is "

@@ -1,0 +1,109 @@
+"""A trial larger than one device: N data-parallel workers through Ray Train's TorchTrainer,
+launched from inside the trial's Tune function (Ray Train V2's integration with Tune: the Tune
+trial is the Train driver, and `TuneReportCallback` forwards rank 0's reports to Tune).
+
+Ray Train starts the workers together in one placement group and sets up their process group
+(gloo on CPU, NCCL on GPU); each worker calls the same `depthwidth.train.train` with a
+`Parallel`, so reports, checkpoints and the final result look exactly like a one-process trial's
+and the driver stores them the same way, with `workers` in the row. Checkpoints (rank 0) go to
+the trial's own folder in the store's `tune/`, where sweeps/resume.py finds them: a worker that
+dies restarts all N workers from the last one (Train's FailureConfig), a trial whose driver dies
+resumes on the next attempt (same Train run name), and a sweep run again resumes from there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from typing import Any
+
+import ray
+
+from depthwidth.results import TUNE_DIR, Location
+from sweeps.trainable import (FINAL_KEY, RESUME_NOTE_KEY, _first_loadable, _hook_hold, _hook_note,
+                              train_configs)
+
+# The Tune trial only drives the Train run and holds no model: it asks for no CPU, so that N
+# workers of one CPU fit a node of N CPUs, only for the memory its process takes (Ray, Train and
+# torch imported; a Tune request needs some resource). The workers' own resources are Train's
+# placement group.
+DRIVER = {"memory": 512 * 2 ** 20}
+
+
+def run_workers(config: dict[str, Any]) -> None:
+    """The Tune function's body for a trial of config["run"]["workers"] > 1 workers."""
+    from ray import train as ray_train
+    from ray.train.torch import TorchConfig, TorchTrainer
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    trial, run = config["trial"], config["run"]
+    ask = dict(trial["resources"])  # per worker
+    use_gpu = ask.get("GPU", 0) > 0
+    store = Location(run["store"])
+    trainer = TorchTrainer(
+        worker_loop, train_loop_config=config,
+        scaling_config=ray_train.ScalingConfig(num_workers=int(run["workers"]), use_gpu=use_gpu,
+                                               resources_per_worker=ask),
+        torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
+        run_config=ray_train.RunConfig(
+            # the Tune trial's own folder: one Train run per trial and experiment, so a restarted
+            # Tune attempt continues the same run (Train restores it by name)
+            name=trial["trial_id"], storage_path=store.path(f"{TUNE_DIR}/{run['experiment']}"),
+            storage_filesystem=store.fs,
+            failure_config=ray_train.FailureConfig(max_failures=int(run.get("max_failures", 0))),
+            checkpoint_config=ray_train.CheckpointConfig(num_to_keep=2),
+            callbacks=[TuneReportCallback()]))
+    trainer.fit()
+
+
+def worker_loop(config: dict[str, Any]) -> None:
+    """One of the trial's N workers (runs in a Ray Train worker process)."""
+    from ray import train as ray_train
+    from ray import tune
+
+    from depthwidth.train import Parallel, load_checkpoint, train
+
+    trial, run = config["trial"], config["run"]
+    tid = trial["trial_id"]
+    ctx = ray_train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    model, data, train_cfg = train_configs(trial, run)
+    device = None
+    if trial["resources"].get("GPU", 0) > 0:
+        from ray.train.torch import get_device
+        device = str(get_device())
+    work = tempfile.mkdtemp(prefix=f"depthwidth-{tid}-{rank}-")
+    try:
+        candidates = [ray_train.get_checkpoint()]  # the Train run's last, after a worker restart
+        candidates += [tune.Checkpoint(uri) for uri in trial.get("resume_uris", [])]  # older runs'
+        resume_from, resumed_step, note = _first_loadable([c for c in candidates if c is not None],
+                                                          work, load_checkpoint)
+        hook = run.get("hook_dir") or ""
+        if rank == 0:
+            _hook_note(hook, f"start {tid} {resumed_step} {os.getpid()} {world}\n")
+
+        def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
+            metrics = {**metrics, "trial_id": tid, "progress": metrics["step"] / train_cfg.steps,
+                       RESUME_NOTE_KEY: note}
+            saved = None
+            if checkpoint is not None:  # rank 0 only: the others pass none
+                saved = tune.Checkpoint.from_directory(checkpoint)
+                saved.set_metadata({"trial_id": tid, "step": int(metrics["step"])})
+            ray_train.report(metrics, checkpoint=saved)  # every rank, every evaluation
+            if saved is not None:
+                _hook_hold(hook, tid, resumed_step, int(metrics["step"]))
+
+        result = train(model, data, train_cfg, report=report,
+                       checkpoint_dir=os.path.join(work, "checkpoint"), resume_from=resume_from,
+                       parallel=Parallel(rank, world, run.get("sharding", "ddp"), device))
+        node = {"node_id": ray.get_runtime_context().get_node_id(),
+                "node_ip": ray.util.get_node_ip_address()}
+        ray_train.report({"trial_id": tid, "step": result.steps, "progress": 1.0,
+                          RESUME_NOTE_KEY: note,
+                          FINAL_KEY: json.dumps({"result": result.to_dict(), "node": node,
+                                                 "resumed_from_step": resumed_step,
+                                                 "resume_note": note, "workers": world})})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
