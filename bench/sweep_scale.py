@@ -24,6 +24,7 @@ DEPTHWIDTH = str(Path(sys.executable).with_name("depthwidth"))
 WIDTHS = [4, 8, 12, 16, 20, 24, 28, 32, 36, 40]
 DEPTHS = [1, 2, 3, 4, 5]
 SPEC = """name = "scale"
+where = "seed * 50 + (depth - 1) * 10 + width // 4 - 1 < {trials}"
 [model]
 heads = 1
 seq_len = 8
@@ -46,9 +47,10 @@ cpus = 1
 
 
 def write_spec(path: Path, trials: int, steps: int) -> Path:
-    per_seed = len(DEPTHS) * len(WIDTHS)
-    seeds = list(range(max(1, trials // per_seed)))
-    path.write_text(SPEC.format(steps=steps, depths=DEPTHS, widths=WIDTHS, seeds=seeds))
+    per_seed = len(DEPTHS) * len(WIDTHS)  # the where filter keeps the first `trials` points
+    seeds = list(range(-(-trials // per_seed)))
+    path.write_text(SPEC.format(steps=steps, depths=DEPTHS, widths=WIDTHS, seeds=seeds,
+                                trials=trials))
     return path
 
 
@@ -151,7 +153,7 @@ print(json.dumps(dict(trials=len(rows), plan_s=time.perf_counter() - t,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smoke", action="store_true", help="100 trials against 50, no analysis")
+    ap.add_argument("--smoke", action="store_true", help="20 trials against 10, no analysis")
     ap.add_argument("--trials", type=int, default=5000)
     ap.add_argument("--small", type=int, default=100, help="trials of the small sweep")
     ap.add_argument("--steps", type=int, default=2, help="steps per trial")
@@ -160,7 +162,7 @@ def main() -> None:
     ap.add_argument("--out", help="also write the figures as JSON")
     args = ap.parse_args()
     if args.smoke:
-        args.trials, args.small = 100, 50
+        args.trials, args.small = 20, 10
     load = os.getloadavg()[0]
     figures: dict = {"load_before": round(load, 2), "cores": os.cpu_count()}
     with tempfile.TemporaryDirectory() as tmp:

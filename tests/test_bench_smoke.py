@@ -1,8 +1,9 @@
 """Every benchmark script runs end to end with `--smoke` (a seconds-long run of its whole flow), so
 the first time someone runs one by hand it does not stop on a bug in the script. A smoke run
 prints its table and writes nothing: neither into the folder it runs in nor into docs/bench/.
-The two that start Ray (sweep_overhead, cluster_overhead) are slow: most of their minute is Ray's
-start-up. bench/gpu.py's smoke run is checked, table and all, in tests/test_bench_gpu_script.py.
+The four that start Ray (sweep_overhead, cluster_overhead, sweep_scale, gpu_sweeps) are slow: most
+of their minute is Ray's start-up. bench/gpu.py's smoke run is checked, table and all, in
+tests/test_bench_gpu_script.py.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = sorted(p.name for p in (REPO / "bench").glob("*.py"))
-STARTS_RAY = {"sweep_overhead.py", "cluster_overhead.py"}
+STARTS_RAY = {"sweep_overhead.py", "cluster_overhead.py", "sweep_scale.py", "gpu_sweeps.py"}
 CHECKED_ELSEWHERE = {"gpu.py"}
 # A line each smoke run prints when it has gone through to its end.
 LAST_WORDS = {
@@ -24,7 +25,8 @@ LAST_WORDS = {
     "data_sources.py": "| tokens (2^16 uint16, memmap) |", "pcfg_learnability.py": "| 1 | 32 | 5 |",
     "relrnn_scaling.py": "| step | train loss | val loss |", "seprank_rank.py": "| depth 8 width 1 |",
     "sweep_overhead.py": "store_500_rows_read_s", "train_throughput.py": "| 1 | 16 |",
-    "report_html.py": "rows shown after the filter:",
+    "report_html.py": "rows shown after the filter:", "cpu_threads.py": "cells in",
+    "sweep_scale.py": "overhead_per_trial_s", "gpu_sweeps.py": "ddp_max_relative_difference",
     "transfer.py": "Target: the CompleteP optimum moves by at most one grid step",
 }
 NEEDS_BROWSER = {"report_html.py"}
