@@ -44,7 +44,11 @@ def test_bad_value_names_the_column_and_row(tmp_path, col, value, why):
 def test_missing_column_is_named(tmp_path):
     path = tmp_path / "runs.csv"
     pd.DataFrame({"depth": [1], "loss": [3.0]}).to_csv(path, index=False)
-    with pytest.raises(InputError, match=r"missing required column 'width' \(columns present: depth, loss\)"):
+    with pytest.raises(InputError, match=r"runs.csv: has column 'depth' but no 'width'"):
+        load(path)
+    pd.DataFrame({"tokens": [1e6], "loss": [3.0]}).to_csv(path, index=False)
+    with pytest.raises(InputError, match=r"missing required column 'n_params' .*columns present: "
+                                         r"tokens, loss\)"):
         load(path)
 
 
