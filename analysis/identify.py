@@ -70,14 +70,21 @@ def spans_range(law: Law, draws: np.ndarray, logy: np.ndarray) -> dict[str, str]
 def profile_base(law: Law, X: dict, logy: np.ndarray, w: np.ndarray, theta_hat: np.ndarray,
                  n_eff: float, points: int = PROFILE_POINTS) -> dict:
     """Profile of the threshold base b = e^c: every other parameter refitted with c held at each
-    of `points` values across its search range, from the law's grid of starts and from θ̂.
+    of `points` values across its search range (and on a finer grid around ĉ), from the law's
+    grid of starts and from θ̂.
 
     The deviance D(b) = n_eff·ln(RSS(b)/RSS_min) (weighted RSS of the log residuals; n_eff is
     the number of independent runs, so checkpoints of one run do not count as separate
     evidence) and the 95% interval is {b : D(b) ≤ 3.84}, the connected set around the minimum.
     An end that reaches the search bound is open: the data do not bound b on that side."""
     lo, hi = law.bounds(np.exp(logy))
-    grid = np.linspace(lo[-1], hi[-1], points)
+    coarse = np.linspace(lo[-1], hi[-1], points)
+    # A fine grid around ĉ (two coarse steps either side) and ĉ itself, so that a profile
+    # narrower than one coarse step is still resolved.
+    step = coarse[1] - coarse[0]
+    fine = np.clip(theta_hat[-1] + np.linspace(-2 * step, 2 * step, 17), lo[-1], hi[-1])
+    grid = np.unique(np.r_[coarse, fine, theta_hat[-1]])
+    points = len(grid)
     base = fitcore.start_grid(law, X, logy)[:, :-1]
     base = np.unique(np.round(np.vstack([base, theta_hat[None, :-1]]), 12), axis=0)
     rows = np.concatenate([np.c_[base, np.full(len(base), c)] for c in grid])
@@ -109,6 +116,8 @@ def _profile_interval(b: np.ndarray, dev: np.ndarray, b_hat: float) -> dict:
     k = int(np.argmin(np.where(np.isfinite(dev), np.abs(np.log(b / b_hat)), np.inf)))
     if not inside[k]:
         k = int(np.argmin(dev))
+    if not inside[k]:  # no grid point within 3.84 of the minimum: a degenerate profile
+        inside[k] = True
     i = k
     while i > 0 and inside[i - 1]:
         i -= 1
@@ -118,7 +127,7 @@ def _profile_interval(b: np.ndarray, dev: np.ndarray, b_hat: float) -> dict:
 
     def cross(a: int, c: int) -> float:  # log-linear interpolation of D = 3.84 between a and c
         da, dc = dev[a], dev[c]
-        t = (CHI2_95 - da) / (dc - da) if dc != da else 0.0
+        t = min(max((CHI2_95 - da) / (dc - da), 0.0), 1.0) if dc != da else 0.0
         return float(np.exp(np.log(b[a]) + t * (np.log(b[c]) - np.log(b[a]))))
 
     open_below, open_above = i == 0, j == len(b) - 1
