@@ -104,7 +104,8 @@ def n_params_for(runs: pd.DataFrame, has_shape: bool) -> tuple[np.ndarray | None
                    f"times depth plus {e:.6g}·d (to {parts['max_relative_miss']:.0e}), a part that "
                    f"grows with width alone (token embeddings and read-out), which Kaplan's N "
                    f"leaves out (docs/science.md §2); N keeps every per-layer parameter")
-            return total - e * d, {"used": "derived", "why": why, "decomposition": parts}
+            # parameter counts are whole numbers; the least-squares e carries rounding noise
+            return np.round(total - e * d), {"used": "derived", "why": why, "decomposition": parts}
         why = ("Kaplan's N = 12·L·d² from the shape (docs/science.md §2): the total counts in the "
                "input do not decompose into per-layer and per-width parts, so the embeddings "
                "cannot be separated from them")

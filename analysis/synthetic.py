@@ -110,3 +110,22 @@ def write_store(directory: str | Path, runs: pd.DataFrame, curves: pd.DataFrame 
     if curves is not None:
         curves.to_parquet(d / "curves.parquet")
     return d
+
+
+def write_gemstones_lines(path: str | Path, shapes=((2, 64), (4, 64), (3, 128), (6, 128), (5, 256)),
+                          vocab: int = 1000, steps=(100, 200, 400)) -> Path:
+    """Checkpoint lines in Gemstones' own JSON-lines layout (docs/science.md §9), with total
+    counts built as Gemma-style blocks (15·d² + 2·d per layer) plus an untied embedding and
+    read-out ((2·vocab + 1)·d), and losses falling with checkpoint and depth."""
+    import json
+    lines = []
+    for L, d in shapes:
+        total = L * (15 * d * d + 2 * d) + (2 * vocab + 1) * d
+        for k, step in enumerate(steps):
+            lines.append({"run_name": f"Gem-{d}x{L}", "params_active_precise": total, "width": d,
+                          "depth": L, "tokens": step * 4096, "step": step, "num_nodes": 1,
+                          "seconds_per_step": 0.5,
+                          "final_loss": 4.0 / (1 + k) ** 0.1 - 0.01 * L - 0.1 * np.log(d / 64)})
+    p = Path(path)
+    p.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    return p
