@@ -133,3 +133,29 @@ def test_phase_map_marks_cells_no_other_depth_covers():
     # (1, 32) and (4, 16) have the same N = 12288: the worse of the two sits above 1.
     pair = cells.loc[[(1, 32), (4, 16)], "rel"]
     assert pair.min() == pytest.approx(1.0) and pair.max() > 1.0
+
+
+def test_a_line_whose_interval_covers_every_base_is_not_identified():
+    """The knee / transition line: three points, bootstrap slopes half at -0.7 and half at 10,
+    so the interval of the base runs from e^-0.7 = 0.5 to e^10 = 2.2e4."""
+    pts = [{"depth": 2.0, "width": 16.0}, {"depth": 3.0, "width": 12.0}, {"depth": 4.0, "width": 14.0}]
+    draws = np.c_[np.zeros(50), np.repeat([-0.7, 10.0], 25)]
+    tf = threshold.fit_transition(pts, draws, source="knees")
+    assert tf["status"] == "not_identified" and tf["base"] is None and "spans the whole range" in tf["reason"]
+
+
+def test_loss_vs_depth_draws_no_fit_that_is_not_identified():
+    runs = synthetic.make_runs("two_regime", [1, 2, 3, 4], [16, 32], P3, noise=0.0)
+    ok = {"status": "ok", "name": "two_regime", "formula": "", "terms": ["kappa"], "irreducible": True,
+          "theta": [np.log(1.5), 0.0, 0.3, np.log(3.0)], "centres": {"mid_kappa": 0.0},
+          "params": {"b": 3.0}}
+    report = {"regimes": {"preferred": "two_regime", "models": {"two_regime": ok}},
+              "threshold": {"base": None}}
+    drawn = plots.loss_vs_depth(runs, report)
+    assert any("L_th = log_3 d" in line.get_label() for ax in drawn.axes for line in ax.lines)
+    report["regimes"]["models"]["two_regime"] = {**ok, "status": "not_identified", "theta": [],
+                                                 "params": {}}
+    blank = plots.loss_vs_depth(runs, report)
+    labels = [line.get_label() for ax in blank.axes for line in ax.lines]
+    assert not any("fit" in lab or "L_th" in lab for lab in labels)
+    assert any("no identified threshold law" in t.get_text() for t in blank.texts)
