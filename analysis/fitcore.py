@@ -150,15 +150,20 @@ def subset_X(X: dict, idx: np.ndarray) -> dict:
     return out
 
 
-def start_grid(law: Law, X: dict, logy: np.ndarray) -> np.ndarray:
+def start_grid(law: Law, X: dict, logy: np.ndarray, floors=None, alphas=None) -> np.ndarray:
     """Initial values: floors at fractions of the smallest loss, exponents and bases on grids;
-    each term's scale is then set so the terms share the median excess loss."""
+    each term's scale is then set so the terms share the median excess loss. `floors` and
+    `alphas` replace the default grids (a coarser grid for profiles)."""
     y = np.exp(logy)
-    floors = [0.95, 0.7, 0.3, 1e-3] if law.irreducible else [0.0]
     k = len(law.terms)
-    # Three power terms would make 4^3 exponent combinations per floor; three values each cover
-    # the same range of shapes at less than half the cost.
-    alphas = [0.05, 0.15, 0.4, 1.0] if k < 3 else [0.1, 0.35, 1.0]
+    if floors is None:
+        floors = [0.95, 0.7, 0.3, 1e-3]
+    if not law.irreducible:
+        floors = [0.0]
+    if alphas is None:
+        # Three power terms would make 4^3 exponent combinations per floor; three values each
+        # cover the same range of shapes at less than half the cost.
+        alphas = [0.05, 0.15, 0.4, 1.0] if k < 3 else [0.1, 0.35, 1.0]
     cs = np.log([1.5, 2.5, 4.0, 8.0]) if law.has_kappa else [None]
     starts = []
     for f in floors:

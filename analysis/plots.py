@@ -319,16 +319,19 @@ def chinchilla_plot(points: pd.DataFrame, chin: dict) -> Figure:
     cmap = matplotlib.colormaps["viridis"]
     a1.scatter(N, points["loss"], c=cmap(norm(C)), s=10, zorder=3)
     p = chin["params"]
-    for c in np.logspace(np.log10(C.min()), np.log10(C.max()), 5):
-        n = np.logspace(np.log10(N.min()), np.log10(N.max()), 120)
+    for c in np.quantile(C, [0.05, 0.3, 0.55, 0.8, 0.97]):
+        near = np.abs(np.log10(C / c)) <= 0.25  # drawn over the sizes run at about this compute
+        if near.sum() < 2:
+            continue
+        n = np.logspace(np.log10(N[near].min()), np.log10(N[near].max()), 120)
         d = c / (6 * n)
         a1.plot(n, p["E"] + p["A"] * n ** -p["alpha"] + p["B"] * d ** -p["beta"], color=cmap(norm(c)),
-                lw=1)
+                lw=1.2)
     fig.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=a1, label="C = 6 N D (FLOP)")
     a1.set_xscale("log")
     a1.set_xlabel("parameters N")
     a1.set_ylabel("loss")
-    a1.set_title("L(N, D) fit along lines of constant compute")
+    a1.set_title("L(N, D) fit along lines of constant compute (within 10^±0.25)")
     co = chin["compute_optimal"]
     al = co["allocation"]
     a2.scatter(C, N, s=6, color="lightgrey", label="data (C, N)")

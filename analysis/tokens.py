@@ -14,6 +14,7 @@ import pandas as pd
 
 MIN_TOKEN_FRACTION = 0.1  # checkpoints from 10% of a run's tokens on: past warmup and the transient
 PER_RUN = 12              # at most this many checkpoints per run, log-spaced in tokens
+MAX_POINTS = 3000         # fewer per run when there are many runs (at least 3 each)
 MIN_DISTINCT_D = 3
 
 COLUMNS = ["run_id", "trial_id", "n_params", "tokens", "loss", "weight", "depth", "width"]
@@ -36,12 +37,15 @@ def _thin(g: pd.DataFrame, per_run: int) -> pd.DataFrame:
     return g.iloc[np.unique(np.abs(lt[None, :] - targets[:, None]).argmin(axis=1))]
 
 
-def checkpoint_points(runs: pd.DataFrame, curves: pd.DataFrame, per_run: int = PER_RUN,
+def checkpoint_points(runs: pd.DataFrame, curves: pd.DataFrame, per_run: int | None = None,
                       min_fraction: float = MIN_TOKEN_FRACTION) -> pd.DataFrame:
     """Each run's checkpoints from `min_fraction` of its last token count on, at most `per_run`
     of them log-spaced in tokens (each decade of training weighs alike), each weighted 1/k for
-    the k kept, so that every run carries a total weight of one."""
+    the k kept, so that every run carries a total weight of one. By default `per_run` is
+    PER_RUN, fewer (but at least 3) when that would make more than MAX_POINTS points."""
     c = curves[np.isfinite(curves["tokens"].astype(float)) & (curves["tokens"].astype(float) > 0)]
+    if per_run is None:
+        per_run = max(3, min(PER_RUN, MAX_POINTS // max(1, c["run_id"].nunique())))
     out = []
     for _, g in c.groupby("run_id", sort=True):
         g = g[g["tokens"].astype(float) >= min_fraction * float(g["tokens"].max())]
@@ -83,7 +87,8 @@ def token_points(runs: pd.DataFrame, curves: pd.DataFrame) -> tuple[pd.DataFrame
                    f"the schedule")
             return pts, {"kind": "checkpoints", "n_runs": int(pts["run_id"].nunique()),
                          "n_points": int(len(pts)), "n_tokens": n_tok,
-                         "weighting": f"at most {PER_RUN} checkpoints per run, log-spaced in "
+                         "weighting": f"at most {int(pts.groupby('run_id').size().max())} "
+                                      f"checkpoints per run, log-spaced in "
                                       f"tokens, each weighted 1/k for the k kept, so every run "
                                       f"counts once; the bootstrap resamples whole runs",
                          "why": why}
