@@ -298,10 +298,10 @@ def side_by_side(curves: pd.DataFrame | None, ours: dict | None, digitized: pd.D
     fig.subplots_adjust(left=0.06, right=0.97, bottom=0.12, wspace=0.25)
     a1, a2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     if curves is not None and len(curves):
-        learning_curves(curves, ours, ax=a1, title="ours")
+        learning_curves(curves, ours, ax=a1, title="the analysed runs, with their L(N,S) fit")
     else:
         _note(a1, "no learning curves in this store")
-    learning_curves(digitized, theirs, ax=a2, title="Kaplan et al. 2020 Figure 2 (digitized)",
+    learning_curves(digitized, theirs, ax=a2, title="Kaplan et al. 2020 Figure 2 (digitized), same code",
                     xlabel="step S = tokens / 2^19")
     return fig
 
