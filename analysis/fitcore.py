@@ -259,16 +259,19 @@ def polish(law: Law, theta: np.ndarray, X: dict, logy: np.ndarray, w: np.ndarray
 
 @single_threaded
 def fit_law(law: Law, X: dict, logy: np.ndarray, w: np.ndarray | None = None,
-            starts: np.ndarray | None = None, keep: int = 4, probe_points: int = 3000):
+            starts: np.ndarray | None = None, keep: int = 4, probe_points: int | None = None):
     """Best fit from a grid of starts (docs/science.md §3).
 
     Every start takes a few batched LM steps (on a random subset of `probe_points` when the data
-    are larger); the `keep` best are solved to convergence on all points, and the best of those is
-    polished by L-BFGS-B. Returns (theta, objective, converged)."""
+    are larger: 3000, or as few as 1000 when there are so many starts that starts × points would
+    exceed 3e5); the `keep` best are solved to convergence on all points, and the best of those
+    is polished by L-BFGS-B. Returns (theta, objective, converged)."""
     n = X["n"]
     w = np.ones(n) if w is None else np.asarray(w, float)
     if starts is None:
         starts = start_grid(law, X, logy)
+    if probe_points is None:
+        probe_points = int(np.clip(3e5 / len(starts), 1000, 3000))
     if len(starts) > keep:
         idx = np.arange(n) if n <= probe_points else np.sort(
             np.random.default_rng(0).choice(n, probe_points, replace=False))
