@@ -308,8 +308,8 @@ def side_by_side(curves: pd.DataFrame | None, ours: dict | None, digitized: pd.D
 
 def chinchilla_plot(points: pd.DataFrame, chin: dict) -> Figure:
     """Left: loss vs N coloured by compute C = 6ND, with the fitted L(N, D) along lines of
-    constant C. Right: the compute-optimal N*(C) with its 95% band beside Hoffmann et al. 2022
-    and Besiroglu et al. 2024, the data's own (C, N) in grey."""
+    constant C. Right: the compute-optimal N*(C) and D*(C) with their 95% bands, N* beside
+    Hoffmann et al. 2022 and Besiroglu et al. 2024, the data's own (C, N) in grey."""
     fig = Figure(figsize=(12, 4.6))
     fig.subplots_adjust(left=0.07, right=0.97, bottom=0.12, wspace=0.3)
     a1, a2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
@@ -335,21 +335,23 @@ def chinchilla_plot(points: pd.DataFrame, chin: dict) -> Figure:
     co = chin["compute_optimal"]
     al = co["allocation"]
     a2.scatter(C, N, s=6, color="lightgrey", label="data (C, N)")
-    a2.plot(al["C"], al["N"], color="tab:red", label=f"ours: a = {co['a']:.3f}")
-    if al.get("N_ci"):
-        a2.fill_between(al["C"], al["N_ci"][0], al["N_ci"][1], color="tab:red", alpha=0.2, lw=0,
-                        label="ours, 95% band")
+    a2.plot(al["C"], al["N"], color="tab:red", label=f"ours N*(C): a = {co['a']:.3f}")
+    a2.plot(al["C"], al["D"], color="tab:blue", label=f"ours D*(C): b = {co['b']:.3f}")
+    for key, colour in (("N", "tab:red"), ("D", "tab:blue")):
+        if al.get(f"{key}_ci"):
+            a2.fill_between(al["C"], al[f"{key}_ci"][0], al[f"{key}_ci"][1], color=colour,
+                            alpha=0.2, lw=0)
     pub = chin["published"]
     for key, style, name in (("besiroglu2024", "--", "Besiroglu et al. 2024"),
                              ("hoffmann2022", ":", "Hoffmann et al. 2022")):
         a2.plot(al["C"], co[key]["N"], "k" + style, lw=1,
-                label=f"{name}: a = {pub[key]['compute_optimal']['a']:.3f}")
+                label=f"{name} N*: a = {pub[key]['compute_optimal']['a']:.3f}")
     a2.axvspan(al["data_C_range"][1], al["C"][-1], color="grey", alpha=0.08, lw=0)
     a2.set_xscale("log")
     a2.set_yscale("log")
     a2.set_xlabel("training compute C (FLOP)")
-    a2.set_ylabel("compute-optimal N*(C)")
-    a2.set_title("Compute-optimal allocation (shaded: beyond the data)")
+    a2.set_ylabel("compute-optimal N*(C) and D*(C)")
+    a2.set_title("Compute-optimal allocation, 95% bands (shaded: beyond the data)", fontsize=10)
     a2.legend(fontsize=7)
     return fig
 
