@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.fitcore import Law
-from analysis.powerlaw import OK, FitResult, fit, insufficient, json_safe
+from analysis.powerlaw import OK, FitResult, fit, insufficient, json_safe, named_params
 from depthwidth.published import BESIROGLU_2024, HOFFMANN_2022
 
 LAW = Law("chinchilla", ("N", "D"))
@@ -83,7 +83,6 @@ def _entry(res: FitResult) -> dict:
          "converged": res.converged, "not_identified": _rename(res.not_identified),
          "compute_optimal": None, "fit": {k: v for k, v in res.to_dict().items() if k != "residuals"}}
     if res.status == OK and res.boot_theta is not None and len(res.boot_theta) >= 10:
-        from analysis.powerlaw import named_params
         draws = _rename(named_params(res.law, res.boot_theta, res.centres))
         e["se"] = {k: float(np.std(v, ddof=1)) for k, v in draws.items()}
     return e
@@ -100,7 +99,6 @@ def _allocation(res: FitResult, c_max: float, c_min: float) -> dict:
            "allocation": {"C": grid.tolist(), "N": co["N"][1:].tolist(), "D": co["D"][1:].tolist(),
                           "N_ci": None, "D_ci": None, "data_C_range": [c_min, c_max]}}
     if res.boot_theta is not None and len(res.boot_theta) >= 10:
-        from analysis.powerlaw import named_params
         d = _rename(named_params(res.law, res.boot_theta, res.centres))
         cb = compute_optimal(d["E"], d["A"], d["B"], d["alpha"], d["beta"], np.r_[c_max, grid])
         q = lambda v: [float(x) for x in np.nanpercentile(v, [2.5, 97.5], axis=0).tolist()]

@@ -5,8 +5,6 @@ sits on a bound saying so (docs/science.md §8-9)."""
 
 import json
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from analysis.inputs import load
