@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis import fitcore
+from analysis import fitcore, identify
 from analysis.fitcore import Law
 
 OK, INSUFFICIENT, FAILED, NOT_IDENTIFIED = "ok", "insufficient_data", "failed", "not_identified"
