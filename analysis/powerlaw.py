@@ -165,7 +165,6 @@ def fit(law: Law, name: str, logy: np.ndarray, cols: dict, groups: np.ndarray | 
     bound (e^-12 × the smallest loss) means the data ask for no floor, so with `floor_fallback`
     the law is refitted without E, as Kaplan's pure form, and says so. With `profile` a κ-law
     also gets the profile-likelihood interval of b (analysis/identify.py)."""
-    from analysis import identify
     n = len(logy)
     groups = np.arange(n) if groups is None else np.asarray(groups)
     n_groups = len(np.unique(groups))
