@@ -36,8 +36,19 @@ def _analyze(args) -> int:
     t = r["tuning"]
     print(f"tuning axes: {', '.join(t['axes']) or 'none'}; selection: {t['rule']}; "
           f"parametrization: {', '.join(t['parametrization'])}")
-    print(f"{r['n_runs']} runs analysed; preferred law: {r['regimes']['preferred']}")
-    if thr.get("base") is not None:
+    shaped = r["regimes"].get("status") != "absent"
+    print(f"{r['n_runs']} runs analysed ({r['inputs']['layout']} layout)"
+          + (f"; preferred law: {r['regimes']['preferred']}" if shaped else "; no depth and width"))
+    chin = r.get("chinchilla") or {}
+    if chin.get("status") == "ok":
+        p, co = chin["params"], chin["compute_optimal"]
+        print("L(N, D) = E + A/N^alpha + B/D^beta: " + ", ".join(f"{k} = {v:.4g}" for k, v in p.items())
+              + f"; compute-optimal N ~ C^{co['a']:.3f}")
+    elif chin:
+        print(f"L(N, D): {chin['status']} ({chin.get('reason', '')})")
+    if not shaped:
+        pass
+    elif thr.get("base") is not None:
         ci = " to ".join(f"{v:.3g}" for v in thr["base_ci"]) if thr.get("base_ci") else "none"
         print(f"threshold base b = {thr['base']:.4g} (95% interval {ci}); "
               f"claimed: {thr['claimed']}; consistent with b = 3: {thr['consistent_with_theory']}")
@@ -65,7 +76,8 @@ def _kaplan(args) -> int:
     if (bad := _check_counts(args)):
         return _fail(bad)
     try:
-        k = kaplan_report(args.dir, digitized=args.digitized, bootstrap=args.bootstrap, seed=args.seed)
+        k = kaplan_report(args.dir, digitized=args.digitized, bootstrap=args.bootstrap, seed=args.seed,
+                          out_dir=args.out)
     except InputError as exc:
         return _fail(str(exc))
     print("\n".join(kaplan_table(k)))
@@ -77,8 +89,10 @@ def register(subparsers) -> None:
         "analyze", help="fits, figures and report from a results store or CSV",
         description="Fit Kaplan-style laws, crossovers, the two depth regimes and the threshold "
                     "base b of L_th = log_b(d_x); write report.json, report.md and figures.")
-    p.add_argument("source", help="results directory (runs.parquet [+ curves.parquet]) or a CSV "
-                                  "with depth,width,loss [n_params, seed, tokens, step]")
+    p.add_argument("source", help="results directory (runs.parquet [+ curves.parquet]), a CSV / "
+                                  "parquet / JSON-lines file with loss and depth,width and/or "
+                                  "n_params [seed, tokens, step], Gemstones' checkpoint lines or "
+                                  "Epoch's Chinchilla CSV (recognised by their columns)")
     p.add_argument("--out", default=None, help="output folder (default: <store>/analysis)")
     p.add_argument("--bootstrap", type=int, default=200, help="bootstrap refits (default 200)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
@@ -96,7 +110,10 @@ def register(subparsers) -> None:
     p.set_defaults(func=_plot)
 
     p = subparsers.add_parser("kaplan", help="our exponents and shapes beside Kaplan et al. 2020")
-    p.add_argument("dir", help="results directory (analysed first if it has no report)")
+    p.add_argument("dir", help="results directory, report folder or input file (analysed first "
+                               "if it has no report)")
+    p.add_argument("--out", default=None, help="report folder to analyse into when there is no "
+                                               "report yet (default: beside the input)")
     p.add_argument("--digitized", default=None,
                    help="digitized published curves: CSV of N,tokens,loss or a Figure 2 JSON")
     p.add_argument("--bootstrap", type=int, default=200)

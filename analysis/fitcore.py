@@ -1,6 +1,7 @@
 """The fitting engine shared by every loss law: sums of power terms fitted in log space.
 
-A law is `L = E + Σ_k exp(a_k − α_k·z_k)` with z_k = ln N, ln S or ln κ_b (docs/science.md §3–4).
+A law is `L = E + Σ_k exp(a_k − α_k·z_k)` with z_k the log of N, S, D (tokens), width, depth or
+κ_b (docs/science.md §3–4, §8–9).
 It is fitted as Hoffmann et al. 2022 (Approach 3) and Besiroglu et al. 2024 recommend: summed
 Huber loss (δ = 1e-3) on log-loss residuals, a grid of starts, L-BFGS-B, bootstrap over runs.
 The bootstrap refits are batched: one Levenberg–Marquardt / IRLS solver runs all replicates at once.
@@ -45,7 +46,8 @@ def log_kappa(depth: np.ndarray, log_width: np.ndarray, c: np.ndarray):
 
 @dataclass(frozen=True)
 class Law:
-    """A sum-of-power-terms law. `terms` names each term's variable: 'N', 'S' or 'kappa'."""
+    """A sum-of-power-terms law. `terms` names each term's variable: 'N', 'S', 'D', 'width',
+    'depth' or 'kappa'."""
 
     name: str
     terms: tuple[str, ...]
@@ -148,14 +150,21 @@ def subset_X(X: dict, idx: np.ndarray) -> dict:
     return out
 
 
-def start_grid(law: Law, X: dict, logy: np.ndarray) -> np.ndarray:
+def start_grid(law: Law, X: dict, logy: np.ndarray, floors=None, alphas=None) -> np.ndarray:
     """Initial values: floors at fractions of the smallest loss, exponents and bases on grids;
-    each term's scale is then set so the terms share the median excess loss."""
+    each term's scale is then set so the terms share the median excess loss. `floors` and
+    `alphas` replace the default grids (a coarser grid for profiles)."""
     y = np.exp(logy)
-    floors = [0.95, 0.7, 0.3, 1e-3] if law.irreducible else [0.0]
-    alphas = [0.05, 0.15, 0.4, 1.0]
-    cs = np.log([1.5, 2.5, 4.0, 8.0]) if law.has_kappa else [None]
     k = len(law.terms)
+    if floors is None:
+        floors = [0.95, 0.7, 0.3, 1e-3]
+    if not law.irreducible:
+        floors = [0.0]
+    if alphas is None:
+        # Three power terms would make 4^3 exponent combinations per floor; three values each
+        # cover the same range of shapes at less than half the cost.
+        alphas = [0.05, 0.15, 0.4, 1.0] if k < 3 else [0.1, 0.35, 1.0]
+    cs = np.log([1.5, 2.5, 4.0, 8.0]) if law.has_kappa else [None]
     starts = []
     for f in floors:
         E = f * y.min()
@@ -173,23 +182,28 @@ def start_grid(law: Law, X: dict, logy: np.ndarray) -> np.ndarray:
 
 
 def batched_lm(law: Law, theta0: np.ndarray, X: dict, logy: np.ndarray, W: np.ndarray,
-               iters: int = 100, tol: float = 1e-8) -> tuple[np.ndarray, np.ndarray]:
+               iters: int = 100, tol: float = 1e-8,
+               bounds: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Minimise Σ_i W[b,i]·huber(logy_i − f_i(θ_b)) for every row b at once.
 
     Iteratively reweighted Gauss–Newton (weights ψ(r)/r majorise the Huber loss) with a
     Levenberg–Marquardt damping per replicate and projection onto the bounds; a step is kept only
     when it lowers that replicate's summed Huber loss. A row stops when a kept step changes its
-    loss by less than `tol` (relative). Returns (theta (B, p), objective (B,)).
+    loss by less than `tol` (relative). `bounds` (lo, hi), each (p,) or (B, p), replaces the law's
+    own; a row with lo = hi in a column holds that parameter fixed (a profile).
+    Returns (theta (B, p), objective (B,)).
     """
     theta = np.array(theta0, float, copy=True)
     B, p = theta.shape
     n = X["n"]
+    lo, hi = law.bounds(np.exp(logy)) if bounds is None else bounds
+    lo, hi = np.broadcast_to(lo, (B, p)), np.broadcast_to(hi, (B, p))
     chunk = max(1, _MAX_ELEMENTS // max(1, n * p))
     if B > chunk:
-        outs = [batched_lm(law, theta[s:s + chunk], X, logy, W[s:s + chunk], iters, tol)
-                for s in range(0, B, chunk)]
+        outs = [batched_lm(law, theta[s:s + chunk], X, logy, W[s:s + chunk], iters, tol,
+                           (lo[s:s + chunk], hi[s:s + chunk])) for s in range(0, B, chunk)]
         return np.concatenate([o[0] for o in outs]), np.concatenate([o[1] for o in outs])
-    lo, hi = law.bounds(np.exp(logy))
+    theta = np.clip(theta, lo, hi)
     lam = np.full(B, 1e-3)
     logP, J = law.evaluate(theta, X)
     r = logy[None, :] - logP
@@ -211,7 +225,7 @@ def batched_lm(law: Law, theta0: np.ndarray, X: dict, logy: np.ndarray, W: np.nd
             step = np.linalg.solve(A, g[:, :, None])[:, :, 0]
         except np.linalg.LinAlgError:
             step = np.stack([np.linalg.lstsq(A[k], g[k], rcond=None)[0] for k in range(len(ia))])
-        cand = np.clip(theta[ia] + step, lo, hi)
+        cand = np.clip(theta[ia] + step, lo[ia], hi[ia])
         lp_c, J_c = law.evaluate(cand, X)
         r_c = logy[None, :] - lp_c
         obj_c = np.sum(Wa * huber(r_c), axis=1)
@@ -245,16 +259,19 @@ def polish(law: Law, theta: np.ndarray, X: dict, logy: np.ndarray, w: np.ndarray
 
 @single_threaded
 def fit_law(law: Law, X: dict, logy: np.ndarray, w: np.ndarray | None = None,
-            starts: np.ndarray | None = None, keep: int = 4, probe_points: int = 3000):
+            starts: np.ndarray | None = None, keep: int = 4, probe_points: int | None = None):
     """Best fit from a grid of starts (docs/science.md §3).
 
     Every start takes a few batched LM steps (on a random subset of `probe_points` when the data
-    are larger); the `keep` best are solved to convergence on all points, and the best of those is
-    polished by L-BFGS-B. Returns (theta, objective, converged)."""
+    are larger: 3000, or as few as 1000 when there are so many starts that starts × points would
+    exceed 3e5); the `keep` best are solved to convergence on all points, and the best of those
+    is polished by L-BFGS-B. Returns (theta, objective, converged)."""
     n = X["n"]
     w = np.ones(n) if w is None else np.asarray(w, float)
     if starts is None:
         starts = start_grid(law, X, logy)
+    if probe_points is None:
+        probe_points = int(np.clip(3e5 / len(starts), 1000, 3000))
     if len(starts) > keep:
         idx = np.arange(n) if n <= probe_points else np.sort(
             np.random.default_rng(0).choice(n, probe_points, replace=False))
@@ -301,7 +318,7 @@ def resample_counts(groups: np.ndarray, n_boot: int, seed: int,
 
 
 def one_step_draws(law: Law, theta_hat: np.ndarray, X: dict, logy: np.ndarray, counts: np.ndarray,
-                   inv: np.ndarray) -> np.ndarray | None:
+                   inv: np.ndarray, w: np.ndarray | None = None) -> np.ndarray | None:
     """Estimating-function bootstrap (Hu & Kalbfleisch 2000): one Newton step from θ̂ per
     replicate, θ_b = θ̂ + H_b⁻¹ g_b, with the scores ψ(r)·J and Hessian terms summed per run, so a
     replicate costs O(runs·p²) instead of a refit over every point.
@@ -310,7 +327,9 @@ def one_step_draws(law: Law, theta_hat: np.ndarray, X: dict, logy: np.ndarray, c
     residual density) that is too noisy when few residuals fall inside δ = 1e-3; the indicator is
     therefore widened to a Gaussian kernel of Silverman's bandwidth (never narrower than δ).
     Parameters sitting on a bound, or with no pull on the loss, are held at θ̂. Returns None when
-    fewer than 10 residuals per parameter fall within one bandwidth."""
+    fewer than 10 residuals per parameter fall within one bandwidth. `w` weighs each point (its
+    share of its run's weight), as in the fit."""
+    w = np.ones(len(logy)) if w is None else np.asarray(w, float)
     logP, J = law.evaluate(theta_hat[None, :], X)
     J = J[0]                                                 # (p, n)
     r = logy - logP[0]
@@ -319,7 +338,7 @@ def one_step_draws(law: Law, theta_hat: np.ndarray, X: dict, logy: np.ndarray, c
     h = max(HUBER_DELTA, 0.9 * spread * n ** -0.2)
     if np.sum(np.abs(r) < h) < 10 * p:
         return None
-    kern = 2 * HUBER_DELTA * np.exp(-0.5 * (r / h) ** 2) / (h * np.sqrt(2 * np.pi))
+    kern = w * 2 * HUBER_DELTA * np.exp(-0.5 * (r / h) ** 2) / (h * np.sqrt(2 * np.pi))
     lo, hi = law.bounds(np.exp(logy))
     diag = np.einsum("pn,n,pn->p", J, kern, J)
     free = (np.abs(theta_hat - lo) > 1e-9) & (np.abs(hi - theta_hat) > 1e-9) & (diag > 1e-12 * diag.max())
@@ -327,7 +346,7 @@ def one_step_draws(law: Law, theta_hat: np.ndarray, X: dict, logy: np.ndarray, c
     q = int(free.sum())
     G = counts.shape[1]
     score = np.zeros((G, q))
-    np.add.at(score, inv, (np.clip(r, -HUBER_DELTA, HUBER_DELTA) * Jf).T)
+    np.add.at(score, inv, (w * np.clip(r, -HUBER_DELTA, HUBER_DELTA) * Jf).T)
     hess = np.zeros((G, q * q))
     np.add.at(hess, inv, ((Jf[:, None, :] * Jf[None, :, :]) * kern).reshape(q * q, -1).T)
     g = counts @ score                                       # Σ w ψ J; the full-data sum is ≈ 0
@@ -354,26 +373,28 @@ def bootstrap_bytes(n_boot: int, n_runs: int, n_points: int = 0) -> float:
 @single_threaded
 def bootstrap(law: Law, theta_hat: np.ndarray, X: dict, logy: np.ndarray, groups: np.ndarray,
               n_boot: int, seed: int, strata: np.ndarray | None = None,
-              refit_budget: float = 1e6) -> tuple[np.ndarray, str]:
+              refit_budget: float = 1e6, w: np.ndarray | None = None) -> tuple[np.ndarray, str]:
     """Refit on `n_boot` resamples of the groups (runs), drawn within strata if given.
 
     Resampling is expressed as integer weights per point, so all replicates share one design and
     are solved together by batched LM ('refit'). When replicates × points × parameters exceeds
     `refit_budget` the one-step estimating-function bootstrap is used instead ('one_step').
-    Returns (the (n_ok, p) parameter draws, method); failed refits are dropped."""
+    `w` weighs each point within its group, as in the fit. Returns (the (n_ok, p) parameter
+    draws, method); failed refits are dropped."""
     if n_boot <= 0:
         return np.empty((0, law.n_params)), "none"
+    w = np.ones(len(logy)) if w is None else np.asarray(w, float)
     counts, inv = resample_counts(groups, n_boot, seed, strata)
     if n_boot * X["n"] * law.n_params > refit_budget:
         try:
-            th = one_step_draws(law, theta_hat, X, logy, counts, inv)
+            th = one_step_draws(law, theta_hat, X, logy, counts, inv, w)
         except np.linalg.LinAlgError:  # a replicate's Hessian is singular: refit them all
             th = None
         if th is not None:
             return th[np.all(np.isfinite(th), axis=1)], "one_step"
     # Refits stop at a relative loss change of 1e-6: tighter moves the interval ends by < 1e-4
     # of their width while costing several times the iterations on the near-L1 Huber surface.
-    th, obj = batched_lm(law, np.repeat(theta_hat[None, :], n_boot, axis=0), X, logy, counts[:, inv],
-                         tol=1e-6)
+    th, obj = batched_lm(law, np.repeat(theta_hat[None, :], n_boot, axis=0), X, logy,
+                         counts[:, inv] * w[None, :], tol=1e-6)
     ok = np.all(np.isfinite(th), axis=1) & np.isfinite(obj)
     return th[ok], "refit"

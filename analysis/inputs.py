@@ -1,24 +1,29 @@
 """Validating and shaping runs for the analysis: a results store (runs.parquet + curves.parquet,
-docs/design.md "The results store") or a CSV / parquet file of runs or long-format curves.
+docs/design.md "The results store") or a CSV / parquet / JSON-lines file of runs or curves.
 
 Reading goes through depthwidth/results.py, the store's one home, so local paths and URIs (s3://...)
-behave alike. A CSV needs at least depth, width, loss (or final_val_loss); n_params defaults to
-Kaplan's N (depthwidth.accounting.kaplan_n_params, docs/science.md §2); a `step` column makes it
-long-format learning curves. Only parquet, CSV and JSON are read (never pickles). Bad input raises
-InputError: one sentence naming the column and row.
+behave alike. A file is recognised by its columns (analysis/formats.py): Gemstones' checkpoints,
+Epoch's Chinchilla points, or the generic table with loss and depth + width and/or n_params
+(a `step` column makes it long-format learning curves, `tokens` gives each row its training
+tokens). Without n_params, N is derived from the shape (docs/science.md §2); without a shape, only
+the shape-free parts of the analysis run. Only parquet, CSV and JSON lines are read (never
+pickles). Bad input raises InputError: one sentence naming the column and row.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from depthwidth.accounting import kaplan_n_params
+from analysis.formats import n_params_for, recognise
 from depthwidth.results import (ANALYSIS_DIR, CURVES, RUNS, STATUSES, Location, StoreError, has_runs,
                                 read_tables)
+
+TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl", ".ndjson")
+
 
 class InputError(ValueError):
     """Unusable analysis input; the message names the file, column and row."""
@@ -26,14 +31,18 @@ class InputError(ValueError):
 
 @dataclass(frozen=True)
 class Dataset:
-    runs: pd.DataFrame          # every transformer run used in fits: run_id, depth, width, n_params, loss, seed
-    curves: pd.DataFrame        # run_id, trial_id, n_params, step, loss (val loss) of those runs
+    runs: pd.DataFrame          # every transformer run used in fits: run_id, [depth, width], n_params, loss, seed, tokens
+    curves: pd.DataFrame        # run_id, trial_id, n_params, step, loss (val loss) [, tokens] of those runs
     all_runs: pd.DataFrame      # the table as read (all families and statuses)
     all_curves: pd.DataFrame    # the curves as read
     source: Path | str          # a local path, or the URI it was read from
-    kind: str                   # "store" | "csv" | "parquet"
+    kind: str                   # "store" | "csv" | "parquet" | "jsonl"
     n_excluded: dict            # status -> count of transformer runs left out of the fits
     families: tuple
+    layout: str = "store"       # "store" | "generic" | "gemstones" | "epoch" (analysis/formats.py)
+    has_shape: bool = True      # depth and width known for every run
+    n_params_source: dict = field(default_factory=dict)  # which N the fits use, and why
+    notes: tuple = ()           # how the input was read
 
 
 def locate(source: str | Path) -> tuple[Location, str]:
@@ -114,26 +123,45 @@ def load(source: str | Path) -> Dataset:
         except StoreError as exc:
             raise InputError(str(exc)) from None
         return _build(runs, curves, RUNS, CURVES, src, "store", csv=False)
-    if Path(loc.name).suffix.lower() not in (".csv", ".parquet"):
-        raise InputError(f"{source}: expected a results directory, a .csv or a .parquet file.")
+    if Path(loc.name).suffix.lower() not in TABLE_SUFFIXES:
+        raise InputError(f"{source}: expected a results directory or a .csv, .parquet or .jsonl "
+                         f"file.")
     return _load_file(_read(loc), loc.name, src)
 
 
 def _load_file(table: pd.DataFrame, name: str, src: Path | str) -> Dataset:
-    table = table.reset_index(drop=True)
-    csv = name.lower().endswith(".csv")
+    layout = recognise(table.reset_index(drop=True))
+    table = layout.table.reset_index(drop=True)
+    suffix = Path(name).suffix.lower().lstrip(".")
+    kind = {"ndjson": "jsonl"}.get(suffix, suffix)
+    csv = kind == "csv"
+    _check_shape_columns(table, name)
     if "step" in table.columns:
         runs, curves = _split_long(table, name, csv)
     else:
         runs, curves = table, pd.DataFrame()
-    return _build(runs, curves, name, name, src, "csv" if csv else "parquet", csv=csv)
+    return _build(runs, curves, name, name, src, kind, csv=csv, layout=layout.name,
+                  notes=layout.notes)
+
+
+def _check_shape_columns(table: pd.DataFrame, name: str) -> None:
+    """depth and width come together or not at all; without them n_params is required."""
+    have = [c for c in ("depth", "width") if c in table.columns]
+    if len(have) == 1:
+        other = "width" if have[0] == "depth" else "depth"
+        raise InputError(f"{name}: has column '{have[0]}' but no '{other}'; give both (a shape) "
+                         f"or neither (then n_params is required).")
+    if not have and "n_params" not in table.columns:
+        cols = ", ".join(map(str, table.columns)) or "none"
+        raise InputError(f"{name}: missing required column 'n_params' (without depth and width "
+                         f"the parameter count must be given; columns present: {cols}).")
 
 
 def _split_long(table: pd.DataFrame, name: str, csv: bool):
     """Long-format curves (one row per run and step) → one run per curve (its last point) + curves."""
     loss_col = "loss" if "loss" in table.columns else "val_loss"
-    _require(table, ["depth", "width", loss_col], name)
-    _check_positive(table, ["depth", "width", "step", loss_col]
+    _require(table, [loss_col], name)
+    _check_positive(table, [c for c in ("depth", "width") if c in table.columns] + ["step", loss_col]
                     + [c for c in ("n_params", "tokens") if c in table.columns], name, csv)
     keys = ["trial_id"] if "trial_id" in table.columns else [
         c for c in ("depth", "width", "seed", "n_params", "family", "lr") if c in table.columns]
@@ -145,9 +173,11 @@ def _split_long(table: pd.DataFrame, name: str, csv: bool):
     return runs.reset_index(drop=True), curves.reset_index(drop=True)
 
 
-def _build(runs, curves, name, curves_name, src, kind, csv) -> Dataset:
+def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", notes=()) -> Dataset:
     loss_col = "loss" if "loss" in runs.columns else "final_val_loss"
-    _require(runs, ["depth", "width", loss_col], name)
+    has_shape = "depth" in runs.columns and "width" in runs.columns
+    _require(runs, (["depth", "width"] if kind == "store" or has_shape else ["n_params"])
+             + [loss_col], name)
     runs = runs.copy()
     if "status" not in runs.columns:
         runs["status"] = "ok"
@@ -162,29 +192,37 @@ def _build(runs, curves, name, curves_name, src, kind, csv) -> Dataset:
     families = tuple(sorted(map(str, runs["family"].dropna().unique())))
     tf = runs[runs["family"] == "transformer"]
     used = tf[tf["status"] == "ok"]
-    _check_positive(used, ["depth", "width", loss_col] + (["n_params"] if "n_params" in used else []),
-                    name, csv)
+    checked = ["n_params"] + (["tokens"] if kind != "store" else [])
+    _check_positive(used, (["depth", "width"] if has_shape else []) + [loss_col]
+                    + [c for c in checked if c in used], name, csv)
     n_excluded = {s: int((tf["status"] == s).sum()) for s in STATUSES if s != "ok"}
-    _check_size(used, name, csv)
+    if has_shape:
+        _check_size(used, name, csv)
     fit_runs = used.copy()
     fit_runs["loss"] = fit_runs[loss_col].astype(float)
-    fit_runs["depth"] = fit_runs["depth"].astype(float).round().astype(int)
-    fit_runs["width"] = fit_runs["width"].astype(float)
-    if "n_params" not in fit_runs.columns:
-        # Kaplan's non-embedding count N = 12·n_layer·d_model² (docs/science.md §2).
-        fit_runs["n_params"] = kaplan_n_params(fit_runs["depth"], fit_runs["width"])
+    if has_shape:
+        fit_runs["depth"] = fit_runs["depth"].astype(float).round().astype(int)
+        fit_runs["width"] = fit_runs["width"].astype(float)
+    derived, n_source = n_params_for(fit_runs, has_shape)
+    if derived is not None:
+        fit_runs["n_params"] = derived
     fit_runs["n_params"] = fit_runs["n_params"].astype(float)
+    # A store written without token counts holds 0 there: unknown, not bad input.
+    tokens = (pd.to_numeric(fit_runs["tokens"], errors="coerce").astype(float)
+              if "tokens" in fit_runs.columns else pd.Series(np.nan, index=fit_runs.index))
+    fit_runs["tokens"] = tokens.where(tokens > 0)
     if "seed" not in fit_runs.columns:
         fit_runs["seed"] = 0
     fit_runs = fit_runs.reset_index(drop=True)
     fit_runs["run_id"] = np.arange(len(fit_runs))
     fit_curves = _fit_curves(curves, fit_runs, curves_name, csv)
     return Dataset(runs=fit_runs, curves=fit_curves, all_runs=runs, all_curves=curves,
-                   source=src, kind=kind, n_excluded=n_excluded, families=families)
+                   source=src, kind=kind, n_excluded=n_excluded, families=families,
+                   layout=layout, has_shape=has_shape, n_params_source=n_source, notes=tuple(notes))
 
 
 def _fit_curves(curves: pd.DataFrame, fit_runs: pd.DataFrame, name: str, csv: bool) -> pd.DataFrame:
-    cols = ["run_id", "trial_id", "n_params", "step", "loss"]
+    cols = ["run_id", "trial_id", "n_params", "step", "loss", "tokens"]
     if curves.empty:
         return pd.DataFrame(columns=cols)
     loss_col = "val_loss" if "val_loss" in curves.columns else "loss"
@@ -204,4 +242,5 @@ def _fit_curves(curves: pd.DataFrame, fit_runs: pd.DataFrame, name: str, csv: bo
     c = c.merge(fit_runs[["trial_id", "run_id", "n_params"]], on="trial_id")
     c["loss"] = c[loss_col].astype(float)
     c["step"] = c["step"].astype(float)
-    return c[cols]
+    c["tokens"] = pd.to_numeric(c["tokens"], errors="coerce") if "tokens" in c.columns else np.nan
+    return c[cols].reset_index(drop=True)

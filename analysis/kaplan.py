@@ -112,7 +112,12 @@ def compare(runs: pd.DataFrame, fits: dict, n_boot: int = 200, seed: int = 0) ->
         "shape": shape_sensitivity(runs, fits.get("kaplan")),
         "depth_collapse": depth_collapse(runs, fits.get("envelope")),
     }
-    return {"ours": ours, "kaplan2020": KAPLAN_2020, "levine2020": LEVINE_2020,
+    return {"ours": ours, **published_block()}
+
+
+def published_block() -> dict:
+    """Kaplan's and Levine's published values and the note on comparing them."""
+    return {"kaplan2020": KAPLAN_2020, "levine2020": LEVINE_2020,
             "levine_departures": levine_departures(),
             "note": "scale constants (N_c, S_c) depend on tokenizer and vocabulary: compare "
                     "exponents and shapes, not absolute losses (docs/science.md §2)"}

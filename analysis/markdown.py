@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from analysis.markdown_sections import accounting_md, chinchilla_md, design_md, inputs_md, is_absent
 from depthwidth.published import LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE
 
 
@@ -26,10 +27,14 @@ def _ci(ci) -> str:
 def lth_paragraph(r: dict) -> str:
     """What the data say about L_th, in words, from the headline and the model comparison."""
     thr, reg = r["threshold"], r["regimes"]
+    if is_absent(thr):
+        return f"Not analysed: {thr['reason']}."
     tf = thr["transition_fit"]
     pref = reg.get("preferred")
     parts = []
-    if thr.get("base") is not None and thr.get("claimed"):
+    if thr.get("status") == "not_identified":
+        parts.append(f"These runs do not identify the threshold base: {thr['reason']}.")
+    elif thr.get("base") is not None and thr.get("claimed"):
         b, ci = thr["base"], thr["base_ci"]
         at768 = math.log(768) / math.log(b)
         parts.append(
@@ -56,7 +61,7 @@ def lth_paragraph(r: dict) -> str:
         parts.append(f"Model-free, the transition widths grow by e^beta = {_g(tf['base'])} per layer "
                      f"(interval {_ci(tf['base_ci'])}; theory 3, Levine et al.'s empirical fit "
                      f"e^{LEVINE_SLOPE} = {math.exp(LEVINE_SLOPE):.4g}).")
-    elif tf.get("status") != "ok":
+    elif tf.get("status") != "ok" and thr.get("status") != "not_identified":
         parts.append(f"The transition widths could not be fitted ({tf.get('reason', '')}).")
     return " ".join(parts)
 
@@ -114,11 +119,19 @@ def tuning_section(t: dict) -> list[str]:
 def render(r: dict) -> str:
     L = [f"# Depth–width analysis: `{r['source']}`", ""]
     exc = ", ".join(f"{k}: {v}" for k, v in r["n_excluded"].items() if v) or "none"
-    L += [f"{r['n_runs']} runs fitted (excluded: {exc}); depths {r['depths']}; "
-          f"{len(r['widths'])} widths; {r['bootstrap']} bootstrap refits, seed {r['seed']}.", ""]
+    shape = (f"depths {r['depths']}; {len(r['widths'])} widths" if r.get("depths") else
+             "no depth and width")
+    L += [f"{r['n_runs']} runs fitted (excluded: {exc}); {shape}; {r['bootstrap']} bootstrap "
+          f"refits, seed {r['seed']}.", ""]
     if r.get("tuning"):
         L += [tuning_line(r["tuning"]), ""]
+    L += inputs_md(r)
     L += ["## What the data say about L_th", "", lth_paragraph(r), ""]
+    L += accounting_md(r)
+    L += design_md(r)
+    L += chinchilla_md(r)
+    if is_absent(r["threshold"]):
+        return "\n".join(L + _shape_free_tail(r))
 
     thr = r["threshold"]
     L += ["## Threshold base b in L_th = log_b(d_x)", ""]
@@ -134,43 +147,85 @@ def render(r: dict) -> str:
          f"d* = exp({LEVINE_INTERCEPT} + {LEVINE_SLOPE} L)"],
     ])
 
-    L += ["## Loss laws on all runs (docs/science.md §4)", ""]
+    reg = r["regimes"]
+    L += ["## Loss laws on all runs (docs/science.md §4, §9)", ""]
+    pts = reg.get("points") or {}
+    if reg.get("data_terms"):
+        L += [f"Every law carries a data term + B_D·D^-alpha_D and is fitted on {pts.get('n_points')} "
+              f"points from {pts.get('n_runs')} runs ({pts.get('weighting')}).", ""]
     rows = []
-    for name, m in r["regimes"]["models"].items():
+    for name, m in reg["models"].items():
         p = m.get("params", {})
-        key = ", ".join(f"{k}={_g(v)}" for k, v in p.items() if k in ("E", "alpha_N", "alpha_kappa", "b"))
-        rows.append([name + (" (preferred)" if name == r["regimes"]["preferred"] else ""), m["status"],
-                     key or m.get("reason", ""), m.get("aic"), m.get("bic"), m.get("cv_error")])
-    L += _table(["law", "status", "parameters", "AIC", "BIC", "leave-one-depth-out RMS"], rows)
+        key = ", ".join(f"{k}={_g(v)}" for k, v in p.items()
+                        if k in ("E", "alpha_N", "alpha_kappa", "b", "alpha_width", "alpha_depth", "alpha_D"))
+        prof = m.get("profile")
+        if prof:
+            key += ("; " if key else "") + f"b profile {_ci(prof['interval'])}" + (
+                " (open)" if prof["open_below"] or prof["open_above"] else "")
+        note = m.get("reason", "") if m["status"] != "ok" else m.get("note", "")
+        rows.append([name + (" (preferred)" if name == reg["preferred"] else ""), m["status"],
+                     "; ".join(filter(None, [key, note])) or "–", m.get("aic"), m.get("bic"),
+                     m.get("cv_error")])
+    L += _table(["law", "status", "parameters / why", "AIC", "BIC", "leave-one-depth-out RMS"], rows)
 
     L += ["## Power laws L(N) = E + A·N^-alpha", ""]
     rows = []
     pls = dict(r["power_laws"]["per_depth"])
     pls["envelope"] = r["power_laws"]["envelope"]
+    thin = [k for k, f in pls.items() if f["status"] == "insufficient_data" and k != "envelope"]
     for k, f in pls.items():
+        if len(thin) > 6 and k in thin:
+            continue
         p, ci = f.get("params", {}), f.get("ci", {})
         rows.append([k, f["status"], p.get("E"), p.get("alpha_N"), _ci(ci.get("alpha_N")),
-                     f.get("n_points"), f.get("reason") or ""])
+                     f.get("n_points"), f.get("reason") or f.get("note") or ""])
     L += _table(["depth", "status", "E", "alpha_N", "95% interval", "runs", "note"], rows)
+    if len(thin) > 6:
+        L += [f"Not fitted, too few widths: depths {', '.join(thin)} (" + "; ".join(
+            pls[k]["reason"].split(";")[0] for k in thin[:3]) + "; ...).", ""]
 
     L += ["## Crossovers: where the deeper model starts to win at equal N", ""]
+    cross = r["crossovers"]
+    shown = [c for c in cross if c["status"] != "insufficient_data"]
     rows = [[f"{c['depths'][0]} → {c['depths'][1]}", c["status"], c.get("n_params"),
              _ci(c.get("n_params_ci")), ", ".join(_g(w) for w in c["widths"]) if c.get("widths") else "–",
-             c.get("p_crossover")] for c in r["crossovers"]]
-    L += _table(["depths", "status", "N*", "95% interval", "widths at N*", "P(crossover)"], rows)
+             c.get("p_crossover")] for c in shown]
+    if rows:
+        L += _table(["depths", "status", "N*", "95% interval", "widths at N*", "P(crossover)"], rows)
+    if len(shown) < len(cross):
+        L += [f"{len(cross) - len(shown)} of {len(cross)} pairs of depths not compared: a "
+              f"per-depth fit is missing (needs 3 or more widths at the depth).", ""]
 
     opt = r["optimal_depth"]
     if opt.get("points"):
         seq = [f"{_g(p['n_params'])}: {p['depth']}" for p in opt["points"][:: max(1, len(opt['points']) // 8)]]
         L += ["Optimal depth L*(N) (N: depth): " + "; ".join(seq) + ".", ""]
 
+    L += _learning_curves_md(r)
+    L += _kaplan_md(r)
+    L += _tail(r)
+    return "\n".join(L)
+
+
+def _learning_curves_md(r: dict) -> list[str]:
     lc = r["learning_curves"]["fit"]
-    L += ["## Learning curves L(N,S) (Kaplan eq. 1.6 with a floor E)", ""]
+    L = ["## Learning curves L(N,S) (Kaplan eq. 1.6 with a floor E)", ""]
     if lc["status"] == "ok":
         L += [", ".join(f"{k} = {_g(v)} {_ci(lc['ci'].get(k))}" for k, v in lc["params"].items()), ""]
     else:
         L += [f"{lc['status']}: {lc['reason']}", ""]
+    return L
 
+
+def _shape_free_tail(r: dict) -> list[str]:
+    return _learning_curves_md(r) + [
+        f"Not analysed ({r['threshold']['reason']}): the threshold, the loss laws over shapes, "
+        f"per-depth power laws, crossovers, regime accounting and Kaplan's shape comparisons.",
+        ""] + _tail(r)
+
+
+def _kaplan_md(r: dict) -> list[str]:
+    L = []
     k = r["kaplan"]
     ours = k["ours"]
     kap = k["kaplan2020"]
@@ -189,10 +244,13 @@ def render(r: dict) -> str:
     L += ["Levine et al.'s predicted departure points for Kaplan's Figure 6 depths: " + "; ".join(
         f"L={d['depth']}: d=3^L={_g(d['width_theory'])}, N={_g(d['n_params_theory'])}"
         for d in k["levine_departures"]) + ".", "", k["note"] + ".", ""]
+    return L
 
+
+def _tail(r: dict) -> list[str]:
+    L = []
     if r.get("tuning"):
         L += tuning_section(r["tuning"])
-
     if "relrnn" in r:
         L += ["## Recurrent family", "", f"status: {r['relrnn'].get('status', 'see report.json')}"
               + (f" ({r['relrnn']['reason']})" if r["relrnn"].get("reason") else ""), "",
@@ -205,7 +263,7 @@ def render(r: dict) -> str:
         L += [f"Not drawn: {n} ({why})." for n, why in figs.get("skipped", {}).items()] + [""]
     if r.get("timings_s"):
         L += ["Stage times (s): " + ", ".join(f"{k} {v:.2f}" for k, v in r["timings_s"].items()), ""]
-    return "\n".join(L)
+    return L
 
 
 def kaplan_table(k: dict) -> list[str]:

@@ -123,6 +123,9 @@ def loss_vs_depth(runs: pd.DataFrame, report: dict, max_panels: int = 6) -> Figu
     fig.subplots_adjust(left=0.07, right=0.98, bottom=0.1, top=0.88, hspace=0.5, wspace=0.3)
     f = _kappa_fit(report)
     b = f.params["b"] if f is not None else None
+    if f is None:
+        fig.text(0.5, 0.93, "no identified threshold law to draw (see the report)", ha="center",
+                 fontsize=8, color="grey")
     for k, w in enumerate(widths):
         ax = fig.add_subplot(nrow, ncol, k + 1)
         g = runs[runs["width"] == w]
@@ -131,8 +134,11 @@ def loss_vs_depth(runs: pd.DataFrame, report: dict, max_panels: int = 6) -> Figu
         if f is not None:
             L = np.linspace(0.6, Lmax, 120)
             per_layer = float(np.mean(g["n_params"] / g["depth"]))  # N grows linearly in depth
-            ax.plot(L, f.predict(N=per_layer * L, depth=L, width=np.full_like(L, w)), color="tab:red",
-                    lw=1.2, label=f"{f.name} fit")
+            cols = dict(N=per_layer * L, depth=L, width=np.full_like(L, w))
+            if "D" in f.law.terms:  # the data-aware law, drawn at these runs' final tokens
+                cols["D"] = np.full_like(L, float(g["tokens"].mean()))
+            if np.all(np.isfinite(cols.get("D", [1.0]))):
+                ax.plot(L, f.predict(**cols), color="tab:red", lw=1.2, label=f"{f.name} fit")
             lth = np.log(w) / np.log(b)
             ax.axvspan(0.5, min(lth, Lmax), color="tab:orange", alpha=0.12, lw=0)
             ax.axvline(lth, color="tab:red", ls="--", lw=1, label=f"L_th = log_{b:.2g} d = {lth:.2g}")
@@ -146,44 +152,82 @@ def loss_vs_depth(runs: pd.DataFrame, report: dict, max_panels: int = 6) -> Figu
     return fig
 
 
-def phase_map(runs: pd.DataFrame, report: dict) -> Figure:
-    """Depth × width map of loss over the best fitted loss at equal N, with L = log_b d overlaid
-    for b = 3 and the fitted b."""
-    fig = Figure(figsize=(7, 4.8))
-    ax = fig.add_subplot()
+def _interpolators(cfg: pd.DataFrame) -> dict:
+    """Per depth with two or more widths: log-loss linear in log N between its measured sizes,
+    defined only inside them (no extrapolation)."""
+    out = {}
+    for d, g in cfg.groupby("depth"):
+        g = g.sort_values("n_params")
+        if len(g) >= 2:
+            out[d] = (np.log(g["n_params"].to_numpy(float)), np.log(g["loss"].to_numpy(float)))
+    return out
+
+
+def phase_cells(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each measured shape's loss over the best loss any depth reaches at its N, where that best
+    is measured or interpolated inside another depth's measured sizes. `rel` is NaN, with
+    `why`, where no other depth covers that N: a ratio of 1 there would compare a run with itself."""
     cfg = runs.groupby(["depth", "width"], as_index=False).agg(loss=("loss", "mean"),
                                                                n_params=("n_params", "mean"))
-    fits = {int(d): _fit(v) for d, v in report["power_laws"]["per_depth"].items()}
-    fits = {d: f for d, f in fits.items() if f is not None}
-    rng = runs.groupby("depth")["n_params"].agg(["min", "max"])
-    best = np.full(len(cfg), np.inf)
-    for d, f in fits.items():
-        lo, hi = rng.loc[d]
-        N = cfg["n_params"].to_numpy(float)
-        cover = (N >= lo * (1 - 1e-9)) & (N <= hi * (1 + 1e-9))
-        best = np.where(cover, np.minimum(best, f.predict(N=N)), best)
-    best = np.where(np.isfinite(best), best, cfg["loss"].min())
-    cfg["rel"] = cfg["loss"] / np.minimum(best, cfg["loss"].to_numpy(float))
+    interp = _interpolators(cfg)
+    rel, why = [], []
+    for r in cfg.itertuples():
+        ln = np.log(r.n_params)
+        others = [float(np.exp(np.interp(ln, x, y))) for d, (x, y) in interp.items()
+                  if d != r.depth and x[0] - 1e-9 <= ln <= x[-1] + 1e-9]
+        if not others:
+            rel.append(np.nan)
+            why.append("no other depth measured at this N")
+        else:
+            rel.append(r.loss / min(min(others), r.loss))
+            why.append("")
+    return cfg.assign(rel=rel, why=why)
+
+
+def phase_map(runs: pd.DataFrame, report: dict) -> Figure:
+    """Depth × width map of each shape's loss over the best loss at equal N (measured, or
+    interpolated inside another depth's measured sizes), one row per depth and one column per
+    width that were run, with L = log_b d overlaid for b = 3 and the claimed b. Cells whose N no
+    other depth covers are hatched; cells not run are blank."""
+    fig = Figure(figsize=(7.5, 5))
+    ax = fig.add_subplot()
+    cfg = phase_cells(runs)
     depths, widths = np.sort(cfg["depth"].unique()), np.sort(cfg["width"].unique())
     M = np.full((len(depths), len(widths)), np.nan)
+    measured = np.zeros_like(M, bool)
     for r in cfg.itertuples():
-        M[np.searchsorted(depths, r.depth), np.searchsorted(widths, r.width)] = r.rel
-    ex = lambda v: np.r_[v[0] ** 1.5 / v[1] ** 0.5, np.sqrt(v[:-1] * v[1:]), v[-1] ** 1.5 / v[-2] ** 0.5] \
-        if len(v) > 1 else np.array([v[0] / 1.4, v[0] * 1.4])
-    ey = np.r_[depths - 0.5, depths[-1] + 0.5]
-    mesh = ax.pcolormesh(ex(widths.astype(float)), ey, M, cmap="viridis_r", shading="flat")
-    fig.colorbar(mesh, ax=ax, label="loss / best fitted loss at equal N")
-    wgrid = np.logspace(np.log10(ex(widths.astype(float))[0]), np.log10(ex(widths.astype(float))[-1]), 100)
-    ax.plot(wgrid, np.log(wgrid) / np.log(THEORY_BASE), "w:", lw=2, label="L = log_3 d (theory)")
-    base = report["threshold"].get("base")
+        i, j = np.searchsorted(depths, r.depth), np.searchsorted(widths, r.width)
+        M[i, j], measured[i, j] = r.rel, True
+    edges_x, edges_y = np.arange(len(widths) + 1) - 0.5, np.arange(len(depths) + 1) - 0.5
+    if np.isfinite(M).any():
+        mesh = ax.pcolormesh(edges_x, edges_y, np.ma.masked_invalid(M), cmap="viridis_r",
+                             shading="flat")
+        fig.colorbar(mesh, ax=ax, label="loss / best loss at equal N (measured or interpolated)")
+    for i, j in zip(*np.nonzero(measured & ~np.isfinite(M))):
+        ax.fill_between([j - 0.5, j + 0.5], i - 0.5, i + 0.5, facecolor="none", edgecolor="grey",
+                        hatch="///", lw=0)
+    ax.fill_between([], [], [], facecolor="none", edgecolor="grey", hatch="///",
+                    label="run, but no other depth at its N")
+    # Threshold lines in row/column coordinates: L_th(d) placed between the rows of the depths
+    # around it (rows are the depths run, evenly spaced, so the line bends where depths are sparse).
+    cols = np.arange(len(widths))
+    row_of = lambda L: np.interp(L, depths, np.arange(len(depths)), left=-0.5, right=len(depths) - 0.5)
+    ax.plot(cols, row_of(np.log(widths) / np.log(THEORY_BASE)), "k:", lw=2,
+            label="L = log_3 d (theory)")
+    thr = report["threshold"]
+    base = thr.get("base") if thr.get("claimed") else None
     if base:
-        ax.plot(wgrid, np.log(wgrid) / np.log(base), "r--", lw=2, label=f"L = log_{base:.3g} d (fitted)")
-    ax.set_xscale("log")
-    ax.set_ylim(ey[0], ey[-1])
-    ax.set_xlabel("width d")
-    ax.set_ylabel("depth L")
-    ax.set_title("Depth × width phase map")
-    ax.legend(fontsize=7, loc="upper left")
+        ax.plot(cols, row_of(np.log(widths) / np.log(base)), "r--", lw=2,
+                label=f"L = log_{base:.3g} d (fitted)")
+    ax.set_xticks(cols, [f"{w:g}" for w in widths], rotation=45 if len(widths) > 8 else 0, fontsize=8)
+    ax.set_yticks(np.arange(len(depths)), [str(int(d)) for d in depths], fontsize=8)
+    ax.set_xlim(-0.5, len(widths) - 0.5)
+    ax.set_ylim(-0.5, len(depths) - 0.5)
+    ax.set_xlabel("width d (the widths run)")
+    ax.set_ylabel("depth L (the depths run)")
+    ax.set_title("Depth × width phase map (blank: not run)")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
+    fig.subplots_adjust(bottom=0.24)
     return fig
 
 
@@ -255,10 +299,10 @@ def side_by_side(curves: pd.DataFrame | None, ours: dict | None, digitized: pd.D
     fig.subplots_adjust(left=0.06, right=0.97, bottom=0.12, wspace=0.25)
     a1, a2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     if curves is not None and len(curves):
-        learning_curves(curves, ours, ax=a1, title="ours")
+        learning_curves(curves, ours, ax=a1, title="the analysed runs, with their L(N,S) fit")
     else:
         _note(a1, "no learning curves in this store")
-    learning_curves(digitized, theirs, ax=a2, title="Kaplan et al. 2020 Figure 2 (digitized)",
+    learning_curves(digitized, theirs, ax=a2, title="Kaplan et al. 2020 Figure 2 (digitized), same code",
                     xlabel="step S = tokens / 2^19")
     return fig
 
@@ -308,11 +352,72 @@ def lr_curves(tuning: dict, max_panels: int = 12) -> Figure:
     return fig
 
 
-def make_all(runs: pd.DataFrame, curves: pd.DataFrame, report: dict) -> tuple[dict, dict]:
+def chinchilla_plot(points: pd.DataFrame, chin: dict) -> Figure:
+    """Left: loss vs N coloured by compute C = 6ND, with the fitted L(N, D) along lines of
+    constant C. Right: the compute-optimal N*(C) and D*(C) with their 95% bands, N* beside
+    Hoffmann et al. 2022 and Besiroglu et al. 2024, the data's own (C, N) in grey."""
+    fig = Figure(figsize=(12, 4.6))
+    fig.subplots_adjust(left=0.07, right=0.97, bottom=0.12, wspace=0.3)
+    a1, a2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    N, D = points["n_params"].to_numpy(float), points["tokens"].to_numpy(float)
+    C = 6 * N * D
+    norm = colors.LogNorm(C.min(), C.max() * 1.0001)
+    cmap = matplotlib.colormaps["viridis"]
+    a1.scatter(N, points["loss"], c=cmap(norm(C)), s=10, zorder=3)
+    p = chin["params"]
+    for c in np.quantile(C, [0.05, 0.3, 0.55, 0.8, 0.97]):
+        near = np.abs(np.log10(C / c)) <= 0.25  # drawn over the sizes run at about this compute
+        if near.sum() < 2:
+            continue
+        n = np.logspace(np.log10(N[near].min()), np.log10(N[near].max()), 120)
+        d = c / (6 * n)
+        a1.plot(n, p["E"] + p["A"] * n ** -p["alpha"] + p["B"] * d ** -p["beta"], color=cmap(norm(c)),
+                lw=1.2)
+    fig.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=a1, label="C = 6 N D (FLOP)")
+    a1.set_xscale("log")
+    a1.set_xlabel("parameters N")
+    a1.set_ylabel("loss")
+    a1.set_title("L(N, D) fit along lines of constant compute (within 10^±0.25)")
+    co = chin["compute_optimal"]
+    al = co["allocation"]
+    a2.scatter(C, N, s=6, color="lightgrey", label="data (C, N)")
+    a2.plot(al["C"], al["N"], color="tab:red", label=f"ours N*(C): a = {co['a']:.3f}")
+    a2.plot(al["C"], al["D"], color="tab:blue", label=f"ours D*(C): b = {co['b']:.3f}")
+    for key, colour in (("N", "tab:red"), ("D", "tab:blue")):
+        if al.get(f"{key}_ci"):
+            a2.fill_between(al["C"], al[f"{key}_ci"][0], al[f"{key}_ci"][1], color=colour,
+                            alpha=0.2, lw=0)
+    pub = chin["published"]
+    for key, style, name in (("besiroglu2024", "--", "Besiroglu et al. 2024"),
+                             ("hoffmann2022", ":", "Hoffmann et al. 2022")):
+        a2.plot(al["C"], co[key]["N"], "k" + style, lw=1,
+                label=f"{name} N*: a = {pub[key]['compute_optimal']['a']:.3f}")
+    a2.axvspan(al["data_C_range"][1], al["C"][-1], color="grey", alpha=0.08, lw=0)
+    a2.set_xscale("log")
+    a2.set_yscale("log")
+    a2.set_xlabel("training compute C (FLOP)")
+    a2.set_ylabel("compute-optimal N*(C) and D*(C)")
+    a2.set_title("Compute-optimal allocation, 95% bands (shaded: beyond the data)", fontsize=10)
+    a2.legend(fontsize=7)
+    return fig
+
+
+def make_all(runs: pd.DataFrame, curves: pd.DataFrame, report: dict,
+             points: pd.DataFrame | None = None) -> tuple[dict, dict]:
     """Every report figure that the data allow: ({name: Figure}, {name: reason skipped})."""
     figs, skipped = {}, {}
     if runs.empty:
         return figs, {"all": "no transformer runs with status ok"}
+    chin = report.get("chinchilla") or {}
+    if chin.get("status") == "ok" and points is not None and len(points):
+        figs["chinchilla"] = chinchilla_plot(points, chin)
+    elif chin:
+        skipped["chinchilla"] = chin.get("reason") or chin.get("status", "")
+    if "depth" not in runs.columns:
+        if len(curves):
+            figs["learning_curves"] = learning_curves(curves, report["learning_curves"]["fit"])
+        skipped["shape figures"] = "the input has no depth and width"
+        return figs, skipped
     depths = sorted(int(d) for d in runs["depth"].unique())
     figs["loss_vs_n"] = loss_vs_n(runs, report)
     figs["threshold"] = threshold_plot(report, depths)

@@ -8,17 +8,19 @@ L-BFGS-B, bootstrap over runs for 95% percentile intervals.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from analysis import fitcore
+from analysis import fitcore, identify
 from analysis.fitcore import Law
 
-OK, INSUFFICIENT, FAILED = "ok", "insufficient_data", "failed"
-_SYMBOL = {"N": "N", "S": "S", "kappa": "kappa"}
+OK, INSUFFICIENT, FAILED, NOT_IDENTIFIED = "ok", "insufficient_data", "failed", "not_identified"
+_FORMULA_TERM = {"N": "(N_c/N)^alpha_N", "S": "(S_c/S)^alpha_S", "D": "(D_c/D)^alpha_D",
+                 "width": "A_width*w^-alpha_width", "depth": "A_depth*L^-alpha_depth",
+                 "kappa": "A_kappa*kappa_b(L,d)^-alpha_kappa"}
 
 
 def json_safe(v: Any) -> Any:
@@ -62,6 +64,10 @@ class FitResult:
     theta: tuple = field(default=(), repr=False)
     centres: dict = field(default_factory=dict, repr=False)
     boot_theta: Any = field(default=None, repr=False, compare=False)
+    weights: Any = field(default=None, repr=False, compare=False)  # per point; None = all 1
+    not_identified: dict = field(default_factory=dict)  # reported name -> why
+    profile: dict | None = None                         # profile likelihood of b (κ-laws)
+    note: str = ""
 
     @property
     def ok(self) -> bool:
@@ -79,6 +85,8 @@ class FitResult:
         return np.exp(logP[0] if theta is None or np.ndim(theta) == 1 else logP)
 
     def to_dict(self) -> dict:
+        # A fit that is not ok keeps no raw parameters either, so nothing downstream can draw
+        # or quote it as an estimate.
         return json_safe({
             "name": self.name, "formula": self.formula, "status": self.status,
             "reason": self.reason, "params": dict(self.params),
@@ -86,9 +94,11 @@ class FitResult:
             "n_groups": self.n_groups, "n_boot": self.n_boot,
             "bootstrap_method": self.bootstrap_method, "objective": self.objective,
             "converged": self.converged, "residuals": list(self.residuals),
-            "theta": list(self.theta), "centres": dict(self.centres),
+            "theta": list(self.theta) if self.ok else [], "centres": dict(self.centres),
             "terms": list(self.law.terms) if self.law else None,
             "irreducible": self.law.irreducible if self.law else None,
+            "not_identified": dict(self.not_identified), "profile": self.profile,
+            "note": self.note,
         })
 
     @classmethod
@@ -103,14 +113,14 @@ class FitResult:
                    n_boot=d.get("n_boot", 0), bootstrap_method=d.get("bootstrap_method", "none"),
                    converged=bool(d.get("converged")),
                    residuals=tuple(d.get("residuals", ())), law=law,
-                   theta=tuple(d.get("theta") or ()), centres=dict(d.get("centres") or {}))
+                   theta=tuple(d.get("theta") or ()), centres=dict(d.get("centres") or {}),
+                   not_identified=dict(d.get("not_identified") or {}), profile=d.get("profile"),
+                   note=d.get("note", ""))
 
 
 def formula(law: Law) -> str:
     parts = ["E"] if law.irreducible else []
-    for t in law.terms:
-        parts.append({"N": "(N_c/N)^alpha_N", "S": "(S_c/S)^alpha_S",
-                      "kappa": "A_kappa*kappa_b(L,d)^-alpha_kappa"}[t])
+    parts += [_FORMULA_TERM[t] for t in law.terms]
     return "L = " + " + ".join(parts)
 
 
@@ -125,11 +135,11 @@ def named_params(law: Law, theta: np.ndarray, centres: dict) -> dict[str, np.nda
     for t in law.terms:
         a, al = th[:, i], th[:, i + 1]
         mid = centres["mid_" + t]
-        sym = _SYMBOL[t]
+        sym = t
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             out[f"A_{sym}"] = np.exp(a + al * mid)          # L-term = A·x^−α
             out[f"alpha_{sym}"] = al
-            if t != "kappa":
+            if t in ("N", "S", "D"):
                 out[f"{sym}_c"] = np.exp(mid + a / al)       # Kaplan's (x_c/x)^α form
         i += 2
     if law.has_kappa:
@@ -144,11 +154,21 @@ def insufficient(name: str, law: Law, reason: str, n_points: int = 0, n_groups: 
 
 def fit(law: Law, name: str, logy: np.ndarray, cols: dict, groups: np.ndarray | None = None,
         n_boot: int = 200, seed: int = 0, strata: np.ndarray | None = None,
-        min_distinct: int | None = None, distinct_of: np.ndarray | None = None) -> FitResult:
-    """Fit `law` to log-losses `logy` at variables `cols`, bootstrap over `groups` (runs)."""
+        min_distinct: int | None = None, distinct_of: np.ndarray | None = None,
+        weights: np.ndarray | None = None, floor_fallback: bool = True,
+        profile: bool = False) -> FitResult:
+    """Fit `law` to log-losses `logy` at variables `cols`, bootstrap over `groups` (runs).
+
+    `weights` weigh each point (e.g. 1/k for each of a run's k checkpoints, so every run counts
+    once). A parameter left on its search bound, or whose interval spans the allowed range, makes
+    the fit `not_identified` (docs/science.md §3), with one exception: a floor E on its lower
+    bound (e^-12 × the smallest loss) means the data ask for no floor, so with `floor_fallback`
+    the law is refitted without E, as Kaplan's pure form, and says so. With `profile` a κ-law
+    also gets the profile-likelihood interval of b (analysis/identify.py)."""
     n = len(logy)
     groups = np.arange(n) if groups is None else np.asarray(groups)
     n_groups = len(np.unique(groups))
+    w = np.ones(n) if weights is None else np.asarray(weights, float)
     need = law.n_params + 1 if min_distinct is None else min_distinct
     distinct = len(np.unique(distinct_of if distinct_of is not None else groups))
     if distinct < need:
@@ -156,27 +176,47 @@ def fit(law: Law, name: str, logy: np.ndarray, cols: dict, groups: np.ndarray | 
                             f"{law.n_params} parameters, has {distinct}", n, n_groups)
     try:
         X = fitcore.make_X(law, **cols)
-        theta, obj, converged = fitcore.fit_law(law, X, logy)
+        theta, obj, converged = fitcore.fit_law(law, X, logy, w)
         if not np.all(np.isfinite(theta)):
             raise FloatingPointError("no start reached a finite loss")
+        hits = identify.bound_hits(law, theta, logy)
+        if floor_fallback and law.irreducible and hits.get("E", "").startswith("its lower"):
+            floorless = Law(law.name, law.terms, irreducible=False)
+            res = fit(floorless, name, logy, cols, groups, n_boot, seed, strata,
+                      min(need, floorless.n_params + 1), distinct_of, weights, False, profile)
+            note = ("the floor E fell to its lower bound (the data ask for no floor), so the law "
+                    "was refitted without it")
+            return replace(res, note="; ".join(filter(None, [note, res.note])))
         logP, _ = law.evaluate(theta[None, :], X, jac=False)
         resid = logy - logP[0]
         centres = {k: v for k, v in X.items() if k.startswith("mid_")}
-        boot, boot_method = (fitcore.bootstrap(law, theta, X, logy, groups, n_boot, seed, strata)
+        boot, boot_method = (fitcore.bootstrap(law, theta, X, logy, groups, n_boot, seed, strata,
+                                               w=w)
                              if n_groups >= 3 else (np.empty((0, law.n_params)), "none"))
+        prof = (identify.profile_base(law, X, logy, w, theta, float(np.sum(w)) if weights is not None
+                                      else n_groups)
+                if profile and law.has_kappa else None)
     except (FloatingPointError, ValueError, np.linalg.LinAlgError) as exc:
         return FitResult(name=name, formula=formula(law), status=FAILED, reason=str(exc),
                          n_points=n, n_groups=n_groups, law=law)
+    unidentified = {**identify.spans_range(law, boot, logy), **hits}
+    if prof is not None and prof["spans_range"]:
+        unidentified.setdefault("b", identify.describe_profile(prof))
+    common = dict(name=name, formula=formula(law), n_points=n, n_groups=n_groups,
+                  n_boot=len(boot), bootstrap_method=boot_method, objective=obj,
+                  converged=converged, residuals=tuple(float(r) for r in resid), law=law,
+                  theta=tuple(float(t) for t in theta), centres=centres, boot_theta=boot,
+                  weights=None if weights is None else w, profile=prof)
+    if unidentified:
+        why = "; ".join(f"{k}: {v}" for k, v in unidentified.items())
+        return FitResult(status=NOT_IDENTIFIED, reason=f"not identified by these data ({why})",
+                         not_identified=unidentified, **common)
     est = {k: float(v[0]) for k, v in named_params(law, theta, centres).items()}
     ci = {}
     if len(boot) >= 10:
         draws = named_params(law, boot, centres)
         ci = {k: tuple(float(q) for q in np.nanpercentile(v, [2.5, 97.5])) for k, v in draws.items()}
-    return FitResult(name=name, formula=formula(law), status=OK, params=est, ci=ci, n_points=n,
-                     n_groups=n_groups, n_boot=len(boot), bootstrap_method=boot_method,
-                     objective=obj, converged=converged,
-                     residuals=tuple(float(r) for r in resid), law=law,
-                     theta=tuple(float(t) for t in theta), centres=centres, boot_theta=boot)
+    return FitResult(status=OK, params=est, ci=ci, **common)
 
 
 def fit_power_law(n_params: np.ndarray, loss: np.ndarray, name: str = "L(N)",
@@ -268,7 +308,13 @@ def fit_per_depth(runs: pd.DataFrame, n_boot: int = 200, seed: int = 0) -> dict[
     """L(N) for each depth over its widths (and seeds), bootstrapped over its runs."""
     fits = {}
     for i, (d, g) in enumerate(sorted(runs.groupby("depth"), key=lambda kv: kv[0])):
-        fits[int(d)] = fit_power_law(g["n_params"].to_numpy(), g["loss"].to_numpy(),
-                                     name=f"depth={int(d)}", groups=g["run_id"].to_numpy(),
-                                     n_boot=n_boot, seed=seed + 7 * i)
+        f = fit_power_law(g["n_params"].to_numpy(), g["loss"].to_numpy(),
+                          name=f"depth={int(d)}", groups=g["run_id"].to_numpy(),
+                          n_boot=n_boot, seed=seed + 7 * i)
+        widths = sorted(g["width"].unique())
+        if f.status == INSUFFICIENT and len(widths) < 3:
+            f = replace(f, reason=f"depth {int(d)} has {len(widths)} width"
+                        f"{'s' if len(widths) > 1 else ''} ({', '.join(f'{w:g}' for w in widths)}); "
+                        f"a per-depth L(N) needs at least 3")
+        fits[int(d)] = f
     return fits

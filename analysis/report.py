@@ -11,11 +11,12 @@ import json
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from analysis import kaplan, plots, powerlaw, regimes, threshold, tuning
+from analysis import chinchilla, kaplan, levine, plots, powerlaw, regimes, threshold, tokens, tuning
 from analysis._blas import single_threaded
 from analysis.fitcore import bootstrap_bytes
 from analysis.inputs import Dataset, InputError, default_out, load, locate
@@ -26,7 +27,7 @@ from depthwidth.config import RECURRENT_FAMILIES
 from depthwidth.published import KAPLAN_2020
 from depthwidth.results import ANALYSIS_DIR, Location, StoreError, atomic_file
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 
 
 def _version() -> str | None:
@@ -51,36 +52,149 @@ class Stopwatch:
         self._w, self._c = w, c
 
 
-def build_report(ds: Dataset, bootstrap: int = 200, seed: int = 0,
-                 watch: Stopwatch | None = None) -> dict:
-    """All fits for one dataset. Never raises on thin data: each part that cannot be fitted
-    carries status 'insufficient_data' and a reason."""
-    lap = (watch or Stopwatch()).lap
+NO_SHAPE = ("the input has no depth and width columns, so this section, which compares shapes, "
+            "cannot run; the shape-free sections (learning curves, L(N, D)) still do")
 
+
+def absent(reason: str = NO_SHAPE, **keys) -> dict:
+    """A report section that cannot exist for this input, with the keys readers expect."""
+    return {"status": "absent", "reason": reason, **keys}
+
+
+@dataclass
+class _Fits:
+    """What one section fits and a later one reuses (in memory only)."""
+    per_depth: dict = field(default_factory=dict)
+    envelope: powerlaw.FitResult | None = None
+    env_runs: object = None
+    learning_curves: powerlaw.FitResult | None = None
+    regimes: dict = field(default_factory=dict)
+    points: object = None
+    points_source: dict = field(default_factory=dict)
+
+
+def inputs_section(ds: Dataset) -> dict:
+    """How the input was read: its layout, whether it has shapes, and which N the fits use."""
+    return {"layout": ds.layout, "kind": ds.kind, "has_shape": ds.has_shape,
+            "n_params": ds.n_params_source, "notes": list(ds.notes)}
+
+
+def power_laws_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:
+    """L(N) per depth and on the deep envelope (Kaplan et al. 2020 Figure 6)."""
+    if not ds.has_shape:
+        return absent(per_depth={}, envelope=absent())
     runs = ds.runs
-    per_depth = powerlaw.fit_per_depth(runs, bootstrap, seed)
-    env_runs = powerlaw.deep_envelope(runs) if len(runs) else runs
-    envelope = powerlaw.fit_power_law(env_runs["n_params"], env_runs["loss"], name="deep envelope",
-                                      groups=env_runs["run_id"].to_numpy(), n_boot=bootstrap,
-                                      seed=seed + 1)
-    lap("power_laws")
+    fits.per_depth = powerlaw.fit_per_depth(runs, bootstrap, seed)
+    fits.env_runs = powerlaw.deep_envelope(runs) if len(runs) else runs
+    fits.envelope = powerlaw.fit_power_law(fits.env_runs["n_params"], fits.env_runs["loss"],
+                                           name="deep envelope",
+                                           groups=fits.env_runs["run_id"].to_numpy(),
+                                           n_boot=bootstrap, seed=seed + 1)
+    return {"per_depth": {str(d): f.to_dict() for d, f in fits.per_depth.items()},
+            "envelope": fits.envelope.to_dict()}
+
+
+def learning_curves_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:
+    """L(N, S), Kaplan et al. 2020 eq. 1.6 with a floor, over every learning curve."""
     lc, conv = powerlaw.fit_learning_curves(ds.curves, bootstrap, seed + 2)
-    lap("learning_curves")
+    fits.learning_curves = lc
+    return {"fit": lc.to_dict(), "n_runs_with_curves": int(ds.curves["run_id"].nunique()),
+            "converged_losses": conv.to_dict(orient="records")}
+
+
+def chinchilla_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:
+    """L(N, D) = E + A/N^alpha + B/D^beta and the compute-optimal allocation (docs/science.md §8)."""
+    fits.points, fits.points_source = tokens.token_points(ds.runs, ds.curves)
+    return chinchilla.fit_chinchilla(fits.points, fits.points_source, bootstrap, seed + 6)
+
+
+def crossover_sections(ds: Dataset, fits: _Fits) -> tuple[list, dict, dict]:
+    """Crossovers of every pair of depths, the optimal depth per N, the transition-width fit."""
+    if not ds.has_shape:
+        return [], absent(points=[]), absent(points=[])
+    runs, per_depth = ds.runs, fits.per_depth
     cross = threshold.all_crossovers(runs, per_depth)
     opt = threshold.optimal_depth(runs, per_depth)
     depths_ok = sorted(d for d, f in per_depth.items() if f.ok)
     points = threshold.transition_points(cross, depths_ok)
-    transition = threshold.fit_transition(points, threshold.transition_draws(runs, cross, points, per_depth))
-    lap("crossovers")
-    reg = regimes.fit_regimes(runs, bootstrap, seed + 3)
-    lap("regimes")
-    knee_fit = threshold.knees(runs, bootstrap, seed + 4)
-    head = threshold.headline(reg, transition, knee_fit)
-    lap("threshold")
-    comp = kaplan.compare(runs, {"envelope": envelope, "envelope_runs": env_runs,
-                                 "learning_curves": lc, "kaplan": reg["fits"]["kaplan"]},
+    transition = threshold.fit_transition(points, threshold.transition_draws(runs, cross, points,
+                                                                             per_depth))
+    return cross, opt, transition
+
+
+def regimes_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:
+    """The candidate laws, with data terms where D varies (docs/science.md §4, §9)."""
+    if not ds.has_shape:
+        return absent(models={}, preferred=None)
+    shaped = fits.points is not None and len(fits.points) and fits.points["depth"].notna().all()
+    fits.regimes = regimes.fit_regimes(ds.runs, bootstrap, seed + 3,
+                                       points=fits.points if shaped else None,
+                                       points_source=fits.points_source if shaped else None)
+    return {k: v for k, v in fits.regimes.items() if k != "fits"}
+
+
+def threshold_section(ds: Dataset, reg: dict, transition: dict, design: dict, bootstrap: int,
+                      seed: int) -> dict:
+    """The headline threshold.base with the knee cross-check (docs/science.md §4)."""
+    if not ds.has_shape:
+        return absent(base=None, base_ci=None, claimed=False, consistent_with_theory=None,
+                      method=None, transition_fit=absent(points=[]), knee_fit=absent(points=[]))
+    knee_fit = threshold.knees(ds.runs, bootstrap, seed + 4)
+    return threshold.headline(reg, transition, knee_fit, design)
+
+
+def kaplan_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:
+    """Our exponents, shape sensitivity and depth collapse beside Kaplan et al. 2020."""
+    if not ds.has_shape:
+        lc = fits.learning_curves
+        alpha_s = ({"value": lc.params["alpha_S"], "ci": lc.ci.get("alpha_S"),
+                    "S_c": lc.params["S_c"]} if lc is not None and lc.ok else None)
+        return {"ours": {"alpha_N": None, "alpha_S": alpha_s, "shape": absent(bands=[]),
+                         "depth_collapse": absent(depths=[])}, **kaplan.published_block()}
+    ref = fits.regimes["fits"].get("kaplan")
+    if ref is not None and "D" in ref.law.terms:
+        # Shapes are compared on final losses; the data-aware law needs a D for each, so the
+        # shape-agnostic trend is refitted on the final losses alone.
+        ref = powerlaw.fit_power_law(ds.runs["n_params"], ds.runs["loss"], name="kaplan (final)",
+                                     groups=ds.runs["run_id"].to_numpy(), n_boot=0)
+    return kaplan.compare(ds.runs, {"envelope": fits.envelope, "envelope_runs": fits.env_runs,
+                                    "learning_curves": fits.learning_curves, "kaplan": ref},
                           bootstrap, seed + 5)
+
+
+def regime_accounting_section(ds: Dataset, head: dict) -> dict:
+    """Runs below and above L_th under b = 3 and the fitted b; Levine et al.'s predictions."""
+    if not ds.has_shape:
+        return absent()
+    b = head.get("base") if head.get("claimed") else None
+    return levine.accounting(ds.runs, b, head.get("status", "not_claimed"))
+
+
+def build_report(ds: Dataset, bootstrap: int = 200, seed: int = 0,
+                 watch: Stopwatch | None = None) -> dict:
+    """All fits for one dataset, one section at a time. Never raises on thin data: each part that
+    cannot be fitted carries status 'insufficient_data' or 'not_identified' and a reason; parts
+    the input cannot have (shape comparisons without a shape) are 'absent' with the reason."""
+    lap = (watch or Stopwatch()).lap
+    fits = _Fits()
+    runs = ds.runs
+    power_laws = power_laws_section(ds, fits, bootstrap, seed)
+    lap("power_laws")
+    learning = learning_curves_section(ds, fits, bootstrap, seed)
+    lap("learning_curves")
+    chin = chinchilla_section(ds, fits, bootstrap, seed)
+    lap("chinchilla")
+    cross, opt, transition = crossover_sections(ds, fits)
+    lap("crossovers")
+    reg = regimes_section(ds, fits, bootstrap, seed)
+    lap("regimes")
+    design = levine.design_advice(runs) if ds.has_shape and len(runs) else absent()
+    head = threshold_section(ds, reg, transition, design, bootstrap, seed)
+    lap("threshold")
+    comp = kaplan_section(ds, fits, bootstrap, seed)
     lap("kaplan")
+    accounting = regime_accounting_section(ds, head)
+    lap("regime_accounting")
     report = {
         "report_version": REPORT_VERSION,
         "source": ds.source if isinstance(ds.source, str) else str(Path(ds.source).resolve()),
@@ -91,16 +205,18 @@ def build_report(ds: Dataset, bootstrap: int = 200, seed: int = 0,
         "n_runs": int(len(runs)),
         "n_excluded": ds.n_excluded,
         "families": list(ds.families),
-        "depths": sorted(int(d) for d in runs["depth"].unique()),
-        "widths": sorted(float(w) for w in runs["width"].unique()),
-        "power_laws": {"per_depth": {str(d): f.to_dict() for d, f in per_depth.items()},
-                       "envelope": envelope.to_dict()},
-        "learning_curves": {"fit": lc.to_dict(), "n_runs_with_curves": int(ds.curves["run_id"].nunique()),
-                            "converged_losses": conv.to_dict(orient="records")},
+        "inputs": inputs_section(ds),
+        "depths": sorted(int(d) for d in runs["depth"].unique()) if ds.has_shape else [],
+        "widths": sorted(float(w) for w in runs["width"].unique()) if ds.has_shape else [],
+        "power_laws": power_laws,
+        "learning_curves": learning,
+        "chinchilla": chin,
         "crossovers": cross,
         "optimal_depth": opt,
-        "regimes": {k: v for k, v in reg.items() if k != "fits"},
+        "regimes": reg,
+        "design": design,
         "threshold": head,
+        "regime_accounting": accounting,
         "kaplan": comp,
     }
     return powerlaw.json_safe(report)
@@ -128,7 +244,8 @@ def write_figures(figs: dict, out: Path) -> list[str]:
 
 
 def figures_for(ds: Dataset, report: dict, out: Path) -> dict:
-    figs, skipped = plots.make_all(ds.runs, ds.curves, report)
+    points, _ = tokens.token_points(ds.runs, ds.curves)  # the same points the fits used
+    figs, skipped = plots.make_all(ds.runs, ds.curves, report, points)
     written = write_figures(figs, out)
     return {"written": written, "skipped": skipped}
 
@@ -282,23 +399,34 @@ def replot(path: str | Path) -> dict:
     return report
 
 
+def _existing_report(path, out_dir) -> tuple[Location, dict]:
+    if out_dir is not None:
+        try:
+            return find_report(out_dir)
+        except InputError as exc:
+            if not str(exc).startswith("no report.json"):
+                raise
+    return find_report(path)
+
+
 @single_threaded
 def kaplan_report(path: str | Path, digitized: str | Path | None = None, bootstrap: int = 200,
-                  seed: int = 0) -> dict:
+                  seed: int = 0, out_dir: str | Path | None = None) -> dict:
     """Our fits beside Kaplan et al. 2020 (+ digitized published curves fitted with the same code);
     writes kaplan.json, kaplan.md and, with `digitized`, the side-by-side figure next to the report.
-    Runs `analyze` first when the store has no report yet."""
+    Runs `analyze` first (into `out_dir` if given) when there is no report yet; a report already
+    in `out_dir` is used as it is."""
     check_bootstrap(bootstrap, seed)
     dig = kaplan.load_digitized(digitized) if digitized is not None else None  # validate first
     if dig is not None:
         check_bootstrap(bootstrap, seed, dig["trial_id"].nunique(), len(dig))
     try:
-        dest, report = find_report(path)
+        dest, report = _existing_report(path, out_dir)
     except InputError as exc:
         if not str(exc).startswith("no report.json"):
             raise
         load(path)  # a clear error when `path` is not an analysable input either
-        report = analyze(path, bootstrap=bootstrap, seed=seed)
+        report = analyze(path, out_dir=out_dir, bootstrap=bootstrap, seed=seed)
         dest = Location(report["report_dir"])
     result = {"source": report["source"], **report["kaplan"]}
     out = _Output(dest)

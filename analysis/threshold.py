@@ -48,7 +48,8 @@ def crossover(runs: pd.DataFrame, d1: int, f1: FitResult, d2: int, f2: FitResult
     out = {"depths": [d1, d2], "status": "insufficient_data", "n_params": None, "n_params_ci": None,
            "widths": None, "p_crossover": None}
     if not (f1.ok and f2.ok):
-        out["reason"] = "a per-depth fit is missing"
+        missing = [f"depth {d}: {f.reason}" for d, f in ((d1, f1), (d2, f2)) if not f.ok]
+        out["reason"] = "no per-depth fit (" + "; ".join(missing) + ")"
         return out
     n1 = runs.loc[runs["depth"] == d1, "n_params"]
     n2 = runs.loc[runs["depth"] == d2, "n_params"]
@@ -173,6 +174,14 @@ def fit_transition(points: list[dict], draws: np.ndarray | None = None,
     out.update(status="ok", reason="", a=a, beta=beta, base=float(np.exp(beta)))
     if draws is not None and len(draws) >= 10:
         lo, hi = np.percentile(draws[:, 1], [2.5, 97.5])
+        lo_b, hi_b = np.exp(LOG_BASE_BOUNDS)
+        if np.exp(lo) <= lo_b and np.exp(hi) >= hi_b:
+            # The interval covers every base the κ-laws may take: no estimate to report.
+            out.update(status="not_identified", a=None, beta=None, base=None, n_boot=int(len(draws)),
+                       reason=f"the 95% bootstrap interval of the base, [{np.exp(lo):.3g}, "
+                              f"{np.exp(hi):.3g}], spans the whole range [{lo_b:.3g}, {hi_b:.3g}]: "
+                              f"the line through {len(points)} points is not identified")
+            return out
         grid = np.linspace(L.min() - 0.5, L.max() + 0.5, 25)
         lines = draws[:, :1] + draws[:, 1:] * grid[None, :]
         out.update(beta_ci=[float(lo), float(hi)], base_ci=[float(np.exp(lo)), float(np.exp(hi))],
@@ -242,14 +251,29 @@ def knees(runs: pd.DataFrame, n_boot: int = 200, seed: int = 0) -> dict:
     return fit_transition(pts, draws, source="knees")
 
 
-def _kappa_estimate(models: dict, pref: str | None) -> dict | None:
-    if pref not in ("two_regime", "combined") or models[pref].get("status") != "ok":
+KAPPA_LAWS = ("two_regime", "combined")
+
+
+def _hull(*intervals) -> list | None:
+    ivs = [iv for iv in intervals if iv and None not in iv]
+    return [min(i[0] for i in ivs), max(i[1] for i in ivs)] if ivs else None
+
+
+def _kappa_estimate(models: dict, name: str | None) -> dict | None:
+    """b from a κ-law: its interval is the hull of the bootstrap percentile interval and the
+    profile-likelihood interval, so an estimate counts only where both bound it."""
+    if name not in KAPPA_LAWS or models[name].get("status") != "ok":
         return None
-    m = models[pref]
-    return {"base": m["params"].get("b"), "base_ci": m["ci"].get("b"),
-            "method": f"the {pref} law (docs/science.md §4) with b free, preferred by BIC; 95% percentile "
-                      f"interval from {m['n_boot']} bootstrap replicates over runs "
-                      f"({m.get('bootstrap_method', 'refit').replace('_', '-')})"}
+    m = models[name]
+    prof = m.get("profile") or {}
+    ci = _hull(m["ci"].get("b"), prof.get("interval"))
+    return {"base": m["params"].get("b"), "base_ci": ci, "bootstrap_ci": m["ci"].get("b"),
+            "profile": prof or None,
+            "open": bool(prof.get("open_below") or prof.get("open_above")),
+            "method": f"the {name} law (docs/science.md §4) with b free, preferred by BIC; 95% "
+                      f"interval: the hull of {m['n_boot']} bootstrap replicates over runs "
+                      f"({m.get('bootstrap_method', 'refit').replace('_', '-')}) and the profile "
+                      f"likelihood of b"}
 
 
 def _transition_estimate(tf: dict) -> dict | None:
@@ -261,32 +285,79 @@ def _transition_estimate(tf: dict) -> dict | None:
                       f"from {tf['n_boot']} bootstrap replicates of the per-depth fits"}
 
 
-def headline(regimes: dict, transition: dict, knee_fit: dict) -> dict:
+def _not_identified_reason(models: dict, transition: dict, design: dict | None) -> str:
+    """Why b is not identified, and which design would identify it."""
+    kappa = [f"{k}: {models[k]['reason']}" for k in KAPPA_LAWS if k in models
+             and models[k].get("status") != "ok"]
+    parts = ["b is not identified by this design"]
+    if kappa:
+        parts.append("the threshold laws give no estimate (" + "; ".join(kappa) + ")")
+    if transition.get("status") != "ok":
+        parts.append(f"the transition widths give none ({transition.get('reason', '')})")
+    if design:
+        rich = design.get("depths_with_3_widths") or []
+        parts.append(f"{len(rich)} of {design.get('n_depths')} depths have the 3 or more widths "
+                     f"that the per-depth fits and crossovers need")
+        parts.append("a design that would identify it: " + design["text"])
+    return "; ".join(parts)
+
+
+def headline(regimes: dict, transition: dict, knee_fit: dict, design: dict | None = None) -> dict:
     """threshold.base: b in L_th = log_b(d_x) and how it was obtained.
 
     The transition widths come first: where depth L+1 starts to beat depth L at equal N is the
     threshold's own definition and assumes no loss law. When no consecutive depths cross in range
     (as under the §4 law, where deeper always wins at equal N) the preferred κ-law's b is used.
-    Nothing is claimed when the shape-agnostic law is preferred, when b sits on its search bound,
-    or when the interval spans more than a factor of 4; the other estimate is kept as a cross-check."""
-    out = {"base": None, "base_ci": None, "method": None, "claimed": False,
+    Nothing is claimed when a law without a threshold is preferred, when b is not identified (on
+    its bound, or an interval spanning the range), when its interval reaches a search bound, or
+    when the interval spans more than a factor of 4; the other estimate is kept as a cross-check.
+    `status` is 'claimed', 'not_claimed', 'not_identified' or 'absent'."""
+    out = {"status": "not_claimed", "base": None, "base_ci": None, "method": None, "claimed": False,
            "consistent_with_theory": None, "theory_base": THEORY_BASE,
            "transition_fit": transition, "knee_fit": knee_fit, "cross_check": None}
     pref = regimes.get("preferred")
     models = regimes.get("models", {})
     kappa = _kappa_estimate(models, pref)
+    if kappa is None and pref in KAPPA_LAWS and "b" not in models[pref].get("not_identified", {}):
+        # The preferred κ-law left another parameter (e.g. a vanishing term) on its bound; the
+        # other κ-law may still bound b.
+        alt = next(k for k in KAPPA_LAWS if k != pref)
+        kappa = _kappa_estimate(models, alt)
+        if kappa is not None:
+            kappa["method"] = (f"the {alt} law (the preferred {pref} law is not identified: "
+                               f"{models[pref]['reason']}); " + kappa["method"].split("; ", 1)[1])
     trans = _transition_estimate(transition)
     if pref == "kaplan":
         out.update(method="none", reason="the shape-agnostic law E + A·N^-alpha is preferred by "
                    "BIC: loss depends on N alone in these runs, so no depth threshold is claimed")
         return out
+    if pref == "width_depth" and trans is None:
+        best = min((k for k in KAPPA_LAWS if models.get(k, {}).get("bic") is not None),
+                   key=lambda k: models[k]["bic"], default=None)
+        preferred = ("the separable width-depth law, which has no threshold, is preferred by BIC "
+                     "over the threshold laws")
+        if _kappa_estimate(models, best):
+            out["cross_check"] = _kappa_estimate(models, best)
+            out.update(method="none", reason=f"{preferred} (best threshold law: {best}): shape "
+                       f"matters in these runs, but they show no threshold")
+        else:
+            out.update(status="not_identified", method="none", reason=(
+                _not_identified_reason(models, transition, design) + f"; {preferred}"))
+        return out
     chosen, other = (trans, kappa) if trans else (kappa, None)
     if chosen is None:
-        out.update(method="none", reason="neither a threshold law nor the transition widths could "
-                   "be fitted: " + "; ".join(filter(None, [models.get("two_regime", {}).get("reason"),
-                                                           transition.get("reason")])))
+        if pref in KAPPA_LAWS or any(models.get(k, {}).get("status") == "not_identified"
+                                     for k in KAPPA_LAWS):
+            out.update(status="not_identified", method="none",
+                       reason=_not_identified_reason(models, transition, design))
+        else:
+            out.update(method="none", reason="neither a threshold law nor the transition widths "
+                       "could be fitted: " + "; ".join(filter(None, [
+                           models.get("two_regime", {}).get("reason"), transition.get("reason")])))
         return out
     out.update(base=chosen["base"], base_ci=chosen["base_ci"], method=chosen["method"])
+    if chosen is kappa:
+        out.update(bootstrap_ci=kappa["bootstrap_ci"], profile=kappa["profile"])
     if other is not None and other.get("base_ci"):
         a, b = chosen["base_ci"], other["base_ci"]
         out["cross_check"] = {**other, "agree": bool(a[0] <= b[1] and b[0] <= a[1])}
@@ -295,11 +366,13 @@ def headline(regimes: dict, transition: dict, knee_fit: dict) -> dict:
         out["reason"] = "no bootstrap interval, so the estimate is not claimed"
         return out
     lo_b, hi_b = np.exp(LOG_BASE_BOUNDS)
-    if chosen is kappa and not lo_b * 1.001 < out["base"] < hi_b * 0.999:
-        out["reason"] = f"b sits on the edge of its search range [{lo_b:.3g}, {hi_b:.3g}]"
+    if chosen is kappa and kappa["open"]:
+        out["reason"] = ("the interval of b reaches the edge of its search range "
+                         f"[{lo_b:.3g}, {hi_b:.3g}]: the data bound b on one side only")
         return out
     out["consistent_with_theory"] = bool(ci[0] <= THEORY_BASE <= ci[1])
     out["claimed"] = bool(ci[1] / ci[0] <= 4.0)
+    out["status"] = "claimed" if out["claimed"] else "not_claimed"
     out["reason"] = ("" if out["claimed"] else
                      f"the 95% interval [{ci[0]:.3g}, {ci[1]:.3g}] spans more than a factor of 4")
     return out

@@ -170,8 +170,8 @@ class Location:
         return self.read_bytes(name).decode("utf-8", errors="replace")
 
     def read_table(self, name: str = "", required: Iterable[str] = ()):
-        """A parquet or CSV file (by its suffix) as a DataFrame; StoreError names the file when it
-        cannot be read or lacks a required column. Never unpickles anything."""
+        """A parquet, CSV or JSON-lines file (by its suffix) as a DataFrame; StoreError names the
+        file when it cannot be read or lacks a required column. Never unpickles anything."""
         import pandas as pd
         import pyarrow.parquet as pq
 
@@ -183,14 +183,18 @@ class Location:
                     df = pd.read_csv(f)
             elif suffix == ".parquet":
                 df = pq.read_table(self.path(name), filesystem=self.fs).to_pandas()
+            elif suffix in (".jsonl", ".ndjson"):
+                # one JSON object per line, read as text: JSON holds no code to run
+                with self.fs.open_input_file(self.path(name)) as f:
+                    df = pd.read_json(io.BytesIO(f.read()), lines=True, dtype=False)
             else:
-                raise StoreError(f"{label} is neither a .parquet nor a .csv file.")
+                raise StoreError(f"{label} is neither a .parquet, a .csv nor a .jsonl file.")
         except StoreError:
             raise
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
             raise StoreError(f"{label} cannot be read as CSV ({reason(exc)}).") from None
         except (*_ARROW_ERRORS, TypeError) as exc:
-            kind = "CSV" if suffix == ".csv" else "parquet"
+            kind = {".csv": "CSV", ".parquet": "parquet"}.get(suffix, "JSON lines")
             raise StoreError(f"{label} cannot be read as {kind} ({reason(exc)}); it was left "
                              f"untouched.") from None
         missing = [c for c in required if c not in df.columns]

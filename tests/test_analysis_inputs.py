@@ -44,7 +44,11 @@ def test_bad_value_names_the_column_and_row(tmp_path, col, value, why):
 def test_missing_column_is_named(tmp_path):
     path = tmp_path / "runs.csv"
     pd.DataFrame({"depth": [1], "loss": [3.0]}).to_csv(path, index=False)
-    with pytest.raises(InputError, match=r"missing required column 'width' \(columns present: depth, loss\)"):
+    with pytest.raises(InputError, match=r"runs.csv: has column 'depth' but no 'width'"):
+        load(path)
+    pd.DataFrame({"tokens": [1e6], "loss": [3.0]}).to_csv(path, index=False)
+    with pytest.raises(InputError, match=r"missing required column 'n_params' .*columns present: "
+                                         r"tokens, loss\)"):
         load(path)
 
 
@@ -99,3 +103,50 @@ def test_long_format_csv_becomes_runs_and_curves(tmp_path):
     # Each run's loss is the last point of its curve.
     r = ds.runs.set_index(["depth", "width", "seed"]).loc[(2, 32, 1)]
     assert r["loss"] == pytest.approx(5.0 / 64 ** 0.1 + 1e-3)
+
+
+def test_gemstones_lines_are_learning_curves_with_non_embedding_n(tmp_path):
+    ds = load(synthetic.write_gemstones_lines(tmp_path / "whatever_name.jsonl"))
+    assert ds.layout == "gemstones" and ds.kind == "jsonl" and ds.has_shape
+    assert len(ds.runs) == 5 and len(ds.curves) == 15
+    r = ds.runs.set_index("trial_id")
+    # By hand: N = total - 2001·d = L·(15·d² + 2·d); for (3, 128): 3·(15·16384 + 256) = 738048.
+    assert r.loc["Gem-128x3", "n_params"] == 738048.0
+    assert r.loc["Gem-128x3", "loss"] == pytest.approx(4.0 / 3 ** 0.1 - 0.03 - 0.1 * np.log(2))  # last checkpoint
+    assert r.loc["Gem-128x3", "tokens"] == 400 * 4096
+    assert ds.n_params_source["used"] == "derived" and "total − 2001·d" in ds.n_params_source["why"]
+    assert set(ds.curves["tokens"]) == {409600, 819200, 1638400}
+
+
+def test_total_counts_that_do_not_decompose_fall_back_to_kaplan(tmp_path):
+    import json
+    p = synthetic.write_gemstones_lines(tmp_path / "g.jsonl")
+    rows = [json.loads(x) for x in p.read_text().splitlines()]
+    for x in rows:
+        x["params_active_precise"] += x["depth"] ** 3  # not per-layer × depth + per-width
+    p.write_text("\n".join(json.dumps(x) for x in rows))
+    ds = load(p)
+    assert ds.n_params_source["used"] == "kaplan_12Ld2"
+    assert ds.runs.set_index("trial_id").loc["Gem-128x3", "n_params"] == 12 * 3 * 128 ** 2
+
+
+def test_epoch_layout_gives_tokens_from_compute(tmp_path):
+    path = tmp_path / "points.csv"
+    pd.DataFrame({"x": [1.0, 2.0], "Model Size": [1e8, 4e8], "Training FLOP": [6e18, 4.8e19],
+                  "loss": [3.1, 2.9]}).to_csv(path, index=False)
+    ds = load(path)
+    assert ds.layout == "epoch" and not ds.has_shape and "depth" not in ds.runs
+    # D = C / (6 N): 6e18 / 6e8 = 1e10 and 4.8e19 / 2.4e9 = 2e10.
+    assert ds.runs["tokens"].tolist() == [1e10, 2e10] and ds.runs["n_params"].tolist() == [1e8, 4e8]
+    assert "Model Size" in ds.n_params_source["why"] or "as given" in ds.n_params_source["why"]
+
+
+def test_malformed_json_lines_name_the_file(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_text('{"depth": 1, "width": 8, "loss": 2.0}\n{"depth": 2, "width"\n')
+    with pytest.raises(InputError, match=r"bad.jsonl cannot be read as JSON lines") as exc:
+        load(p)
+    assert "\n" not in str(exc.value)
+    p.write_text('{"depth": 1, "width": 8, "loss": 2.0}\n{"depth": 2, "width": 8, "loss": -1}\n')
+    with pytest.raises(InputError, match=r"column 'loss' row 2 is -1"):
+        load(p)

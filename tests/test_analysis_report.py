@@ -41,7 +41,7 @@ def test_report_has_the_stable_keys_and_sane_values(smoke):
         assert key in on_disk, key
     assert on_disk["n_runs"] == 12 and on_disk["n_excluded"] == {"diverged": 0, "failed": 0}
     models = on_disk["regimes"]["models"]
-    assert set(models) == {"kaplan", "two_regime", "combined"}
+    assert set(models) == {"kaplan", "two_regime", "combined", "width_depth"}
     for m in models.values():
         assert {"params", "aic", "bic", "cv_error"} <= set(m)
     assert on_disk["regimes"]["preferred"] in models
