@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.formats import n_params_for, recognise
+from depthwidth.accounting import kaplan_n_params
 from depthwidth.results import (ANALYSIS_DIR, CURVES, RUNS, STATUSES, Location, StoreError, has_runs,
                                 read_tables)
 

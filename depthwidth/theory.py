@@ -8,7 +8,7 @@ separation rank (docs/science.md §5). No torch: numpy only.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from math import comb, exp, isfinite, lgamma, log, sqrt
+from math import comb, exp, isfinite, lgamma, log
 
 import numpy as np
 

@@ -16,7 +16,7 @@ import json
 import math
 import os
 import re
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 

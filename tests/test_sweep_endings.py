@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
