@@ -108,7 +108,9 @@ def tuning_section(t: dict) -> list[str]:
     d = t["lr_drift"]
     if d.get("status") == "ok":
         L += [f"Drift of the best learning rate, lr* ∝ width^a · depth^g over {d['n_shapes']} "
-              f"shapes ({d['n_at_edge']} at the grid's edge left out): a = "
+              f"shapes, each optimum read from the shape's loss-vs-lr curve averaged over all its "
+              f"seeds (the vertex through the best point and its neighbours; {d['n_at_edge']} "
+              f"at the grid's edge on that curve left out): a = "
               f"{_drift_cell(d['width'])}; g = {_drift_cell(d['depth'])}."
               + (f" Promises are those of {d['promise_of']}." if d.get("promise_of") else ""), ""]
     else:

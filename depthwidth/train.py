@@ -159,6 +159,10 @@ class Parallel:
         dist.all_reduce(t)
         return t.item() / self.world
 
+    def barrier(self) -> None:
+        import torch.distributed as dist
+        dist.barrier()
+
     def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
         if self.sharding == "fsdp":
             from torch.distributed.fsdp import fully_shard
@@ -381,6 +385,8 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
                             "model": weights, "optimizer": moments, "rng": torch.get_rng_state(),
                             "step": step, "curve": json.dumps(curve), "wall_s": metrics["wall_s"]})
                         saved = str(checkpoint_dir)
+                    if dp is not None:  # no rank goes on (or stops) before the checkpoint exists
+                        dp.barrier()
                 last = metrics
                 if report is not None:
                     try:  # the per-step profile stays in the curve; callers get scalars
