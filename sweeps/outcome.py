@@ -12,8 +12,9 @@ import shlex
 
 from depthwidth.clitools import reason
 
-_OOM_MARKS = ("OutOfMemoryError", "running low on memory", "memory monitor", "due to memory pressure",
-              "OOM")
+# Ray's own words when its memory monitor kills a worker. Not a bare "OOM": Ray's message for any
+# worker that died (a SIGKILL, a segfault) lists "killed by the OOM killer" among possible causes.
+_OOM_MARKS = ("OutOfMemoryError", "running low on memory", "memory monitor", "due to memory pressure")
 
 
 _FULL_MARKS = ("No space left on device", "Errno 28", "errno 28", "Disk quota exceeded")
