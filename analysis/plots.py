@@ -119,13 +119,15 @@ def loss_vs_depth(runs: pd.DataFrame, report: dict, max_panels: int = 6) -> Figu
         widths = widths[np.unique(np.linspace(0, len(widths) - 1, max_panels).round().astype(int))]
     ncol = min(3, len(widths))
     nrow = int(np.ceil(len(widths) / ncol))
-    fig = Figure(figsize=(4 * ncol, 3.2 * nrow))
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.1, top=0.88, hspace=0.5, wspace=0.3)
+    height = 3.2 * nrow + 1.0  # margins in inches: title and note above, axis labels below
+    fig = Figure(figsize=(4 * ncol, height))
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.6 / height, top=1 - 0.8 / height,
+                        hspace=0.5, wspace=0.3)
     f = _kappa_fit(report)
     b = f.params["b"] if f is not None else None
     if f is None:
-        fig.text(0.5, 0.93, "no identified threshold law to draw (see the report)", ha="center",
-                 fontsize=8, color="grey")
+        fig.text(0.5, 1 - 0.5 / height, "no identified threshold law to draw (see the report)",
+                 ha="center", fontsize=8, color="grey")
     for k, w in enumerate(widths):
         ax = fig.add_subplot(nrow, ncol, k + 1)
         g = runs[runs["width"] == w]
