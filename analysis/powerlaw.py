@@ -215,7 +215,10 @@ def fit(law: Law, name: str, logy: np.ndarray, cols: dict, groups: np.ndarray | 
     ci = {}
     if len(boot) >= 10:
         draws = named_params(law, boot, centres)
-        ci = {k: tuple(float(q) for q in np.nanpercentile(v, [2.5, 97.5])) for k, v in draws.items()}
+        big = np.finfo(float).max  # an overflowing draw is the largest float, so it still counts
+        ci = {k: tuple(float(q) for q in np.nanpercentile(
+            np.nan_to_num(np.asarray(v, float), nan=np.nan, posinf=big, neginf=-big), [2.5, 97.5]))
+              for k, v in draws.items()}
     return FitResult(status=OK, params=est, ci=ci, **common)
 
 
