@@ -8,20 +8,9 @@ from __future__ import annotations
 
 import math
 
-from analysis.markdown_sections import accounting_md, chinchilla_md, design_md, inputs_md, is_absent
+from analysis.markdown_sections import (_ci, _g, accounting_md, chinchilla_md, design_md, inputs_md,
+                                       is_absent)
 from depthwidth.published import LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE
-
-
-def _g(v, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "–"
-    if isinstance(v, (int, float)):
-        return f"{v:.{digits}g}"
-    return str(v)
-
-
-def _ci(ci) -> str:
-    return f"[{_g(ci[0])}, {_g(ci[1])}]" if ci and None not in ci else "–"
 
 
 def lth_paragraph(r: dict) -> str:

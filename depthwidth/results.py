@@ -197,10 +197,7 @@ class Location:
             kind = {".csv": "CSV", ".parquet": "parquet"}.get(suffix, "JSON lines")
             raise StoreError(f"{label} cannot be read as {kind} ({reason(exc)}); it was left "
                              f"untouched.") from None
-        missing = [c for c in required if c not in df.columns]
-        if missing:
-            raise StoreError(f"{label} lacks the required column {missing[0]!r}; it was left "
-                             f"untouched.")
+        _require_columns(label, df.columns, required)
         return df
 
     def list_dirs(self, name: str = "") -> list[pafs.FileInfo]:
@@ -374,10 +371,7 @@ def _read_arrow(loc: Location, name: str, required: Iterable[str]) -> tuple[pa.T
     except (*_ARROW_ERRORS, TypeError) as exc:
         raise StoreError(f"{loc.display(name)} cannot be read as parquet ({reason(exc)}); it was "
                          f"left untouched.") from None
-    missing = [c for c in required if c not in table.column_names]
-    if missing:
-        raise StoreError(f"{loc.display(name)} lacks the required column {missing[0]!r}; it was "
-                         f"left untouched.")
+    _require_columns(loc.display(name), table.column_names, required)
     meta = table.schema.metadata or {}
     return table, int(meta.get(_GEN, b"0")), int(meta.get(_THROUGH, b"-1"))
 
@@ -527,3 +521,9 @@ def compact(loc: Location, required: Iterable[str] = REQUIRED_RUN_COLUMNS) -> Sn
     if not loc.list_files(PARTS_DIR):
         loc.delete_dir(loc.path(PARTS_DIR))
     return Snapshot(snap.generation + 1, snap.last, len(runs), [])
+
+
+def _require_columns(label: str, columns, required) -> None:
+    missing = [c for c in required if c not in columns]
+    if missing:
+        raise StoreError(f"{label} lacks the required column {missing[0]!r}; it was left untouched.")
