@@ -81,6 +81,8 @@ class StoreWriter(tune.Callback):
             return
         final = json.loads(result[FINAL_KEY])
         res = final["result"]
+        if "workers" in final:  # the world size that actually trained it (sweeps/distributed.py)
+            cfg = {**cfg, "workers": final["workers"]}
         row = make_row(self.sweep, cfg, res, final["node"], final["resumed_from_step"],
                        final.get("resume_note", ""))
         curve = make_curve(tid, res["curve"])
