@@ -133,7 +133,10 @@ class Cluster:
             # a dead node is noticed in ~3 s instead of ~30 s, should SIGTERM not reach the GCS
             RAY_health_check_period_ms="1000", RAY_health_check_timeout_ms="1000",
             RAY_health_check_failure_threshold="3", OMP_NUM_THREADS="1")
-        ports = free_ports(16)
+        # One batch, every socket held open together, so no two components are given the same
+        # port (separate batches can hand a just-closed port out again): GCS, 6 per node and
+        # 40 worker ports per node.
+        ports = free_ports(1 + 2 * (6 + 40))
         self.gcs = ports.pop()
         self.address = f"127.0.0.1:{self.gcs}"
         self.procs: dict[str, subprocess.Popen] = {}
@@ -149,7 +152,8 @@ class Cluster:
                f"--node-manager-port={p[0]}", f"--object-manager-port={p[1]}",
                f"--runtime-env-agent-port={p[2]}", f"--dashboard-agent-grpc-port={p[3]}",
                f"--dashboard-agent-listen-port={p[4]}", f"--metrics-export-port={p[5]}",
-               "--worker-port-list=" + ",".join(map(str, free_ports(40))), "--disable-usage-stats"]
+               "--worker-port-list=" + ",".join(str(self._ports.pop()) for _ in range(40)),
+               "--disable-usage-stats"]
         if head:
             cmd += ["--head", f"--port={self.gcs}", "--include-dashboard=false",
                     f"--temp-dir={self.ray_tmp}"]
