@@ -1,7 +1,8 @@
 """Sweep-service overhead: a 16-trial grid of tiny transformers through `sweep run` (embedded Ray,
 2 and 1 concurrent trials, counting Ray's start) against the same trials run back-to-back by
 `depthwidth.train.train` in one process; the fixed and per-trial parts of the overhead; and peak
-driver memory for a 500-trial spec (plan only) plus a 500-row store.
+driver memory for a 500-trial spec (plan only) plus a 500-row store. Ray's start and the
+4-trial sweep that separates the fixed cost are each the median of three runs.
 Run by hand:  python bench/sweep_overhead.py [--steps N] [--out FILE]
 `--smoke` runs every step of it on 4 trials of 2 steps and a 4-trial plan, with one service run
 standing in for all three (its figures mean nothing; it checks the script in about a minute).
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -156,7 +158,8 @@ def main() -> None:
                                          seeds=seeds))
         b2b, inner = back_to_back(str(spec))
         cold = back_to_back_cold(str(spec))
-        ray_s = ray_start_seconds()
+        # Ray's start and the 4-trial sweep vary by ±1 s from run to run on 2 cores: medians of 3
+        ray_s = statistics.median(ray_start_seconds() for _ in range(1 if args.smoke else 3))
         svc2, work2 = through_service(str(spec), str(Path(tmp) / "store2"), 2)
         if args.smoke:  # each service run starts Ray (~15 s on 2 cores): one stands in for three
             (svc1, work1), (svc_small, work_small) = (svc2, work2), (svc2 / n, work2 / n)
@@ -164,7 +167,9 @@ def main() -> None:
             svc1, work1 = through_service(str(spec), str(Path(tmp) / "store1"), 1)
             small = Path(tmp) / "small.toml"  # the first 4 trials: separates fixed from per-trial cost
             small.write_text(spec.read_text().replace(f"seed = {seeds}", "seed = [0]"))
-            svc_small, work_small = through_service(str(small), str(Path(tmp) / "store_small"), 1)
+            smalls = [through_service(str(small), str(Path(tmp) / f"store_small{i}"), 1) for i in range(3)]
+            # the median of the three by its overhead (wall time less the trials' own)
+            svc_small, work_small = sorted(smalls, key=lambda sw: sw[0] - sw[1])[1]
         mem = driver_memory(tmp, big)
     marginal = ((svc1 - work1) - (svc_small - work_small)) / (n - n_small)
     fixed = (svc_small - work_small) - n_small * marginal
