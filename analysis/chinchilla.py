@@ -40,6 +40,7 @@ def published() -> dict:
         p = src["params"]
         co = compute_optimal(**p, C=1.0)
         out[key] = {"source": src["source"], "params": dict(p), "se": src.get("se"),
+                    "method": src.get("method"),
                     "compute_optimal": {"a": float(co["a"]), "b": float(co["b"]), "G": float(co["G"])}}
     return out
 

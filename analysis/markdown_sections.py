@@ -70,7 +70,9 @@ def chinchilla_md(r: dict) -> list[str]:
     dist = c.get("besiroglu_se_distance") or {}
     if dist:
         L += ["Ours minus Besiroglu et al.'s, in their standard errors: " + ", ".join(
-            f"{k} {v:+.2f}" for k, v in dist.items()) + "."]
+            f"{k} {v:+.2f}" for k, v in dist.items()) + "."
+              + (f" Their fit: {b24['method']}; a fit of other points need not match it."
+                 if b24.get("method") else "")]
     L += [f"{c['n_points']} points from {c['n_runs']} runs; {c['n_boot']} bootstrap replicates "
           f"({c['bootstrap_method'].replace('_', '-')}) over runs. Compute-optimal allocation "
           f"N*(C) = G·(C/6)^a with G = {_g(co['G'])} {_ci(co['ci'].get('G'))}, C = 6·N·D; "

@@ -43,6 +43,9 @@ def test_all_245_epoch_points_move_beta_up(shared_data, tmp_path):
     assert c["status"] == "ok" and c["n_points"] == 245
     assert c["params"]["beta"] == pytest.approx(0.45, abs=0.02)
     assert c["params"]["beta"] > BESIROGLU_2024["params"]["beta"] + 3 * BESIROGLU_2024["se"]["beta"]
+    # the report names the points Besiroglu et al. fitted, beside its distance from their constants
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "the 5 highest-loss points of 245 dropped" in report
 
 
 def _fits(r: dict):
