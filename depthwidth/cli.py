@@ -74,6 +74,7 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compile", action="store_true", default=None)
     p.add_argument("--threads", type=int)
     p.add_argument("--json", metavar="FILE", help="also write the full result (with the curve) as JSON")
+    p.add_argument("--force", action="store_true", help="replace an existing --json file")
     p.set_defaults(func=cmd_train)
 
 
@@ -111,7 +112,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         from depthwidth.data import resolve
         model_cfg, data = resolve(model_cfg, data_cfg)
         if args.json:  # checked now, not after the run has trained to the end
-            check_output_file(args.json, "--json")
+            check_output_file(args.json, "--json", force=args.force)
     except (ConfigError, DataError, ValueError) as exc:  # OutputError is a ValueError
         return fail(str(exc))
 

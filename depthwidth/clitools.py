@@ -47,12 +47,37 @@ def check_output_dir(path: str | os.PathLike, flag: str) -> None:
         raise OutputError(f"{flag} = {str(path)!r} is invalid: {str(probe)!r} is not writable.")
 
 
-def check_output_file(path: str | os.PathLike, flag: str) -> None:
-    """A file the command will write at the end: not a folder, and its folder exists (or can be
-    created) and is writable."""
+# A results store's own names (depthwidth.results, sweeps.store): a user-named output may never
+# replace one of them, --force or not, since every later command reads them.
+_STORE_MARKS = ("runs.parquet", "spec.toml", "parts")
+_STORE_OWN = ("runs.parquet", "curves.parquet", "spec.toml", ".lock", "parts", "tune")
+
+
+def store_owning(path: str | os.PathLike) -> Path | None:
+    """The results store whose own file (or folder of parts, or Tune's folder) `path` would
+    replace, or None. Links are followed, so another name for a store file is caught too."""
+    p = Path(path).expanduser().absolute()
+    p = p.parent.resolve() / p.name if not p.is_symlink() else p.resolve()
+    for folder in p.parents:
+        first = p.relative_to(folder).parts[0]
+        if first in _STORE_OWN and any((folder / m).exists() for m in _STORE_MARKS):
+            return folder
+    return None
+
+
+def check_output_file(path: str | os.PathLike, flag: str, force: bool = False) -> None:
+    """A file the command will write at the end (atomically, depthwidth.results.atomic_file):
+    not one of a results store's own files, not an existing file unless `force`, not a folder,
+    and its folder exists and is writable."""
     p = Path(path).expanduser().absolute()
     if p.is_dir():
         raise OutputError(f"{flag} = {str(path)!r} is invalid: it is a folder, not a file.")
+    if (store := store_owning(p)) is not None:
+        raise OutputError(f"{flag} = {str(path)!r} is invalid: it is one of the results store "
+                          f"{str(store)!r}'s own files; write to a path outside them.")
+    if p.exists() and not force:
+        raise OutputError(f"{flag} = {str(path)!r} is invalid: the file already exists; give "
+                          f"--force to replace it.")
     if p.exists() and not os.access(p, os.W_OK):
         raise OutputError(f"{flag} = {str(path)!r} is invalid: the file is not writable.")
     parent = p.parent

@@ -111,7 +111,7 @@ def cmd_results(args: argparse.Namespace) -> int:
         from depthwidth.results import RUNS, StoreError
         from sweeps.store import ResultStore, runs_table_text
         if args.csv and args.csv != "-":
-            check_output_file(args.csv, "--csv")
+            check_output_file(args.csv, "--csv", force=args.force)
         store = ResultStore(args.store)
         if not store.has_runs():
             raise StoreError(f"store = {args.store!r} is invalid: it holds no {RUNS}.")
@@ -188,6 +188,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("results", help="print a store's runs table (or export it as CSV)")
     p.add_argument("store", help="store folder or URI, e.g. results/smoke")
     p.add_argument("--csv", metavar="FILE", help="write every column as CSV ('-' for stdout)")
+    p.add_argument("--force", action="store_true", help="replace an existing --csv file")
     p.set_defaults(func=cmd_results)
 
     p = sub.add_parser("plan", help="the expanded trial table and estimated cost; runs nothing")
