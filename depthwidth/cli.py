@@ -119,6 +119,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     from depthwidth.accounting import count_params
     from depthwidth.train import train
 
+    import torch
+    if train_cfg.device == "cuda" and not torch.cuda.is_available():
+        return fail("--device = 'cuda' is invalid: this machine has no CUDA device that torch can "
+                    "use; give --device cpu (or auto, which picks a GPU when there is one).")
     if (too_big := _memory_check(model_cfg, train_cfg)) is not None:
         return fail(too_big)
     counts = count_params(model_cfg)

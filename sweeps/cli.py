@@ -30,6 +30,14 @@ def _check_max_concurrent(args: argparse.Namespace) -> None:
         raise SpecError(f"--max-concurrent = {args.max_concurrent} is invalid: it must be at least 1.")
 
 
+def _check_storage(args: argparse.Namespace) -> None:
+    """`--storage ''` (an unset shell variable, say) must not fall back to the spec's path."""
+    from sweeps.spec import SpecError
+    if args.storage is not None and not args.storage.strip():
+        raise SpecError(f"--storage = {args.storage!r} is invalid: it must name a folder or a URI "
+                        f"(leave the flag out to use the spec's storage.path).")
+
+
 def _tracker_flags(args: argparse.Namespace) -> tuple[str, ...]:
     """The tracker flags as given, for the command that continues an unfinished sweep."""
     out: list[str] = []
@@ -46,6 +54,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from sweeps.spec import load_spec
         from sweeps.service import run_sweep
         _check_max_concurrent(args)
+        _check_storage(args)
         spec = load_spec(args.spec)
         tracking = spec.tracking.with_flags(mlflow=args.mlflow, wandb=args.wandb,
                                             wandb_mode=args.wandb_mode, tensorboard=args.tensorboard,
@@ -68,6 +77,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         from sweeps.service import prepare
         from sweeps.spec import load_spec
         _check_max_concurrent(args)
+        _check_storage(args)
         spec = load_spec(args.spec)
         if is_remote(args.storage or spec.storage):
             check_memory(spec)  # the cluster may hold credentials for the store that we lack
@@ -136,6 +146,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from sweeps.plan import plan_json, plan_text
         from sweeps.spec import load_spec
         from sweeps.store import ResultStore
+        _check_storage(args)
         spec = load_spec(args.spec)
         store = ResultStore(args.storage or spec.storage)
         finished = store.finished_ids() if store.has_runs() else None

@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any, Iterable
 
-from depthwidth.clitools import fail
+from depthwidth.clitools import OutputError, check_output_dir, fail
 from sweeps.tracking import Tracking, Trackers, TrialInfo, WANDB_MODES, check_available
 
 
@@ -95,10 +95,13 @@ def send_stored(trackers: Trackers, store, infos: dict[str, TrialInfo], only: It
     return n
 
 
-def build(tracking: Tracking, sweep: str, store) -> Trackers:
+def build(tracking: Tracking, sweep: str, store, export: bool = False) -> Trackers:
+    """The trackers of a sweep, or of `depthwidth export` (whose failures say to run it again,
+    not that a sweep goes on)."""
     from sweeps.trackers import factories
+    from sweeps.tracking import EXPORT_STOPS
     made, later = factories(tracking, sweep, store.root if store.is_local else None, store.location)
-    return Trackers(made, later)
+    return Trackers(made, {}, after=EXPORT_STOPS) if export else Trackers(made, later)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -112,15 +115,17 @@ def cmd_export(args: argparse.Namespace) -> int:
         return fail("export needs a tracker: give --mlflow URI, --wandb PROJECT or --tensorboard DIR.")
     try:
         check_available(tracking, prefix="--")
+        if args.tensorboard:  # a file there fails only after the store is read: say so now
+            check_output_dir(args.tensorboard, "--tensorboard")
         store = ResultStore(args.store)
         if not store.exists(RUNS):
             raise StoreError(f"store = {args.store!r} is invalid: it holds no {RUNS}.")
         runs = store.runs()
         infos = stored_infos(store, runs)
-    except (SpecError, StoreError) as exc:
+    except (SpecError, StoreError, OutputError) as exc:
         return fail(str(exc))
     sweep = next(iter(infos.values())).sweep if infos else store.loc.name
-    trackers = build(tracking, sweep, store)
+    trackers = build(tracking, sweep, store, export=True)
     n = send_stored(trackers, store, infos)
     print(f"exporting {n} trials of sweep {sweep!r} to {', '.join(tracking.enabled)} ...", flush=True)
     warnings = trackers.close(timeout=None)

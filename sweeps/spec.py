@@ -63,6 +63,7 @@ TOP_KEYS = ("name", "description", "where", "model", "data", "train", "grid", "p
             "budget", "resources", "storage", "tracking")
 RESOURCE_KEYS = ("cpus", "gpus", "workers", "sharding", "max_concurrent", "max_failures",
                  "gpu_memory_gb", "gpu_tflops", "cpu_gflops")
+MIN_THROUGHPUT = 1e-6  # gpu_tflops, cpu_gflops: below it FLOPs / throughput can overflow to inf
 SHARDINGS = ("ddp", "fsdp")  # data parallel: replicated weights, or weights sharded over workers
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -210,6 +211,9 @@ def _resources(doc: Mapping[str, Any], path: str) -> Resources:
                             "for a fraction in [0, 1] (more devices: resources.workers)")
         else:
             kw[k] = float(number(path, f"resources.{k}", v))
+            if k in ("gpu_tflops", "cpu_gflops") and kw[k] < MIN_THROUGHPUT:
+                raise fail(path, f"resources.{k}", v, f"must be at least {MIN_THROUGHPUT:g}; a "
+                           f"slower machine makes the plan's time estimates infinite")
     out = Resources(**{**r.__dict__, **kw})
     if out.workers > 1 and not out.auto_gpus and 0 < float(out.gpus) < 1:
         raise fail(path, "resources.gpus", out.gpus, "the workers of one trial cannot share a GPU "
@@ -394,7 +398,7 @@ def load_spec(path: str | os.PathLike) -> SweepSpec:
     if not p.is_file():
         raise SpecError(f"spec = {str(path)!r} is invalid: no such file.")
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # editors on Windows may start it with a BOM
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"spec = {str(path)!r} is invalid: cannot read it ({exc}).") from None
     return parse_spec(text, str(path))

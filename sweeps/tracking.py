@@ -169,6 +169,12 @@ def _num(v: Any) -> bool:
 
 # -- one thread per tracker ---------------------------------------------------------------------
 
+# What a tracker's failure costs: nothing in a sweep (which goes on); an export stops for it.
+SWEEP_GOES_ON = "the sweep goes on without it and nothing stored is lost."
+EXPORT_STOPS = ("nothing was lost: the store is untouched; fix the cause and run the same export "
+                "again, which sends only what the tracker lacks.")
+
+
 class _Trial:
     __slots__ = ("steps", "finished")
 
@@ -181,9 +187,10 @@ class _Worker(threading.Thread):
     with one warning; later calls are dropped."""
 
     def __init__(self, name: str, factory: Callable[[], Any], warn: Callable[[str], None],
-                 later: str):
+                 later: str, after: str = SWEEP_GOES_ON):
         super().__init__(name=f"depthwidth-{name}", daemon=True)
         self.label, self.factory, self.warn, self.later = name, factory, warn, later
+        self.after = after
         self.q: queue.Queue = queue.Queue()
         self.backend: Any = None
         self.dead = False
@@ -204,8 +211,8 @@ class _Worker(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - any tracker error: warn once, go on
                 self.dead = True
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-                self.warn(f"tracking: {self.label} failed ({type(exc).__name__}: {first}); the sweep "
-                          f"goes on without it and nothing stored is lost. {self.later}")
+                self.warn(f"tracking: {self.label} failed ({type(exc).__name__}: {first}); "
+                          f"{self.after} {self.later}".rstrip())
             finally:
                 self.q.task_done()
 
@@ -270,9 +277,10 @@ class _Worker(threading.Thread):
 class Trackers:
     """The enabled trackers of one driver run (or one `depthwidth export`)."""
 
-    def __init__(self, factories: dict[str, Callable[[], Any]], later: dict[str, str]):
+    def __init__(self, factories: dict[str, Callable[[], Any]], later: dict[str, str],
+                 after: str = SWEEP_GOES_ON):
         self._warnings: queue.Queue = queue.Queue()
-        self.workers = [_Worker(name, f, self._warnings.put, later.get(name, ""))
+        self.workers = [_Worker(name, f, self._warnings.put, later.get(name, ""), after)
                         for name, f in factories.items()]
         for w in self.workers:
             w.start()

@@ -93,7 +93,7 @@ def where_names(w: Where) -> set[str]:
 
 def evaluate_where(w: Where, env: dict[str, Any]) -> bool:
     try:
-        return bool(_eval(w.tree.body, env, w.text))
+        return _truth(_eval(w.tree.body, env, w.text), w.text)
     except WhereError:
         raise
     except RecursionError:
@@ -118,11 +118,13 @@ def _eval(node: ast.AST, env: dict[str, Any], text: str) -> Any:
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_eval(e, env, text) for e in node.elts]
     if isinstance(node, ast.BoolOp):
-        values = (_eval(v, env, text) for v in node.values)
+        values = (_truth(_eval(v, env, text), text) for v in node.values)
         return all(values) if isinstance(node.op, ast.And) else any(values)
     if isinstance(node, ast.UnaryOp):
         v = _eval(node.operand, env, text)
-        return (not v) if isinstance(node.op, ast.Not) else (-v if isinstance(node.op, ast.USub) else +v)
+        if isinstance(node.op, ast.Not):
+            return not _truth(v, text)
+        return -v if isinstance(node.op, ast.USub) else +v
     if isinstance(node, ast.BinOp):
         a, b = _eval(node.left, env, text), _eval(node.right, env, text)
         _check_size(node.op, a, b, text)
@@ -143,6 +145,15 @@ def _eval(node: ast.AST, env: dict[str, Any], text: str) -> Any:
                              f"than {MAX_NDIGITS} digits.")
         return FUNCTIONS[name](*args)
     raise WhereError(f"where = {text!r} is invalid: {type(node).__name__} is not allowed.")
+
+
+def _truth(v: Any, text: str) -> bool:
+    """A filter keeps or drops a point: a number or a string there (`where = "depth"`) is a
+    mistake that Python's truthiness would hide, so it is refused."""
+    if not isinstance(v, bool):
+        raise WhereError(f"where = {text!r} is invalid: it gives {v!r}, not true or false; "
+                         f"write a comparison such as 'depth <= 4'.")
+    return v
 
 
 def _is_int(v: Any) -> bool:
