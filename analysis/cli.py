@@ -21,8 +21,10 @@ def _check_counts(args) -> str | None:
 
 def _analyze(args) -> int:
     from analysis.inputs import InputError
+    from analysis.output import terminate_cleanly
     from analysis.report import analyze
     from depthwidth.results import Location
+    terminate_cleanly()
     if (bad := _check_counts(args)):
         return _fail(bad)
     try:
@@ -60,9 +62,11 @@ def _analyze(args) -> int:
 
 def _plot(args) -> int:
     from analysis.inputs import InputError
+    from analysis.output import terminate_cleanly
     from analysis.report import replot
+    terminate_cleanly()
     try:
-        r = replot(args.dir)
+        r = replot(args.dir, force=args.force)
     except InputError as exc:
         return _fail(str(exc))
     print(f"figures redrawn: {', '.join(r['figures']['written']) or 'none'}")
@@ -72,7 +76,9 @@ def _plot(args) -> int:
 def _kaplan(args) -> int:
     from analysis.inputs import InputError
     from analysis.markdown import kaplan_table
+    from analysis.output import terminate_cleanly
     from analysis.report import kaplan_report
+    terminate_cleanly()
     if (bad := _check_counts(args)):
         return _fail(bad)
     try:
@@ -107,6 +113,8 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("plot", help="redraw every figure from a stored report (no refitting)")
     p.add_argument("dir", help="results directory or the folder holding report.json")
+    p.add_argument("--force", action="store_true",
+                   help="redraw even when the source data changed since the report was fitted")
     p.set_defaults(func=_plot)
 
     p = subparsers.add_parser("kaplan", help="our exponents and shapes beside Kaplan et al. 2020")

@@ -8,8 +8,6 @@ report.json (stable keys), report.md and the figures (PNG + PDF) under <store>/a
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,7 @@ from analysis._blas import single_threaded
 from analysis.fitcore import bootstrap_bytes
 from analysis.inputs import Dataset, InputError, default_out, load, locate
 from analysis.markdown import render, render_kaplan
+from analysis.output import ReportOutput, check_fingerprint, fingerprint
 from depthwidth.accounting import machine_memory_bytes
 from depthwidth.clitools import reason
 from depthwidth.config import RECURRENT_FAMILIES
@@ -28,6 +27,9 @@ from depthwidth.published import KAPLAN_2020
 from depthwidth.results import ANALYSIS_DIR, Location, StoreError, atomic_file
 
 REPORT_VERSION = 2
+# The sections `plot` and `kaplan` read from a stored report.json (each a JSON object).
+REPORT_KEYS = ("inputs", "power_laws", "learning_curves", "chinchilla", "regimes", "threshold",
+               "kaplan")
 
 
 def _version() -> str | None:
@@ -250,27 +252,6 @@ def figures_for(ds: Dataset, report: dict, out: Path) -> dict:
     return {"written": written, "skipped": skipped}
 
 
-class _Output:
-    """Where a report is written: its files are made in a local working folder and copied into
-    the destination (a local folder or a URI) only once all of them exist, so a failure part
-    way leaves no half-written report and no empty folder behind."""
-
-    def __init__(self, dest: Location):
-        self.dest = dest
-        self.work = Path(tempfile.mkdtemp(prefix="depthwidth-report-"))
-
-    def publish(self) -> None:
-        try:
-            self.dest.upload_folder(self.work)
-        except StoreError as exc:
-            raise InputError(str(exc)) from None
-        finally:
-            shutil.rmtree(self.work, ignore_errors=True)
-
-    def discard(self) -> None:
-        shutil.rmtree(self.work, ignore_errors=True)
-
-
 def output_location(out_dir: str | Path | None, source: str | Path, kind: str) -> Location:
     """The report's destination, checked to be writable before any fit runs."""
     try:
@@ -313,13 +294,15 @@ def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: in
     check_bootstrap(bootstrap, seed)
     watch = Stopwatch()
     ds = load(source)
+    source_print = fingerprint(ds.all_runs, ds.all_curves)  # the data as read, as `plot` reads it
     ds, tuned = tuning.apply(ds, tuple(tune), selection, no_tune)
     check_bootstrap(bootstrap, seed, len(ds.runs), len(ds.curves))
     dest = output_location(out_dir, source, ds.kind)
     watch.lap("load")
-    out = _Output(dest)
+    out = ReportOutput(dest)
     try:
         report = build_report(ds, int(bootstrap), int(seed), watch)
+        report["source_fingerprint"] = source_print
         report["tuning"] = tuned
         report["report_dir"] = dest.display()
         if any(f in RECURRENT_FAMILIES for f in ds.families):
@@ -333,7 +316,7 @@ def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: in
     except BaseException:
         out.discard()
         raise
-    out.publish()
+    out.publish(replace=True)
     watch.lap("write")
     report["timings_s"]["total"] = round(sum(watch.wall.values()), 4)
     report["cpu_s"]["total"] = round(sum(watch.cpu.values()), 4)
@@ -371,6 +354,8 @@ def find_report(path: str | Path) -> tuple[Location, dict]:
             report = json.loads(text)
             if not isinstance(report, dict) or "source" not in report:
                 raise ValueError("it holds no report")
+            if (lacking := [k for k in REPORT_KEYS if not isinstance(report.get(k), dict)]):
+                raise ValueError(f"it lacks {', '.join(lacking)}")
         except ValueError as exc:
             raise InputError(f"{cand.display('report.json')} is not a readable report "
                              f"({reason(exc)}); run `depthwidth analyze` again to rewrite it.") from None
@@ -379,14 +364,16 @@ def find_report(path: str | Path) -> tuple[Location, dict]:
 
 
 @single_threaded
-def replot(path: str | Path) -> dict:
-    """Redraw every figure from a stored report and its source data, without refitting."""
+def replot(path: str | Path, force: bool = False) -> dict:
+    """Redraw every figure from a stored report and its source data, without refitting. The data
+    must be what the report fitted (its source_fingerprint), unless `force`."""
     dest, report = find_report(path)
     ds = load(report["source"])
+    check_fingerprint(report, ds.all_runs, ds.all_curves, dest.display("report.json"), force)
     if report.get("tuning"):  # the same runs as the fits: each shape's chosen setting
         req = report["tuning"]["requested"]
         ds, _ = tuning.apply(ds, tuple(req["tune"]), req["selection"], req["disabled"])
-    out = _Output(dest)
+    out = ReportOutput(dest)
     try:
         report["figures"] = figures_for(ds, report, out.work)
         with atomic_file(out.work / "report.md", "w") as f:
@@ -395,7 +382,7 @@ def replot(path: str | Path) -> dict:
     except BaseException:
         out.discard()
         raise
-    out.publish()
+    out.publish(replace=False)
     return report
 
 
@@ -429,7 +416,7 @@ def kaplan_report(path: str | Path, digitized: str | Path | None = None, bootstr
         report = analyze(path, out_dir=out_dir, bootstrap=bootstrap, seed=seed)
         dest = Location(report["report_dir"])
     result = {"source": report["source"], **report["kaplan"]}
-    out = _Output(dest)
+    out = ReportOutput(dest)
     try:
         if dig is not None:
             fitted = kaplan.fit_digitized(dig, n_boot=bootstrap, seed=seed)
@@ -447,5 +434,5 @@ def kaplan_report(path: str | Path, digitized: str | Path | None = None, bootstr
     except BaseException:
         out.discard()
         raise
-    out.publish()
+    out.publish(replace=False)
     return result

@@ -1,0 +1,198 @@
+"""A report folder holds one consistent report (docs/design.md, "Outputs"): its files are made in a
+working folder and published together, the files an earlier report wrote and this one did not are
+removed (report-files.json lists them), and report.json carries a fingerprint of its source, so
+`depthwidth plot` never draws new data against old fits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.inputs import InputError
+from depthwidth.clitools import reason
+from depthwidth.results import Location, StoreError, atomic_file
+
+MANIFEST = "report-files.json"
+WORK_PREFIX = ".depthwidth-report-"  # + pid + "-": an unfinished report's working folder
+KEPT_PREFIX = "depthwidth-unpublished-report-"  # a finished report that could not be published
+_WORK_RE = re.compile(re.escape(WORK_PREFIX) + r"(\d+)-")
+# What a report folder written before report-files.json existed holds, beside its figures.
+_LEGACY_FILES = ("report.json", "report.md", "report.html", "kaplan.json", "kaplan.md",
+                 "kaplan_side_by_side.png", "kaplan_side_by_side.pdf")
+
+
+# -- the source's fingerprint -----------------------------------------------------------------
+def _table_digest(df: pd.DataFrame) -> str:
+    """Independent of row and column order (a store's compaction reorders rows)."""
+    if df is None or df.empty:
+        return "empty"
+    df = df[sorted(df.columns, key=str)].copy()
+    for c in df.columns:
+        if df[c].dtype == object:
+            df[c] = df[c].astype(str)  # lists or dicts from JSON lines hash as their text
+    rows = np.sort(pd.util.hash_pandas_object(df, index=False).to_numpy())
+    cols = "\0".join(map(str, df.columns)).encode()
+    return hashlib.sha256(cols + rows.tobytes()).hexdigest()
+
+
+def fingerprint(runs: pd.DataFrame, curves: pd.DataFrame) -> dict:
+    """Row counts and a hash of every value of the runs and curves as read."""
+    return {"runs": int(len(runs)), "curves": int(len(curves)),
+            "sha256": hashlib.sha256((_table_digest(runs) + _table_digest(curves)).encode()).hexdigest()}
+
+
+def check_fingerprint(report: dict, runs: pd.DataFrame, curves: pd.DataFrame, where: str,
+                      force: bool) -> None:
+    """Refuse (unless `force`) to draw a report's figures from data that is not what it fitted."""
+    if force:
+        return
+    stored = report.get("source_fingerprint")
+    now = fingerprint(runs, curves)
+    if stored == now:
+        return
+    if not isinstance(stored, dict):
+        why = "it was written before reports recorded their source's fingerprint"
+    else:
+        why = (f"its source {report['source']} has changed since it was fitted (now "
+               f"{now['runs']} runs and {now['curves']} curve points; the report fitted "
+               f"{stored.get('runs')} and {stored.get('curves')})")
+    raise InputError(f"{where} cannot be redrawn: {why}; run `depthwidth analyze` again to refit, "
+                     f"or give --force to draw the data as it is now against the old fits.")
+
+
+# -- working folders ----------------------------------------------------------------------------
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale(folder: Path) -> None:
+    """Remove the working folders of analyses that were killed (their process is gone)."""
+    with contextlib.suppress(OSError):
+        for p in folder.iterdir():
+            m = _WORK_RE.match(p.name)
+            if m and p.is_dir() and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def _work_parent(dest: Location) -> Path:
+    """Beside the destination (same disk, so it is found and cleaned by the next run), else the
+    system's temporary folder."""
+    if dest.is_local:
+        probe = Path(dest.root).absolute().parent
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        if probe.is_dir() and os.access(probe, os.W_OK | os.X_OK):
+            return probe
+    return Path(tempfile.gettempdir())
+
+
+def terminate_cleanly() -> None:
+    """SIGTERM (a scheduler's or `kill`'s) unwinds like Ctrl-C, so a working folder is removed."""
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+    with contextlib.suppress(ValueError):  # only the main thread may set handlers
+        signal.signal(signal.SIGTERM, stop)
+
+
+# -- publishing ---------------------------------------------------------------------------------
+def _old_files(dest: Location) -> set[str]:
+    """The files the report now in `dest` wrote: its manifest, or what an older report.json names."""
+    with contextlib.suppress(StoreError, ValueError, TypeError, AttributeError):
+        if dest.exists(MANIFEST):
+            return set(json.loads(dest.read_text(MANIFEST))["files"])
+        if dest.exists("report.json"):
+            report = json.loads(dest.read_text("report.json"))
+            names = list((report.get("figures") or {}).get("written") or [])
+            names += list((report.get("relrnn") or {}).get("figures") or [])
+            return set(_LEGACY_FILES) | {f"{n}.{e}" for n in names for e in ("png", "pdf")}
+    return set()
+
+
+def _files(folder: Path) -> list[str]:
+    names = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    # report.json last: until it is replaced, the folder's report.json is the old one
+    return sorted(names, key=lambda n: n == "report.json")
+
+
+class ReportOutput:
+    """Where a report (or a redraw, or the Kaplan comparison) is written: `work` first, then
+    `publish` puts it in `dest` as a whole. A failure before publishing leaves `dest` as it was;
+    a failure while publishing keeps the finished files and names their folder."""
+
+    def __init__(self, dest: Location):
+        self.dest = dest
+        parent = _work_parent(dest)
+        clean_stale(parent)
+        self.work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=parent))
+
+    def discard(self) -> None:
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def publish(self, replace: bool) -> None:
+        """`replace`: this is a whole new report, so the files of the earlier one that it did
+        not rewrite are removed; otherwise the files are added to the report already there."""
+        names = _files(self.work)
+        try:
+            self._check_targets(names)
+            old = _old_files(self.dest)
+            if self.dest.is_local:
+                self._copy_local(names)
+            else:
+                self.dest.upload_folder(self.work)
+            listed = set(names) | (set() if replace else old)
+            for stale in sorted(old - listed if replace else set()):
+                if self.dest.exists(stale):
+                    self.dest.delete(stale)
+            self.dest.write_text(MANIFEST, json.dumps({"files": sorted(listed)}, indent=1))
+        except (OSError, StoreError, InputError) as exc:
+            kept = self._keep()
+            raise InputError(f"{self.dest.display()} could not be written ({_why(exc)}); the "
+                             f"finished report is kept in {kept}.") from None
+        self.discard()
+
+    def _check_targets(self, names: list[str]) -> None:
+        """Every file can take its place: nothing is copied when one cannot."""
+        if self.dest.kind() == "file":
+            raise InputError(f"{self.dest.display()} is a file, not a folder")
+        for name in [MANIFEST, *names]:
+            if self.dest.kind(name) == "dir":
+                raise InputError(f"{self.dest.display(name)} is a folder, where the report "
+                                 f"writes a file")
+
+    def _copy_local(self, names: list[str]) -> None:
+        root = Path(self.dest.root)
+        root.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            with atomic_file(root / name) as f, open(self.work / name, "rb") as g:
+                shutil.copyfileobj(g, f)
+
+    def _keep(self) -> Path:
+        """Give the unpublished report a name the next run's clean-up leaves alone."""
+        kept = self.work.with_name(KEPT_PREFIX + self.work.name.rpartition("-")[2])
+        try:
+            self.work.rename(kept)
+            return kept
+        except OSError:
+            return self.work
+
+
+def _why(exc: BaseException) -> str:
+    text = reason(exc)
+    return text[:-1] if text.endswith(".") else text
