@@ -38,6 +38,16 @@ def _check_storage(args: argparse.Namespace) -> None:
                         f"(leave the flag out to use the spec's storage.path).")
 
 
+def _adopt(spec, storage: str | None):
+    """The spec with the ids the store already holds for its trials (a store written before data
+    paths were resolved knows them by their older ids, sweeps/datapath.py)."""
+    if not any(t.aliases for t in spec.trials):
+        return spec
+    from sweeps.store import ResultStore
+    store = ResultStore(storage or spec.storage)
+    return spec.adopt(store.finished_ids()) if store.has_runs() else spec
+
+
 def _tracker_flags(args: argparse.Namespace) -> tuple[str, ...]:
     """The tracker flags as given, for the command that continues an unfinished sweep."""
     out: list[str] = []
@@ -55,7 +65,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from sweeps.service import run_sweep
         _check_max_concurrent(args)
         _check_storage(args)
-        spec = load_spec(args.spec)
+        spec = _adopt(load_spec(args.spec), args.storage)
         tracking = spec.tracking.with_flags(mlflow=args.mlflow, wandb=args.wandb,
                                             wandb_mode=args.wandb_mode, tensorboard=args.tensorboard,
                                             wandb_entity=args.wandb_entity)
@@ -78,7 +88,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         from sweeps.spec import load_spec
         _check_max_concurrent(args)
         _check_storage(args)
-        spec = load_spec(args.spec)
+        spec = _adopt(load_spec(args.spec), args.storage)
         if is_remote(args.storage or spec.storage):
             check_memory(spec)  # the cluster may hold credentials for the store that we lack
         else:  # a path is the cluster's shared folder, mounted here too (docs/cluster.md)
@@ -150,6 +160,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec)
         store = ResultStore(args.storage or spec.storage)
         finished = store.finished_ids() if store.has_runs() else None
+        spec = spec.adopt(finished) if finished else spec
         print((plan_json if args.json else plan_text)(spec, finished))
     except _errors() as exc:
         return _fail(str(exc))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from typing import Any, Iterable
 
 from depthwidth.clitools import OutputError, check_output_dir, fail
@@ -49,6 +50,8 @@ def stored_infos(store, runs) -> dict[str, TrialInfo]:
                 continue
             for t in spec.trials:
                 infos.setdefault(t.trial_id, trial_info(t, sweep))
+                for alias in t.aliases:  # a store written before data paths were resolved
+                    infos.setdefault(alias, trial_info(replace(t, trial_id=alias), sweep))
     configs = {}
     for row in runs.to_dict("records"):
         if row["trial_id"] in infos:

@@ -25,7 +25,8 @@ must be qualified (`model.vocab_size`, `data.vocab_size`), except the rule `seed
 every trial of a sweep then sees the same synthetic language unless `data.seed` is swept.
 trial_id = first 16 hex digits of SHA-256 over the canonical JSON of the three configs, leaving
 out execution knobs that do not change what is computed (EXECUTION_FIELDS) and fields added since
-the first stores were written while they hold their old behaviour (LATER_FIELDS).
+the first stores were written while they hold their old behaviour (LATER_FIELDS); a data path is
+read from the spec file's folder and enters the id as its content's hash (sweeps/datapath.py).
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ import itertools
 import json
 import os
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
+from sweeps import datapath
 from sweeps.budget import Budget, apply_budget, model_stats, parse_budget, resolve_model
 from sweeps.errors import SpecError, fail, number
 from sweeps.tracking import Tracking, parse_tracking
@@ -99,6 +101,7 @@ class Trial:
     data: DataConfig
     train: TrainConfig
     axes: tuple[tuple[str, Any], ...]  # the grid coordinates that made this trial, for display
+    aliases: tuple[str, ...] = ()  # its ids from before data paths were resolved (sweeps/datapath.py)
 
     def config_dict(self) -> dict[str, dict[str, Any]]:
         return {"model": self.model.to_dict(), "data": self.data.to_dict(), "train": self.train.to_dict()}
@@ -116,9 +119,20 @@ class SweepSpec:
     budget: Budget | None
     tracking: Tracking = Tracking()  # [tracking]: experiment trackers (sweeps/tracking.py)
 
+    def adopt(self, stored: set[str]) -> "SweepSpec":
+        """The same sweep with each trial that a store holds under an older id (an alias) known
+        by that id, so the store's finished trials are not run again."""
+        trials = tuple(next((replace(t, trial_id=a) for a in t.aliases
+                             if t.trial_id not in stored and a in stored), t) for t in self.trials)
+        return replace(self, trials=trials)
 
-def trial_id_of(model: ModelConfig, data: DataConfig, train: TrainConfig) -> str:
+
+def trial_id_of(model: ModelConfig, data: DataConfig, train: TrainConfig,
+                data_id: str | None = None) -> str:
+    """`data_id` stands for the data path (sweeps/datapath.identity: its content's hash)."""
     parts = {"model": model.to_dict(), "data": data.to_dict(), "train": train.to_dict()}
+    if data_id is not None and parts["data"].get("path"):
+        parts["data"]["path"] = data_id
     for section, names in EXECUTION_FIELDS.items():
         for n in names:
             parts[section].pop(n, None)
@@ -235,13 +249,16 @@ def _storage(doc: Mapping[str, Any], name: str, path: str) -> str:
 
 
 def _make_trial(base: dict[str, dict[str, Any]], point: Mapping[str, Any], budget: Budget | None,
-                where: str) -> Trial:
+                where: str, base_dir: str | None = None) -> Trial:
     cfg = {k: dict(v) for k, v in base.items()}
     axes = []
     for name, value in point.items():
         owner, fname = resolve_axis(name, where)
         cfg[owner][fname] = value
         axes.append((name, value))
+    written = cfg["data"].get("path")
+    if isinstance(written, str):
+        cfg["data"]["path"] = datapath.resolve(written, base_dir)
     label = ", ".join(f"{k}={v!r}" for k, v in axes) or "the fixed config"
     try:
         model = ModelConfig.from_dict(cfg["model"])
@@ -253,7 +270,12 @@ def _make_trial(base: dict[str, dict[str, Any]], point: Mapping[str, Any], budge
         if isinstance(exc, SpecError):
             raise
         raise SpecError(f"{where}: the trial at {label} is invalid: {exc}") from None
-    return Trial(trial_id_of(model, data, train), model, data, train, tuple(axes))
+    if not data.path:
+        return Trial(trial_id_of(model, data, train), model, data, train, tuple(axes))
+    tid = trial_id_of(model, data, train, datapath.identity(data.path))
+    old = [trial_id_of(model, replace(data, path=p), train)
+           for p in datapath.legacy_paths(written, data.path)]
+    return Trial(tid, model, data, train, tuple(axes), tuple(dict.fromkeys(a for a in old if a != tid)))
 
 
 def _where_env(model: ModelConfig, data: DataConfig, train: TrainConfig, used: set[str]) -> dict[str, Any]:
@@ -301,8 +323,9 @@ def _axes(doc: Mapping[str, Any], path: str, base: Mapping[str, Mapping[str, Any
     return axes
 
 
-def parse_spec(text: str, source_path: str = "<spec>") -> SweepSpec:
-    """Validate a spec's TOML text and expand it into trials. Raises SpecError."""
+def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = None) -> SweepSpec:
+    """Validate a spec's TOML text and expand it into trials. Raises SpecError. Relative data
+    paths are taken from `base_dir` (the spec file's folder), or as written when it is None."""
     path = source_path
     try:
         doc = tomllib.loads(text)
@@ -354,7 +377,7 @@ def parse_spec(text: str, source_path: str = "<spec>") -> SweepSpec:
     seen: set[str] = set()
     names = list(axes)
     for combo in itertools.product(*(axes[n] for n in names)):
-        trial = _make_trial(base, dict(zip(names, combo)), budget, path)
+        trial = _make_trial(base, dict(zip(names, combo)), budget, path, base_dir)
         if compiled:
             env = _where_env(trial.model, trial.data, trial.train, used)
             try:
@@ -372,7 +395,7 @@ def parse_spec(text: str, source_path: str = "<spec>") -> SweepSpec:
         for k, v in flat.items():
             if isinstance(v, (list, Mapping)):
                 raise fail(path, f"points[{i + 1}].{k}", v, "a point gives one value per field")
-        trial = _make_trial(base, flat, budget, f"{path} [[points]] #{i + 1}")
+        trial = _make_trial(base, flat, budget, f"{path} [[points]] #{i + 1}", base_dir)
         if trial.trial_id not in seen:
             seen.add(trial.trial_id)
             trials.append(trial)
@@ -401,4 +424,4 @@ def load_spec(path: str | os.PathLike) -> SweepSpec:
         text = p.read_text(encoding="utf-8-sig")  # editors on Windows may start it with a BOM
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"spec = {str(path)!r} is invalid: cannot read it ({exc}).") from None
-    return parse_spec(text, str(path))
+    return parse_spec(text, str(path), base_dir=str(p.absolute().parent))

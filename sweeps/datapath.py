@@ -1,0 +1,78 @@
+"""Data paths in a spec: a relative path is read from the spec file's folder (as config tools do),
+and a trial's id names the data by its content, not by the path string, so one id never points at
+two different files and the same file under another mount keeps its id (docs/design.md, "Outputs
+and inputs"). Ids computed the old way stay valid as aliases, so existing stores resume.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from pathlib import Path
+
+from depthwidth.results import is_remote
+
+SMALL_FILE = 64 * 2 ** 20  # hashed whole; a larger file by its size and its first and last MiB
+_SAMPLE = 2 ** 20
+
+
+def resolve(path: str, base_dir: str | None) -> str:
+    """`path` as an absolute, normalised local path: a relative one is taken from `base_dir` (the
+    spec file's folder). URIs, empty paths and a spec without a folder are left as written."""
+    if not path or is_remote(path) or base_dir is None:
+        return path
+    p = os.path.expanduser(path)
+    return os.path.normpath(p if os.path.isabs(p) else os.path.join(base_dir, p))
+
+
+def _file_digest(p: Path, size: int) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        if size <= SMALL_FILE:
+            for block in iter(lambda: f.read(_SAMPLE), b""):
+                h.update(block)
+            return h.hexdigest()
+        h.update(f.read(_SAMPLE))
+        f.seek(size - _SAMPLE)
+        h.update(f.read(_SAMPLE))
+    return f"{size}:{h.hexdigest()}"
+
+
+@functools.lru_cache(maxsize=256)
+def _identity(path: str, stamp: tuple) -> str:
+    p = Path(path)
+    if p.is_file():
+        return "sha256:" + _file_digest(p, p.stat().st_size)
+    h = hashlib.sha256()  # a folder of text files (depthwidth.data.text): names and contents
+    for f in sorted(q for q in p.rglob("*") if q.is_file()
+                    and not any(s.startswith(".") for s in q.relative_to(p).parts)):
+        h.update(f.relative_to(p).as_posix().encode() + b"\0")
+        h.update(_file_digest(f, f.stat().st_size).encode() + b"\0")
+    return "sha256-folder:" + h.hexdigest()
+
+
+def identity(path: str) -> str:
+    """What a trial's id hashes for its data: the content's SHA-256 (sampled above SMALL_FILE),
+    or the path as written when it cannot be read here (a URI, or a file missing on this machine,
+    which the data's own check then reports)."""
+    if not path or is_remote(path):
+        return path
+    try:
+        st = os.stat(path)
+        stamp = (st.st_size, st.st_mtime_ns, st.st_ino)  # a changed file is hashed again
+        return _identity(os.path.abspath(path), stamp)
+    except OSError:
+        return path
+
+
+def legacy_paths(written: str, resolved: str) -> list[str]:
+    """The path strings an id was computed from before paths were resolved: as written in the
+    spec, and as the resolved file seen from the current folder (the id of a store written when
+    the spec named the file relative to the folder the sweep ran from)."""
+    out = [written]
+    if resolved and not is_remote(resolved) and os.path.isabs(resolved):
+        rel = os.path.relpath(resolved)
+        if rel not in out:
+            out.append(rel)
+    return out
