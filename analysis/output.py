@@ -48,7 +48,7 @@ def _table_digest(df: pd.DataFrame) -> str:
 
 def fingerprint(runs: pd.DataFrame, curves: pd.DataFrame) -> dict:
     """Row counts and a hash of every value of the runs and curves as read."""
-    return {"runs": int(len(runs)), "curves": int(len(curves)),
+    return {"runs": len(runs), "curves": len(curves),
             "sha256": hashlib.sha256((_table_digest(runs) + _table_digest(curves)).encode()).hexdigest()}
 
 
@@ -194,5 +194,4 @@ class ReportOutput:
 
 
 def _why(exc: BaseException) -> str:
-    text = reason(exc)
-    return text[:-1] if text.endswith(".") else text
+    return reason(exc).removesuffix(".")

@@ -237,11 +237,12 @@ def test_extend_finished_sweep_runs_only_new_points(ray_cluster, tmp_path):
     assert len(final) == 5 and final.loc[target, "wall_s"] != after.loc[target, "wall_s"]  # a new row
 
 
-def test_relative_text_path_is_read_from_where_the_sweep_started(ray_cluster, tmp_path):
-    """Tune runs each trial in its own folder; a spec's relative data path still means the
-    folder the sweep was started from, and the stored config keeps the path as written."""
-    (tmp_path / "corpus.txt").write_text("to be or not to be, that is the question. " * 200)
-    spec = write_spec(tmp_path / "text.toml", "textrel", [1], [8], steps=10)
+def test_relative_text_path_is_read_from_the_specs_folder(ray_cluster, tmp_path):
+    """Tune runs each trial in its own folder, and the sweep may start from any folder: a spec's
+    relative data path means the spec file's folder, and the stored config names the file read."""
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "corpus.txt").write_text("to be or not to be, that is the question. " * 200)
+    spec = write_spec(tmp_path / "specs" / "text.toml", "textrel", [1], [8], steps=10)
     spec.write_text(spec.read_text().replace("[data]\nvocab_size = 16",
                                              '[data]\nsource = "text"\npath = "corpus.txt"'))
     store = tmp_path / "store"
@@ -251,7 +252,7 @@ def test_relative_text_path_is_read_from_where_the_sweep_started(ray_cluster, tm
     assert r.returncode == 0, r.stdout + r.stderr
     runs = pd.read_parquet(store / "runs.parquet")
     assert list(runs["status"]) == ["ok"], runs["error"].tolist()
-    assert '"path": "corpus.txt"' in runs["data_config"].iloc[0]
+    assert f'"path": "{tmp_path / "specs" / "corpus.txt"}"' in runs["data_config"].iloc[0]
 
 
 def test_submit_through_jobs_api_with_token(ray_cluster, tmp_path):
