@@ -37,11 +37,13 @@ def _table_digest(df: pd.DataFrame) -> str:
     """Independent of row and column order (a store's compaction reorders rows)."""
     if df is None or df.empty:
         return "empty"
-    df = df[sorted(df.columns, key=str)].copy()
-    for c in df.columns:
-        if df[c].dtype == object:
-            df[c] = df[c].astype(str)  # lists or dicts from JSON lines hash as their text
-    rows = np.sort(pd.util.hash_pandas_object(df, index=False).to_numpy())
+    df = df[sorted(df.columns, key=str)]
+    try:
+        rows = pd.util.hash_pandas_object(df, index=False).to_numpy()
+    except TypeError:  # lists or dicts (from JSON lines) hash as their text
+        df = df.astype({c: str for c in df.columns if df[c].dtype == object})
+        rows = pd.util.hash_pandas_object(df, index=False).to_numpy()
+    rows = np.sort(rows)
     cols = "\0".join(map(str, df.columns)).encode()
     return hashlib.sha256(cols + rows.tobytes()).hexdigest()
 
@@ -112,16 +114,23 @@ def terminate_cleanly() -> None:
 
 
 # -- publishing ---------------------------------------------------------------------------------
+def _inside(name: object) -> bool:
+    """A name inside the report folder: a list read from disk must not reach outside it."""
+    return (isinstance(name, str) and bool(name) and not os.path.isabs(name)
+            and ".." not in Path(name).parts and name != MANIFEST)
+
+
 def _old_files(dest: Location) -> set[str]:
     """The files the report now in `dest` wrote: its manifest, or what an older report.json names."""
-    with contextlib.suppress(StoreError, ValueError, TypeError, AttributeError):
+    with contextlib.suppress(StoreError, ValueError, TypeError, AttributeError, KeyError):
         if dest.exists(MANIFEST):
-            return set(json.loads(dest.read_text(MANIFEST))["files"])
+            return {n for n in json.loads(dest.read_text(MANIFEST))["files"] if _inside(n)}
         if dest.exists("report.json"):
             report = json.loads(dest.read_text("report.json"))
             names = list((report.get("figures") or {}).get("written") or [])
             names += list((report.get("relrnn") or {}).get("figures") or [])
-            return set(_LEGACY_FILES) | {f"{n}.{e}" for n in names for e in ("png", "pdf")}
+            return {n for n in set(_LEGACY_FILES) | {f"{n}.{e}" for n in names for e in ("png", "pdf")}
+                    if _inside(n)}
     return set()
 
 

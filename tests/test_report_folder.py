@@ -149,3 +149,14 @@ def test_a_killed_analyze_leaves_no_working_folder(tmp_path, sig):
     r = cli("analyze", csv, "--out", tmp_path / "E", "--bootstrap", "5")
     assert r.returncode == 0, r.stderr
     assert _work_folders(tmp_path) == []
+
+
+def test_a_report_file_list_never_reaches_outside_its_folder(tmp_path):
+    out = tmp_path / "D"
+    out.mkdir()
+    outside = tmp_path / "precious.txt"
+    outside.write_text("mine")
+    (out / "report-files.json").write_text(json.dumps({"files": ["../precious.txt", str(outside)]}))
+    r = cli("analyze", shapeless_csv(tmp_path / "b.csv"), "--out", out, "--bootstrap", "5")
+    assert r.returncode == 0, r.stderr
+    assert outside.read_text() == "mine"
