@@ -21,7 +21,7 @@ from analysis.inputs import Dataset, InputError, default_out, load, locate
 from analysis.markdown import render, render_kaplan
 from analysis.output import ReportOutput, check_fingerprint, fingerprint
 from depthwidth.accounting import machine_memory_bytes
-from depthwidth.clitools import reason
+from depthwidth.clitools import reason, store_owning
 from depthwidth.config import RECURRENT_FAMILIES
 from depthwidth.published import KAPLAN_2020
 from depthwidth.results import ANALYSIS_DIR, Location, StoreError, atomic_file
@@ -256,7 +256,11 @@ def output_location(out_dir: str | Path | None, source: str | Path, kind: str) -
     """The report's destination, checked to be writable before any fit runs."""
     try:
         if out_dir is not None:
-            return Location.writable(out_dir, "--out")
+            dest = Location.writable(out_dir, "--out")
+            if dest.is_local and (store := store_owning(Path(dest.root) / "report.json")):
+                raise InputError(f"--out = {str(out_dir)!r} is invalid: it is inside the results "
+                                 f"store {str(store)!r}'s own files; write the report elsewhere.")
+            return dest
         dest = default_out(source, kind)
         dest.check_writable("the report folder")
         return dest

@@ -79,3 +79,13 @@ def test_train_json_replaces_an_existing_file_only_with_force(tmp_path):
     assert sentence(r) == (f"--json = '{target}' is invalid: the file already exists; give --force "
                            f"to replace it.")
     assert r.stdout == "" and target.read_text() == "{}"
+
+
+def test_analyze_never_writes_a_report_among_a_stores_own_files(store, tmp_path):
+    (store / "parts").mkdir()
+    before = sorted(p.relative_to(store) for p in store.rglob("*"))
+    for out in (store / "parts", store / "tune" / "report"):
+        r = cli("analyze", store, "--out", out, "--bootstrap", "5")
+        assert sentence(r) == (f"--out = '{out}' is invalid: it is inside the results store "
+                               f"'{store}''s own files; write the report elsewhere.")
+    assert sorted(p.relative_to(store) for p in store.rglob("*")) == before
