@@ -82,12 +82,8 @@ def format_minutes(minutes: int) -> str:
 # -- where the store lives ----------------------------------------------------------------------
 
 def filesystem_of(path: str, mounts_text: str | None = None) -> tuple[str, str]:
-    """(filesystem type, mount point) of the mount holding `path` (its nearest existing folder),
-    from /proc/mounts; ("unknown", "") where that cannot be read (not Linux)."""
-    probe = os.path.abspath(path)
-    while not os.path.exists(probe) and probe != os.path.dirname(probe):
-        probe = os.path.dirname(probe)
-    probe = os.path.realpath(probe)
+    """(filesystem type, mount point) of the mount holding `path`, from /proc/mounts; ("unknown", "") where that cannot be read (not Linux)."""
+    probe = os.path.realpath(path)  # a folder not made yet is on the mount of its parent
     if mounts_text is None:
         try:
             with open("/proc/mounts", encoding="utf-8") as f:
@@ -251,6 +247,8 @@ fi
 export RAY_AUTH_TOKEN
 unset RAY_ADDRESS RAY_AUTH_TOKEN_PATH
 export RAY_USAGE_STATS_ENABLED=0
+# When the sweep is over (or stopped) there is nothing to drain: Ray stops at once, not in 30 s.
+export RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0
 
 # Trials checkpoint at their next evaluation once this file exists (see on_signal).
 export DEPTHWIDTH_CHECKPOINT_REQUEST="$FOLDER/checkpoint-now-$JOB"
@@ -266,7 +264,7 @@ N=${#NODES[@]}
 if [ "$N" -gt 1 ]; then
   HEAD_IP=${DEPTHWIDTH_HEAD_IP:-$(hostname -I | awk '{print $1}')}
 else
-  HEAD_IP=127.0.0.1  # one node: nothing listens beyond the loopback interface
+  HEAD_IP=127.0.0.1  # one node: its processes find each other on the loopback address
 fi
 ADDRESS="$HEAD_IP:$GCS_PORT"
 
