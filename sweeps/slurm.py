@@ -294,7 +294,8 @@ on_signal() {
     [ -n "$DRIVER_PID" ] && kill -0 "$DRIVER_PID" 2>/dev/null || break
     sleep 1
   done
-  [ -n "$DRIVER_PID" ] && kill -INT "$DRIVER_PID" 2>/dev/null
+  # SIGUSR1 is Ray Tune's graceful stop (SIGINT is ignored by a job started with &)
+  [ -n "$DRIVER_PID" ] && kill -USR1 "$DRIVER_PID" 2>/dev/null
 }
 trap 'on_signal USR1' USR1
 trap 'on_signal TERM' TERM

@@ -270,32 +270,24 @@ def test_cancel_then_resubmit_finishes_without_rerunning(slurm: Slurm, tmp_path:
 
 
 @pytest.mark.slow
-def test_requeue_and_time_limit_signal_resume_from_the_store(slurm: Slurm, tmp_path: Path):
-    spec, store, hook, ids = _setup(tmp_path, "requeue", hold=["1", "2"])
+def test_scontrol_requeue_resumes_from_the_store(slurm: Slurm, tmp_path: Path):
+    spec, store, hook, ids = _setup(tmp_path, "requeue", hold=["1"])
     job = _submit(slurm, spec, store, hook, tmp_path)
-    out = store / "slurm" / f"slurm-{job}.out"
     _wait("a trial stored and the next one checkpointed",
           lambda: ids[0] in _stored(store) and (hook / f"{ids[1]}.pid").exists(), slurm, store)
     slurm.run("scontrol", "requeue", job)  # what a preempting scheduler does
-    # back in the queue, it starts again by itself: the held trial resumes, the third holds
-    _wait("the requeued job to resume and reach the third trial",
-          lambda: (hook / f"{ids[2]}.pid").exists(), slurm, store)
-    assert _stored(store) == {ids[0], ids[1]}
-    # the warning SLURM sends --grace seconds before the time limit (--signal=B:USR1@10)
-    slurm.run("scancel", "--batch", "--signal=USR1", job)
-    _wait("the job to requeue itself and finish",
-          lambda: _stored(store) == set(ids) and slurm.state(job) in ("COMPLETED", "FAILED", ""),
+    # back in the queue, the same job starts again by itself and finishes the sweep
+    _wait("the requeued job to finish",
+          lambda: slurm.restarts(job) == 1 and slurm.state(job) in ("COMPLETED", "FAILED", ""),
           slurm, store)
-    text = out.read_text()
+    text = (store / "slurm" / f"slurm-{job}.out").read_text()
     assert slurm.state(job) == "COMPLETED", text
-    assert slurm.restarts(job) == 2
-    assert "SIGUSR1: asking running trials for a checkpoint" in text
-    assert f"requeueing job {job}" in text
+    assert "(restart 1)" in text
+    assert _stored(store) == set(ids)
     starts = _starts(hook)
-    for i, n in ((0, 1), (1, 2), (2, 2), (3, 1)):  # each finished trial ran to its end once
-        assert [t for t, _ in starts].count(ids[i]) == n, starts
-    resumed = dict(reversed([(t, s) for t, s in starts]))  # the first start of each
-    assert [s for t, s in starts if t == ids[2]][-1] > 0 and resumed[ids[3]] == 0
+    assert [t for t, _ in starts].count(ids[0]) == 1  # finished before the requeue: not rerun
+    assert [s for t, s in starts if t == ids[1]][0] == 0 and [s for t, s in starts if t == ids[1]][1] > 0
+    assert [t for t, _ in starts] == [ids[0], ids[1], ids[1], ids[2], ids[3]]
 
 
 def test_bad_options_exit_2_and_write_nothing(tmp_path: Path):
@@ -364,55 +356,74 @@ def test_a_checkpoint_request_checkpoints_at_the_next_evaluation(tmp_path: Path,
     assert saved == [(10, False), (20, False), (30, True), (40, True), (50, True)]
 
 
-MULTINODE_STUBS = {
-    "scontrol": 'if [ "$1 $2" = "show hostnames" ]; then printf "n1\\nn2\\nn3\\n"; '
+# Stand-ins for the commands the batch script calls; each records its call in $CALLS.
+STUBS = {
+    "scontrol": 'if [ "$1 $2" = "show hostnames" ]; then printf "%s\\n" $STUB_NODES; '
                 'else echo "scontrol $*" >> "$CALLS"; fi',
-    "srun": 'echo "srun $*" >> "$CALLS"\nfor a in "$@"; do case "$a" in --nodelist=*) '
+    # one `bash -c ray_worker` per node, each in its own session, stopped as srun stops its tasks
+    "srun": 'echo "srun $*" >> "$CALLS"\npids=()\nfor a in "$@"; do case "$a" in --nodelist=*) '
             'nodes=${a#--nodelist=};; esac; done\n'
-            'for n in ${nodes//,/ }; do NODE=$n bash -c ray_worker & done\nwait',
-    "ray": 'echo "ray[${NODE:-head}] $*" >> "$CALLS"\nexec sleep 15',
-    # wait-nodes returns once the three nodes' ray have started, as the real one does
+            'for n in ${nodes//,/ }; do NODE=$n setsid bash -c ray_worker & pids+=($!); done\n'
+            'trap \'for p in "${pids[@]}"; do kill -TERM -- "-$p"; done; wait; exit 0\' TERM\nwait',
+    "ray": 'echo "ray[${NODE:-head}] $*" >> "$CALLS"\n'
+           'trap \'echo "ray[${NODE:-head}] stopped" >> "$CALLS"; exit 0\' TERM\nsleep 30 & wait',
+    # wait-nodes returns once every node's ray has started, as the real one does; the sweep
+    # returns at once, or (STUB_RUN_WAITS) runs until Tune's stop signal, SIGUSR1
     "py": 'echo "py $*" >> "$CALLS"\ncase "$1 $2" in "-c import"*) echo token;; '
-          '"-m sweeps.slurm") for _ in $(seq 200); do [ "$(grep -c "^ray" "$CALLS")" -ge 3 ] '
-          '&& echo joined >> "$CALLS" && break; sleep 0.05; done;; esac\nexit 0',
+          '"-m sweeps.slurm") for _ in $(seq 200); do [ "$(grep -c "^ray.* start" "$CALLS")" -ge '
+          '"$(echo $STUB_NODES | wc -w)" ] && echo joined >> "$CALLS" && break; sleep 0.05; done;; '
+          '"-m sweeps.cli") [ -n "${STUB_RUN_WAITS:-}" ] || exit 0; trap \'[ -e '
+          '"$DEPTHWIDTH_CHECKPOINT_REQUEST" ] && echo checkpoint-requested >> "$CALLS"; '
+          'echo "driver stopped" >> "$CALLS"; exit 1\' USR1; echo "driver running" >> "$CALLS"; '
+          'for _ in $(seq 300); do sleep 0.1; done;; esac\nexit 0',
 }
 
 
-def test_multinode_script_starts_the_head_on_the_first_node_and_workers_on_the_rest(tmp_path: Path):
-    """The script run with stand-ins for scontrol, srun, ray and python on a 3-node allocation
-    (the real multi-node path cannot run here): which node starts what, and in which order."""
+def _stub_job(tmp_path: Path, nodes: list[str], grace: int = 120, **env: str):
+    """The batch script for len(nodes) nodes with the stand-ins on PATH: (script, env, calls)."""
     from sweeps.slurm import JobOptions, render
     from sweeps.spec import parse_spec
-    spec = parse_spec(SPEC.format(name="multi", storage=tmp_path / "store"))
-    opts = JobOptions(nodes=3, gpus_per_node=0, cpus_per_task=4, mem="8G", time="01:00:00")
+    spec = parse_spec(SPEC.format(name="stub", storage=tmp_path / "store"))
+    opts = JobOptions(nodes=len(nodes), gpus_per_node=0, cpus_per_task=4, mem="8G",
+                      time="01:00:00", grace_s=grace)
     folder = tmp_path / "store" / "slurm"
     folder.mkdir(parents=True)
-    text = render(spec, opts, "/specs/multi.toml", str(tmp_path / "store"), str(folder))
+    text = render(spec, opts, "/specs/stub.toml", str(tmp_path / "store"), str(folder))
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    for name, body in MULTINODE_STUBS.items():
+    for name, body in STUBS.items():
         (bindir / name).write_text("#!/bin/bash\n" + body + "\n")
         (bindir / name).chmod(0o755)
     text = "\n".join(f"PY={bindir / 'py'}" if ln.startswith("PY=") else
                      f"RAY={bindir / 'ray'}" if ln.startswith("RAY=") else ln
                      for ln in text.splitlines())
-    (tmp_path / "job.sh").write_text(text)
+    script = tmp_path / "job.sh"
+    script.write_text(text)
     calls = tmp_path / "calls.log"
+    calls.touch()
     env = {"PATH": f"{bindir}:/usr/bin:/bin", "CALLS": str(calls), "SLURM_JOB_ID": "123",
-           "SLURM_JOB_NODELIST": "n[1-3]", "SLURM_CPUS_PER_TASK": "4",
-           "DEPTHWIDTH_HEAD_IP": "10.0.0.1", "HOME": str(tmp_path)}
-    done = subprocess.run(["bash", str(tmp_path / "job.sh")], env=env, capture_output=True,
-                          text=True, timeout=60)
+           "SLURM_JOB_NODELIST": "n[1-3]", "SLURM_CPUS_PER_TASK": "4", "STUB_NODES": " ".join(nodes),
+           "DEPTHWIDTH_HEAD_IP": "10.0.0.1", "HOME": str(tmp_path), **env}
+    return script, env, calls
+
+
+def test_multinode_script_starts_the_head_on_the_first_node_and_workers_on_the_rest(tmp_path: Path):
+    """The script run with stand-ins for scontrol, srun, ray and python on a 3-node allocation
+    (the real multi-node path cannot run here): which node starts what, in which order, and
+    that every node's Ray is stopped at the end."""
+    script, env, calls = _stub_job(tmp_path, ["n1", "n2", "n3"])
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     log = calls.read_text().splitlines()
     port = 20000 + (123 % 225) * 200
-    head = [ln for ln in log if ln.startswith("ray[head]")]
-    workers = sorted(ln.split("]")[0] for ln in log if ln.startswith("ray[n"))
+    head = [ln for ln in log if ln.startswith("ray[head] start")]
     assert len(head) == 1 and "--head" in head[0] and f"--port={port}" in head[0]
     assert "--node-ip-address=10.0.0.1" in head[0] and "--temp-dir=/tmp/dw-123" in head[0]
-    assert workers == ["ray[n2", "ray[n3"]  # the first node runs the head and no worker
-    for ln in log:
-        if ln.startswith("ray[n"):
+    workers = [ln for ln in log if ln.startswith("ray[n")]
+    # the first node runs the head and no worker; every other node one worker
+    assert sorted(ln.split("]")[0] for ln in workers if " start " in ln) == ["ray[n2", "ray[n3"]
+    for ln in workers:
+        if " start " in ln:
             assert f"--address=10.0.0.1:{port}" in ln and "--head" not in ln
             assert "--num-cpus=4" in ln and "--temp-dir=/tmp/dw-123" in ln
     srun = next(ln for ln in log if ln.startswith("srun"))
@@ -421,5 +432,28 @@ def test_multinode_script_starts_the_head_on_the_first_node_and_workers_on_the_r
     assert f"--address 10.0.0.1:{port}" in wait and "--nodes 3" in wait
     run = next(i for i, ln in enumerate(log) if ln.startswith("py -m sweeps.cli run"))
     assert log.index("joined") < run  # the sweep starts once every node has joined
-    assert f"--address 10.0.0.1:{port}" in log[run] and "/specs/multi.toml" in log[run]
+    assert f"--address 10.0.0.1:{port}" in log[run] and "/specs/stub.toml" in log[run]
+    assert {"ray[head] stopped", "ray[n2] stopped", "ray[n3] stopped"} <= set(log[run:])
     assert not any(ln.startswith("scontrol requeue") for ln in log)  # finished: no requeue
+
+
+def test_time_limit_signal_checkpoints_stops_and_requeues(tmp_path: Path):
+    """SIGUSR1 to the batch shell (SLURM's warning, --signal=B:USR1@GRACE): the checkpoint
+    request appears, the driver gets Tune's stop signal GRACE/2 s later, Ray stops and the job
+    puts itself back in the queue."""
+    script, env, calls = _stub_job(tmp_path, ["n1"], grace=4, STUB_RUN_WAITS="1")
+    job = subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 30
+    while "driver running" not in calls.read_text():
+        assert time.monotonic() < deadline and job.poll() is None, calls.read_text()
+        time.sleep(0.05)
+    job.send_signal(signal.SIGUSR1)
+    out, _ = job.communicate(timeout=30)
+    log = calls.read_text().splitlines()
+    assert job.returncode == 1, out
+    assert "SIGUSR1: asking running trials for a checkpoint" in out
+    stop = log.index("driver stopped")
+    assert log[stop - 1] == "checkpoint-requested"  # the request came before the stop
+    assert "ray[head] stopped" in log[stop:] and log[-1] == "scontrol requeue 123"
+    assert not list((tmp_path / "store" / "slurm").glob("checkpoint-now-*"))  # cleared again
