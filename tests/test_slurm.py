@@ -290,23 +290,30 @@ def test_scontrol_requeue_resumes_from_the_store(slurm: Slurm, tmp_path: Path):
     assert [t for t, _ in starts] == [ids[0], ids[1], ids[1], ids[2], ids[3]]
 
 
-def test_bad_options_exit_2_and_write_nothing(tmp_path: Path):
+def test_bad_options_exit_2_and_write_nothing(tmp_path: Path, capsys, monkeypatch):
+    from sweeps.cli import main
     spec = tmp_path / "bad.toml"
     spec.write_text(SPEC.format(name="bad", storage=tmp_path / "store"))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    for args, field in ((["--nodes", "0"], "--nodes = 0"), (["--time=-5"], "--time = '-5'"),
-                        (["--time", "0"], "--time = '0'"), (["--time", "1:2:3:4"], "--time"),
+    out = _cli("slurm", str(spec), "--nodes", "0", env=env, cwd=tmp_path)  # the real command once
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "depthwidth: error: --nodes = 0 is invalid: a job needs at least one node.")
+    monkeypatch.chdir(tmp_path)
+    for args, field in ((["--time=-5"], "--time = '-5'"), (["--time", "0"], "--time = '0'"),
+                        (["--time", "1:2:3:4"], "--time = '1:2:3:4'"),
                         (["--gpus-per-node", "1"], "--gpus-per-node = 1"),
                         (["--nodes", "2"], "node-local storage"),
                         (["--cpus-per-task", "0"], "--cpus-per-task = 0"),
-                        (["--partition", "a b"], "--partition"),
-                        (["--sbatch-arg", "exclusive"], "--sbatch-arg")):
-        out = _cli("slurm", str(spec), *args, env=env, cwd=tmp_path)
-        assert out.returncode == 2, (args, out.stdout, out.stderr)
-        assert field in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+                        (["--mem", "lots"], "--mem = 'lots'"),
+                        (["--partition", "a b"], "--partition = 'a b'"),
+                        (["--sbatch-arg", "exclusive"], "--sbatch-arg = 'exclusive'"),
+                        (["--time", "0:30", "--grace", "60"], "--grace = 60")):
+        assert main(["slurm", str(spec), *args]) == 2, args
+        err = capsys.readouterr().err
+        assert field in err and len(err.strip().splitlines()) == 1, err
         assert not (tmp_path / "store").exists(), args
-    out = _cli("slurm-status", str(tmp_path / "nowhere"), env=env, cwd=tmp_path)
-    assert out.returncode == 2 and "store" in out.stderr
+    assert main(["slurm-status", str(tmp_path / "nowhere")]) == 2
+    assert "store" in capsys.readouterr().err
 
 
 def test_smoke_script_is_valid_and_starts_ray(tmp_path: Path):
