@@ -264,7 +264,9 @@ N=${#NODES[@]}
 if [ "$N" -gt 1 ]; then
   HEAD_IP=${DEPTHWIDTH_HEAD_IP:-$(hostname -I | awk '{print $1}')}
 else
-  HEAD_IP=127.0.0.1  # one node: its processes find each other on the loopback address
+  # one node: Ray's switch for a single-machine cluster keeps every port on 127.0.0.1
+  HEAD_IP=127.0.0.1
+  export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
 fi
 ADDRESS="$HEAD_IP:$GCS_PORT"
 
