@@ -457,7 +457,7 @@ def write_script(path: str, text: str) -> None:
 def submit(path: str, folder: str) -> str:
     """sbatch the script; the job id is appended to the folder's jobs.txt for slurm-status."""
     import datetime as _dt
-    proc = subprocess.run(["sbatch", "--parsable", path], capture_output=True, text=True)
+    proc = subprocess.run(["sbatch", "--parsable", path], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         why = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
         raise SpecError(f"sbatch refused {path}: {why}")
@@ -510,7 +510,7 @@ def cmd_slurm(args: argparse.Namespace) -> int:
 
 def _run(cmd: list[str]) -> tuple[int, str]:
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return 127, str(exc)
     return proc.returncode, (proc.stdout if proc.returncode == 0 else proc.stderr).strip()
@@ -558,15 +558,16 @@ def sweep_progress(location: str) -> list[str]:
     done = 0 if stored is None else int(stored["status"].isin(["ok", "diverged"]).sum())
     failed = 0 if stored is None else int((stored["status"] == "failed").sum())
     finished = set() if stored is None else set(stored["trial_id"])
-    started = [t for t in trial_dirs(store, [i for i in ids if i not in finished])]
+    started = list(trial_dirs(store, [i for i in ids if i not in finished]))
     plan = totals(spec, plan_rows(spec))
     spent = 0.0 if stored is None else float(stored["flops"].sum())
     share = spent / plan["flops"] if plan["flops"] else 0.0
-    return [f"trials: {done} done, {len(started)} started (running, or checkpointed and waiting "
-            f"to resume), {failed} failed, {n - done - failed - len(started)} not started; "
-            f"{n} in the sweep",
-            f"compute: {spent:.3g} FLOPs of finished trials, of {plan['flops']:.3g} planned "
-            f"({share:.0%})"]
+    trials = (f"trials: {done} done, {len(started)} started (running, or checkpointed and waiting "
+              f"to resume), {failed} failed, {n - done - failed - len(started)} not started; "
+              f"{n} in the sweep")
+    compute = (f"compute: {spent:.3g} FLOPs of finished trials, of {plan['flops']:.3g} planned "
+               f"({share:.0%})")
+    return [trials, compute]
 
 
 def cmd_status(args: argparse.Namespace) -> int:
