@@ -30,8 +30,8 @@ family = "transformer"
 heads = 2
 seq_len = 16
 [data]
-source = "pcfg"
-vocab_size = 32
+source = "copy"      # built in a moment (a PCFG takes seconds per process)
+task_length = 4
 [train]
 batch_size = 8
 eval_every = 10
@@ -359,9 +359,9 @@ def test_a_checkpoint_request_checkpoints_at_the_next_evaluation(tmp_path: Path,
         saved.append((metrics["step"], checkpoint is not None))
 
     train(ModelConfig(family="transformer", depth=1, width=16, heads=2, seq_len=16, vocab_size=32),
-          DataConfig(source="pcfg", vocab_size=32),
+          DataConfig(source="copy", task_length=4),
           TrainConfig(batch_size=4, steps=50, eval_every=10, eval_batches=1, warmup_steps=2,
-                      checkpoint_every=100), report=report, checkpoint_dir=tmp_path / "ckpt")
+                      checkpoint_every=100, threads=1), report=report, checkpoint_dir=tmp_path / "ckpt")
     assert saved == [(10, False), (20, False), (30, True), (40, True), (50, True)]
 
 
