@@ -250,6 +250,9 @@ def test_cancel_then_resubmit_finishes_without_rerunning(slurm: Slurm, tmp_path:
     # the first trial is stored, the second holds at its first checkpoint: cancel the job there
     _wait("a trial stored and the next one checkpointed",
           lambda: ids[0] in _stored(store) and (hook / f"{ids[1]}.pid").exists(), slurm, store)
+    status = _cli("slurm-status", str(store), env=slurm.env, cwd=tmp_path)
+    assert f"SLURM job {job}: RUNNING" in status.stdout and "[squeue]" in status.stdout, status
+    assert "trials: 1 done, 1 started" in status.stdout and "2 not started" in status.stdout
     slurm.run("scancel", job)
     _wait("the cancelled job to end", lambda: slurm.state(job) in ("CANCELLED", ""), slurm, store)
     assert _stored(store) == {ids[0]}
