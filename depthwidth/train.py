@@ -33,6 +33,9 @@ CHECKPOINT_FILE = "state.pt"
 # far past anything a model that is still learning produces, and it stops a blown-up run early.
 DIVERGENCE_FACTOR = 10.0
 PROFILES_KEPT = 8  # gradient profiles over training kept in a run's metrics
+# A file whose existence asks every running trial for a checkpoint at its next evaluation (a
+# SLURM job told it will be preempted or reach its time limit, sweeps/slurm.py)
+CHECKPOINT_REQUEST_ENV = "DEPTHWIDTH_CHECKPOINT_REQUEST"
 
 # report(metrics) after every evaluation, or report(metrics, checkpoint=folder) when that
 # evaluation also wrote a checkpoint: the shape of tune.report.
@@ -263,6 +266,11 @@ def _profiles_over_training(curve: list[dict[str, Any]]) -> dict[str, Any]:
             "grad_profile_norms": [list(have[i]["grad_norms"]) for i in idx]}
 
 
+def checkpoint_requested() -> bool:
+    flag = os.environ.get(CHECKPOINT_REQUEST_ENV)
+    return bool(flag) and os.path.exists(flag)
+
+
 def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
           report: Report | None = None, checkpoint_dir: str | os.PathLike | None = None,
           resume_from: str | os.PathLike | None = None, parallel: Parallel | None = None) -> RunResult:
@@ -377,7 +385,8 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
                 curve.append(metrics)
                 saved = None
                 if checkpoint_dir is not None and status == "ok" and (
-                        n_evals % train_cfg.checkpoint_every == 0 or step == train_cfg.steps):
+                        n_evals % train_cfg.checkpoint_every == 0 or step == train_cfg.steps
+                        or checkpoint_requested()):
                     weights, moments = (dp.state(model, opt) if dp is not None
                                         else (model.state_dict(), opt.state_dict()))
                     if dp is None or dp.rank == 0:

@@ -220,6 +220,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="one JSON object per trial and line (size, memory, GPU share, Ray resources)")
     p.set_defaults(func=cmd_plan)
 
+    from sweeps.slurm import add_commands as add_slurm_commands
+    add_slurm_commands(sub)  # `slurm` and `slurm-status`
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `sweep` and its subcommands to the `depthwidth` parser."""
