@@ -24,6 +24,10 @@ from depthwidth.results import (ANALYSIS_DIR, CURVES, RUNS, STATUSES, Location, 
                                 read_tables)
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl", ".ndjson")
+# Columns that count parts of a model: whole numbers >= 1. Above 2^53 a float no longer holds
+# every whole number, and the int64 cast the fits use wraps to negative at 9.2e18.
+SHAPE_INT_COLUMNS = ("depth", "width", "heads", "vocab_size")
+MAX_SHAPE = 2 ** 53
 
 
 class InputError(ValueError):
@@ -86,6 +90,31 @@ def _check_positive(df: pd.DataFrame, cols: list[str], name: str, csv: bool) -> 
             why = "it must be a finite positive number"
             raise _row_error(name, c, int(df.index[pos]), raw.item() if hasattr(raw, "item") else raw,
                              why, csv)
+
+
+def _check_whole(df: pd.DataFrame, name: str, csv: bool) -> None:
+    """Every shape column present is a whole number in [1, 2^53]: a depth of 2.5 would be
+    rounded to 2, 0.4 to 0, and 1e30 wraps to a negative depth in the integer cast."""
+    for c in (c for c in SHAPE_INT_COLUMNS if c in df.columns):
+        vals = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(vals) | (vals < 1) | (vals > MAX_SHAPE) | (vals != np.round(vals))
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            raw = df[c].iloc[pos]
+            raise _row_error(name, c, int(df.index[pos]), raw.item() if hasattr(raw, "item") else raw,
+                             "a shape column must be a whole number from 1 to 2^53", csv)
+
+
+def _check_steps(df: pd.DataFrame, name: str, csv: bool) -> None:
+    steps = pd.to_numeric(df["step"], errors="coerce").to_numpy(float)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(steps) | (steps < 0)
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raw = df["step"].iloc[pos]
+        raise _row_error(name, "step", int(df.index[pos]), raw.item() if hasattr(raw, "item") else raw,
+                         "it must be a finite non-negative number", csv)
 
 
 def _check_size(df: pd.DataFrame, name: str, csv: bool) -> None:
@@ -160,10 +189,13 @@ def _check_shape_columns(table: pd.DataFrame, name: str) -> None:
 
 def _split_long(table: pd.DataFrame, name: str, csv: bool):
     """Long-format curves (one row per run and step) → one run per curve (its last point) + curves."""
-    loss_col = "loss" if "loss" in table.columns else "val_loss"
+    # a file with neither is told about 'loss', the name the documented table uses
+    loss_col = "val_loss" if "val_loss" in table.columns and "loss" not in table.columns else "loss"
     _require(table, [loss_col], name)
-    _check_positive(table, [c for c in ("depth", "width") if c in table.columns] + ["step", loss_col]
+    _check_positive(table, [c for c in ("depth", "width") if c in table.columns] + [loss_col]
                     + [c for c in ("n_params", "tokens") if c in table.columns], name, csv)
+    _check_steps(table, name, csv)  # step 0 (before training) is a point, as the store allows
+    _check_whole(table, name, csv)
     keys = ["trial_id"] if "trial_id" in table.columns else [
         c for c in ("depth", "width", "seed", "n_params", "family", "lr") if c in table.columns]
     t = table.copy()
@@ -175,7 +207,9 @@ def _split_long(table: pd.DataFrame, name: str, csv: bool):
 
 
 def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", notes=()) -> Dataset:
-    loss_col = "loss" if "loss" in runs.columns else "final_val_loss"
+    # a store names it final_val_loss; a file with neither is told about 'loss', its documented name
+    stored = "final_val_loss" in runs.columns or kind == "store"
+    loss_col = "final_val_loss" if stored and "loss" not in runs.columns else "loss"
     has_shape = "depth" in runs.columns and "width" in runs.columns
     _require(runs, (["depth", "width"] if kind == "store" or has_shape else ["n_params"])
              + [loss_col], name)
@@ -197,6 +231,7 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
     _check_positive(used, (["depth", "width"] if has_shape else []) + [loss_col]
                     + [c for c in checked if c in used], name, csv)
     n_excluded = {s: int((tf["status"] == s).sum()) for s in STATUSES if s != "ok"}
+    _check_whole(used, name, csv)
     if has_shape:
         _check_size(used, name, csv)
     fit_runs = used.copy()
@@ -234,11 +269,7 @@ def _fit_curves(curves: pd.DataFrame, fit_runs: pd.DataFrame, name: str, csv: bo
     # A curve point without a validation measurement (NaN) is a gap, not bad input.
     c = c[~c[loss_col].isna()]
     _check_positive(c, [loss_col], name, csv)
-    steps = pd.to_numeric(c["step"], errors="coerce")
-    if steps.isna().any() or (steps < 0).any():
-        pos = int(np.flatnonzero(steps.isna().to_numpy() | (steps < 0).to_numpy())[0])
-        raise _row_error(name, "step", int(c.index[pos]), c["step"].iloc[pos],
-                         "it must be a non-negative number", csv)
+    _check_steps(c, name, csv)
     c = c.drop(columns=[k for k in ("run_id", "n_params") if k in c.columns])
     c = c.merge(fit_runs[["trial_id", "run_id", "n_params"]], on="trial_id")
     c["loss"] = c[loss_col].astype(float)

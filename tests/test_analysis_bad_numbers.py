@@ -1,0 +1,77 @@
+"""`depthwidth analyze` on tables whose numbers are wrong or empty, through the CLI in a subprocess.
+
+Shape columns must be whole numbers, `--tune` must name a tuning axis, duplicate runs are dropped
+(or refused when they disagree), and a table with nothing to fit says why; each bad input exits 2
+with one sentence naming the column, the row and the value, and writes nothing.
+"""
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from analysis import synthetic
+
+
+def analyze(csv, out, *extra):
+    return subprocess.run([sys.executable, "-m", "depthwidth.cli", "analyze", str(csv), "--out",
+                           str(out), "--bootstrap", "0", *extra],
+                          capture_output=True, text=True, timeout=300)
+
+
+def planted(seeds=(0,), **cols) -> pd.DataFrame:
+    runs = synthetic.make_runs("two_regime", [1, 2, 3, 4], [16, 32, 64], dict(
+        E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0), noise=0.01, seeds=list(seeds))
+    df = runs[["depth", "width", "seed", "loss"]].copy()
+    for k, v in cols.items():
+        df[k] = v
+    return df
+
+
+def one_sentence_error(res) -> str:
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert res.stderr.startswith("depthwidth: error: ") and res.stderr.count("\n") == 1, res.stderr
+    return res.stderr
+
+
+@pytest.mark.parametrize("col, value, shown", [("depth", 1e30, "1e+30"), ("depth", 0.4, "0.4"),
+                                               ("depth", 2.5, "2.5"), ("width", 31.5, "31.5"),
+                                               ("heads", 0, "0"), ("heads", 1.5, "1.5")])
+def test_shape_columns_must_be_whole_numbers(tmp_path, col, value, shown):
+    df = planted(heads=2)
+    df[col] = df[col].astype(object)
+    df.loc[5, col] = value
+    df.to_csv(tmp_path / "runs.csv", index=False)
+    err = one_sentence_error(analyze(tmp_path / "runs.csv", tmp_path / "out"))
+    assert f"column '{col}' row 6 (line 7 of the file) is {shown}" in err
+    assert "whole number" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_long_format_curves_may_start_at_step_0(tmp_path):
+    final = planted()
+    rows = [{"trial_id": f"t{i}", "depth": r.depth, "width": r.width, "step": s,
+             "loss": r.loss + 1.0 / (1 + s)}
+            for i, r in enumerate(final.itertuples()) for s in (0, 10, 100)]
+    pd.DataFrame(rows).to_csv(tmp_path / "curves.csv", index=False)
+    res = analyze(tmp_path / "curves.csv", tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["n_runs"] == 12 and report["learning_curves"]["n_runs_with_curves"] == 12
+    bad = pd.DataFrame(rows)
+    bad.loc[4, "step"] = -1
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    err = one_sentence_error(analyze(tmp_path / "bad.csv", tmp_path / "out2"))
+    assert "column 'step' row 5 (line 6 of the file) is -1" in err
+
+
+@pytest.mark.parametrize("step", [False, True])
+def test_a_table_without_loss_names_loss(tmp_path, step):
+    df = planted().drop(columns=["loss"]).assign(val=1.0)
+    if step:
+        df["step"] = 10
+    df.to_csv(tmp_path / "runs.csv", index=False)
+    err = one_sentence_error(analyze(tmp_path / "runs.csv", tmp_path / "out"))
+    assert "missing required column 'loss'" in err and "final_val_loss" not in err
