@@ -75,3 +75,27 @@ def test_a_table_without_loss_names_loss(tmp_path, step):
     df.to_csv(tmp_path / "runs.csv", index=False)
     err = one_sentence_error(analyze(tmp_path / "runs.csv", tmp_path / "out"))
     assert "missing required column 'loss'" in err and "final_val_loss" not in err
+
+
+@pytest.mark.parametrize("col, why", [("depth", "defines the model"), ("width", "defines the model"),
+                                      ("trial_id", "winner's curse"), ("seed", "winner's curse"),
+                                      ("loss", "outcome"), ("status", "outcome"),
+                                      ("final_val_loss", "outcome")])
+def test_tune_must_name_a_tuning_axis(tmp_path, col, why):
+    df = planted(seeds=(0, 1), lr=1e-3, status="ok")
+    df["trial_id"] = [f"t{i}" for i in range(len(df))]
+    df.to_csv(tmp_path / "runs.csv", index=False)
+    err = one_sentence_error(analyze(tmp_path / "runs.csv", tmp_path / "out", "--tune", col))
+    assert f"--tune '{col}' is invalid" in err and why in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_tune_accepts_a_setting_column(tmp_path):
+    df = pd.concat([planted(seeds=(0, 1), dropout=0.0),
+                    planted(seeds=(0, 1), dropout=0.1).assign(loss=lambda d: d["loss"] * 1.05)])
+    df.to_csv(tmp_path / "runs.csv", index=False)
+    res = analyze(tmp_path / "runs.csv", tmp_path / "out", "--tune", "dropout")
+    assert res.returncode == 0, res.stderr
+    tuning = json.loads((tmp_path / "out" / "report.json").read_text())["tuning"]
+    assert tuning["axes"] == ["dropout"]
+    assert {b["dropout"] for b in tuning["best"]} == {0.0}  # the planted 5% worse setting loses
