@@ -12,7 +12,7 @@ pickles). Bad input raises InputError: one sentence naming the column and row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +48,7 @@ class Dataset:
     has_shape: bool = True      # depth and width known for every run
     n_params_source: dict = field(default_factory=dict)  # which N the fits use, and why
     notes: tuple = ()           # how the input was read
+    n_duplicates: int = 0       # rows dropped as exact repeats of a trial_id (and step)
 
 
 def locate(source: str | Path) -> tuple[Location, str]:
@@ -166,12 +167,45 @@ def _load_file(table: pd.DataFrame, name: str, src: Path | str) -> Dataset:
     kind = {"ndjson": "jsonl"}.get(suffix, suffix)
     csv = kind == "csv"
     _check_shape_columns(table, name)
+    table, dup_note = _drop_duplicates(table, name, csv)
+    n_dup = len(layout.table) - len(table)
     if "step" in table.columns:
         runs, curves = _split_long(table, name, csv)
     else:
         runs, curves = table, pd.DataFrame()
-    return _build(runs, curves, name, name, src, kind, csv=csv, layout=layout.name,
-                  notes=layout.notes)
+    ds = _build(runs, curves, name, name, src, kind, csv=csv, layout=layout.name,
+                notes=layout.notes + dup_note)
+    return replace(ds, n_duplicates=n_dup)
+
+
+def _drop_duplicates(table: pd.DataFrame, name: str, csv: bool) -> tuple[pd.DataFrame, tuple]:
+    """Each run once, as the store keeps it: rows repeating a trial_id (and step, in curves) with
+    the same values are dropped, with a note; repeats that disagree are refused, because which
+    one is the run cannot be told. Without a trial_id column every row is its own run."""
+    if "trial_id" not in table.columns:
+        return table, ()
+    keys = ["trial_id"] + (["step"] if "step" in table.columns else [])
+    keyed = table.assign(trial_id=table["trial_id"].astype(str))
+    same = keyed.duplicated(keep="first")
+    clash = keyed[~same].duplicated(keys, keep=False)
+    if clash.any():
+        rows = keyed[~same][clash]
+        first = rows.iloc[0]
+        twin = rows[(rows[keys] == first[keys]).all(axis=1)].iloc[1]
+        col = next(c for c in table.columns if not (first[c] == twin[c] or
+                                                    (pd.isna(first[c]) and pd.isna(twin[c]))))
+        at = " and step " + repr(first["step"]) if "step" in keys else ""
+        lines = (f" (lines {first.name + 2} and {twin.name + 2} of the file)" if csv else "")
+        raise InputError(f"{name}: trial_id {first['trial_id']!r}{at} appears in rows "
+                         f"{first.name + 1} and {twin.name + 1}{lines} with different values of "
+                         f"column '{col}' ({first[col]!r} and {twin[col]!r}); keep one row per run.")
+    n = int(same.sum())
+    if not n:
+        return table, ()
+    what = "rows" if "step" in keys else "runs"
+    note = (f"{n} duplicate {what} dropped: rows repeating a trial_id{' and step' * (what == 'rows')} "
+            f"with identical values count once, as in a results store")
+    return table[~same.to_numpy()], (note,)  # the index keeps each row's place in the file
 
 
 def _check_shape_columns(table: pd.DataFrame, name: str) -> None:

@@ -76,7 +76,8 @@ class _Fits:
 def inputs_section(ds: Dataset) -> dict:
     """How the input was read: its layout, whether it has shapes, and which N the fits use."""
     return {"layout": ds.layout, "kind": ds.kind, "has_shape": ds.has_shape,
-            "n_params": ds.n_params_source, "notes": list(ds.notes)}
+            "n_params": ds.n_params_source, "notes": list(ds.notes),
+            "n_duplicates_dropped": int(ds.n_duplicates)}
 
 
 def power_laws_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:

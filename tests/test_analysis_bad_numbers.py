@@ -99,3 +99,32 @@ def test_tune_accepts_a_setting_column(tmp_path):
     tuning = json.loads((tmp_path / "out" / "report.json").read_text())["tuning"]
     assert tuning["axes"] == ["dropout"]
     assert {b["dropout"] for b in tuning["best"]} == {0.0}  # the planted 5% worse setting loses
+
+
+def test_duplicate_runs_count_once_with_a_note(tmp_path):
+    df = planted(seeds=(0, 1))
+    df["trial_id"] = [f"t{i}" for i in range(len(df))]
+    once = analyze(_csv(tmp_path / "once.csv", df), tmp_path / "once")
+    twice = analyze(_csv(tmp_path / "twice.csv", pd.concat([df, df])), tmp_path / "twice")
+    assert once.returncode == 0 and twice.returncode == 0, twice.stderr
+    r1, r2 = (json.loads((tmp_path / d / "report.json").read_text()) for d in ("once", "twice"))
+    assert r2["n_runs"] == r1["n_runs"] == 24
+    assert r2["inputs"]["n_duplicates_dropped"] == 24 and r1["inputs"]["n_duplicates_dropped"] == 0
+    assert r2["regimes"]["models"] == r1["regimes"]["models"]  # the same fits, not narrower ones
+    assert any("24 duplicate runs dropped" in n for n in r2["inputs"]["notes"])
+    assert "24 duplicate runs dropped" in (tmp_path / "twice" / "report.md").read_text()
+
+
+def test_duplicate_runs_that_disagree_are_refused(tmp_path):
+    df = planted()
+    df["trial_id"] = [f"t{i}" for i in range(len(df))]
+    twin = df.iloc[[3]].assign(loss=9.0)
+    err = one_sentence_error(analyze(_csv(tmp_path / "runs.csv", pd.concat([df, twin])), tmp_path / "o"))
+    assert "trial_id 't3' appears in rows 4 and 13 (lines 5 and 14 of the file)" in err
+    assert "column 'loss'" in err and "9.0" in err
+    assert not (tmp_path / "o").exists()
+
+
+def _csv(path, df):
+    df.to_csv(path, index=False)
+    return path
