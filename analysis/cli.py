@@ -32,6 +32,8 @@ def _analyze(args) -> int:
                     no_tune=no_tune)
     except InputError as exc:
         return _fail(str(exc))
+    if r.get("nothing_to_fit"):
+        print(r["nothing_to_fit"][0].upper() + r["nothing_to_fit"][1:] + ".")
     thr = r["threshold"]
     t = r["tuning"]
     print(f"tuning axes: {', '.join(t['axes']) or 'none'}; selection: {t['rule']}; "

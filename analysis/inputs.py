@@ -291,6 +291,31 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
                    layout=layout, has_shape=has_shape, n_params_source=n_source, notes=tuple(notes))
 
 
+def nothing_to_fit(ds: Dataset) -> str | None:
+    """Why a dataset has no transformer run to fit, as one sentence, or None when it has one.
+    Raises InputError when nothing at all can be reported (no rows, or every run diverged or
+    failed); a table of recurrent runs only still gets its recurrent-family report, and the
+    sentence says the depth-width sections are empty."""
+    if len(ds.runs):
+        return None
+    name = Path(str(ds.source)).name if ds.kind != "store" else str(ds.source)
+    runs = ds.all_runs
+    if runs.empty:
+        raise InputError(f"{name}: has no runs (only a header), so there is nothing to fit.")
+    tf = runs[runs["family"] == "transformer"]
+    if len(tf):
+        counts = ", ".join(f"{s} {n}" for s, n in ds.n_excluded.items() if n)
+        raise InputError(f"{name}: nothing to fit: none of its {len(tf)} transformer runs has "
+                         f"status ok ({counts}).")
+    fams = ", ".join(ds.families)
+    from depthwidth.config import RECURRENT_FAMILIES
+    if not any(f in RECURRENT_FAMILIES for f in ds.families):
+        raise InputError(f"{name}: nothing to fit: no run is a transformer (column 'family' holds "
+                         f"{fams}).")
+    return (f"nothing to fit in the depth-width sections: all {len(runs)} runs are {fams}, not "
+            f"transformer; the recurrent-family section reports them")
+
+
 def _fit_curves(curves: pd.DataFrame, fit_runs: pd.DataFrame, name: str, csv: bool) -> pd.DataFrame:
     cols = ["run_id", "trial_id", "n_params", "step", "loss", "tokens"]
     if curves.empty:

@@ -11,7 +11,7 @@ import json
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +19,7 @@ import numpy as np
 from analysis import chinchilla, kaplan, levine, plots, powerlaw, regimes, threshold, tokens, tuning
 from analysis._blas import single_threaded
 from analysis.fitcore import bootstrap_bytes
-from analysis.inputs import Dataset, InputError, default_out, load, locate
+from analysis.inputs import Dataset, InputError, default_out, load, locate, nothing_to_fit
 from analysis.markdown import render, render_kaplan
 from depthwidth.accounting import machine_memory_bytes
 from depthwidth.clitools import reason
@@ -314,6 +314,8 @@ def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: in
     check_bootstrap(bootstrap, seed)
     watch = Stopwatch()
     ds = load(source)
+    if (empty := nothing_to_fit(ds)):  # raises when there is nothing to report at all
+        ds = replace(ds, notes=(empty,) + ds.notes)
     ds, tuned = tuning.apply(ds, tuple(tune), selection, no_tune)
     check_bootstrap(bootstrap, seed, len(ds.runs), len(ds.curves))
     dest = output_location(out_dir, source, ds.kind)
@@ -322,6 +324,7 @@ def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: in
     try:
         report = build_report(ds, int(bootstrap), int(seed), watch)
         report["tuning"] = tuned
+        report["nothing_to_fit"] = empty
         report["report_dir"] = dest.display()
         if any(f in RECURRENT_FAMILIES for f in ds.families):
             report["relrnn"] = powerlaw.json_safe(_relrnn(ds, out.work))

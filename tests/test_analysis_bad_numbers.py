@@ -128,3 +128,27 @@ def test_duplicate_runs_that_disagree_are_refused(tmp_path):
 def _csv(path, df):
     df.to_csv(path, index=False)
     return path
+
+
+@pytest.mark.parametrize("text, words", [
+    ("depth,width,loss\n", "has no runs (only a header), so there is nothing to fit"),
+    ("depth,width,loss,status\n1,16,3.0,diverged\n2,16,2.9,failed\n",
+     "nothing to fit: none of its 2 transformer runs has status ok (diverged 1, failed 1)"),
+    ("depth,width,loss,family\n1,16,3.0,mlp\n", "nothing to fit: no run is a transformer"),
+])
+def test_a_table_with_nothing_to_fit_says_why(tmp_path, text, words):
+    (tmp_path / "runs.csv").write_text(text)
+    err = one_sentence_error(analyze(tmp_path / "runs.csv", tmp_path / "out"))
+    assert words in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_table_of_recurrent_runs_only_says_the_depth_width_sections_are_empty(tmp_path):
+    (tmp_path / "runs.csv").write_text("depth,width,loss,family\n1,16,3.0,lstm\n2,16,2.9,lstm\n")
+    res = analyze(tmp_path / "runs.csv", tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    sentence = "all 2 runs are lstm, not transformer"
+    assert res.stdout.startswith("Nothing to fit in the depth-width sections: " + sentence)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert sentence in report["nothing_to_fit"]
+    assert sentence in (tmp_path / "out" / "report.md").read_text()
