@@ -8,6 +8,7 @@ matplotlib) is imported inside the handlers, so other commands do not pay for it
 from __future__ import annotations
 
 import argparse
+import sys
 
 from depthwidth.clitools import fail as _fail
 
@@ -17,6 +18,11 @@ def _check_counts(args) -> str | None:
         if getattr(args, flag, 0) < 0:
             return f"--{flag} = {getattr(args, flag)} is invalid: it must be a non-negative integer."
     return None
+
+
+def _progress(line: str) -> None:
+    """One line per finished stage of a long analysis, on stderr (stdout holds the results)."""
+    print(f"analyze: {line}", file=sys.stderr, flush=True)
 
 
 def _analyze(args) -> int:
@@ -29,7 +35,7 @@ def _analyze(args) -> int:
         no_tune = args.tune == ["none"]
         r = analyze(args.source, out_dir=args.out, bootstrap=args.bootstrap, seed=args.seed,
                     tune=() if no_tune else tuple(args.tune or ()), selection=args.selection,
-                    no_tune=no_tune)
+                    no_tune=no_tune, progress=_progress)
     except InputError as exc:
         return _fail(str(exc))
     if r.get("nothing_to_fit"):

@@ -240,6 +240,32 @@ def _split_long(table: pd.DataFrame, name: str, csv: bool):
     return runs.reset_index(drop=True), curves.reset_index(drop=True)
 
 
+# Columns that hold what a run measured, not what it was: they are averaged over repeats.
+MEASURED = ("loss", "final_val_loss", "final_train_loss", "val_loss", "train_loss", "wall_s",
+            "trial_id")
+
+
+def _merge_repeats(used: pd.DataFrame, loss_col: str) -> tuple[pd.DataFrame, tuple]:
+    """Rows of an unlabelled table (no trial_id, a seed column) that agree in every column but the
+    measured ones (same shape, setting, seed, ...) are one run measured several times: they
+    become one run, its loss the geometric mean (the fits work in log loss), so each counts once
+    and a table of 200,000 such rows is fitted as fast as its distinct configurations."""
+    keys = [c for c in used.columns if c not in MEASURED and c != loss_col]
+    if used.empty or not keys:
+        return used.copy(), ()
+    logl = np.log(pd.to_numeric(used[loss_col], errors="coerce").astype(float))
+    g = used.assign(_logl=logl.to_numpy()).groupby(keys, sort=False, dropna=False)
+    if g.ngroups == len(used):
+        return used.copy(), ()
+    first = g.head(1).copy()  # in the table's order; the index keeps each row's place
+    mean = g["_logl"].transform("mean").loc[first.index]
+    first[loss_col] = np.exp(mean.to_numpy())
+    first["n_rows"] = g["_logl"].transform("size").loc[first.index].to_numpy()
+    note = (f"{len(used):,} rows are {len(first):,} configurations (rows that agree in every "
+            f"column but the loss); each is fitted once, at the geometric mean of its losses")
+    return first.drop(columns=["_logl"]), (note,)
+
+
 def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", notes=()) -> Dataset:
     # a store names it final_val_loss; a file with neither is told about 'loss', its documented name
     stored = "final_val_loss" in runs.columns or kind == "store"
@@ -255,7 +281,8 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
             raise _row_error(name, "status", pos, s, "expected one of ok, diverged, failed", csv)
     if "family" not in runs.columns:
         runs["family"] = "transformer"
-    if "trial_id" not in runs.columns:
+    labelled = "trial_id" in runs.columns
+    if not labelled:
         runs["trial_id"] = [str(i) for i in range(len(runs))]
     runs["trial_id"] = runs["trial_id"].astype(str)
     families = tuple(sorted(map(str, runs["family"].dropna().unique())))
@@ -268,7 +295,10 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
     _check_whole(used, name, csv)
     if has_shape:
         _check_size(used, name, csv)
-    fit_runs = used.copy()
+    # without a seed column, rows of one shape may be different seeds: never merged
+    fit_runs, merged = (used.copy(), ()) if labelled or kind == "store" or "seed" not in used \
+        else _merge_repeats(used, loss_col)
+    notes = tuple(notes) + merged
     fit_runs["loss"] = fit_runs[loss_col].astype(float)
     if has_shape:
         fit_runs["depth"] = fit_runs["depth"].astype(float).round().astype(int)

@@ -41,15 +41,18 @@ def _version() -> str | None:
 class Stopwatch:
     """Wall-clock and CPU seconds per stage (CPU shows the work when the machine is shared)."""
 
-    def __init__(self):
+    def __init__(self, say=None):
         self.wall, self.cpu = {}, {}
         self._w, self._c = time.perf_counter(), time.process_time()
+        self._say = say  # progress: called with one line per finished stage
 
     def lap(self, name: str) -> None:
         w, c = time.perf_counter(), time.process_time()
         self.wall[name] = round(w - self._w, 4)
         self.cpu[name] = round(c - self._c, 4)
         self._w, self._c = w, c
+        if self._say:
+            self._say(f"{name} done ({self.wall[name]:.1f} s)")
 
 
 NO_SHAPE = ("the input has no depth and width columns, so this section, which compares shapes, "
@@ -304,15 +307,17 @@ def check_bootstrap(bootstrap, seed, n_runs: int | None = None, n_points: int = 
 
 @single_threaded
 def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: int = 200,
-            seed: int = 0, tune: tuple = (), selection: str = "auto", no_tune: bool = False) -> dict:
+            seed: int = 0, tune: tuple = (), selection: str = "auto", no_tune: bool = False,
+            progress=None) -> dict:
     """Fit, plot and write the report for a results store or CSV; returns the report dict.
     Every fit sees each shape at its best setting of the tuning axes (analysis.tuning; `tune`
     names extra axes, `no_tune` averages every setting instead).
 
     Bad input, or an output that cannot be written, raises analysis.inputs.InputError before any
-    fit runs; nothing is written unless the whole report is."""
+    fit runs; nothing is written unless the whole report is. `progress`, if given, is called
+    with one line per finished stage (the CLI prints them on stderr)."""
     check_bootstrap(bootstrap, seed)
-    watch = Stopwatch()
+    watch = Stopwatch(progress)
     ds = load(source)
     if (empty := nothing_to_fit(ds)):  # raises when there is nothing to report at all
         ds = replace(ds, notes=(empty,) + ds.notes)

@@ -152,3 +152,28 @@ def test_a_table_of_recurrent_runs_only_says_the_depth_width_sections_are_empty(
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert sentence in report["nothing_to_fit"]
     assert sentence in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_rows_repeating_a_configuration_are_fitted_once_at_their_geometric_mean(tmp_path):
+    import numpy as np
+    df = planted(seeds=(0, 1))
+    rng = np.random.default_rng(0)
+    rep = df.loc[df.index.repeat(5)].reset_index(drop=True)
+    rep["loss"] = rep["loss"] * np.exp(rng.normal(0, 0.01, len(rep)))
+    gm = rep.groupby(["depth", "width", "seed"], sort=False)["loss"].apply(
+        lambda x: float(np.exp(np.log(x).mean()))).reset_index()
+    r_rep = analyze(_csv(tmp_path / "rep.csv", rep), tmp_path / "rep")
+    r_gm = analyze(_csv(tmp_path / "gm.csv", gm), tmp_path / "gm")
+    assert r_rep.returncode == 0 and r_gm.returncode == 0, r_rep.stderr
+    assert "analyze: regimes done" in r_rep.stderr  # progress, one line per stage
+    a, b = (json.loads((tmp_path / d / "report.json").read_text()) for d in ("rep", "gm"))
+    assert a["n_runs"] == b["n_runs"] == 24
+    assert a["regimes"]["models"]["two_regime"]["params"] == pytest.approx(
+        b["regimes"]["models"]["two_regime"]["params"], rel=1e-6)  # CSV round trip
+    note = "120 rows are 24 configurations"
+    assert any(note in n for n in a["inputs"]["notes"])
+    assert note in (tmp_path / "rep" / "report.md").read_text()
+    # without a seed column, rows of one shape may be different seeds: none is merged
+    r_ns = analyze(_csv(tmp_path / "ns.csv", rep.drop(columns=["seed"])), tmp_path / "ns")
+    assert r_ns.returncode == 0, r_ns.stderr
+    assert json.loads((tmp_path / "ns" / "report.json").read_text())["n_runs"] == 120
