@@ -139,9 +139,19 @@ def _read(loc: Location, name: str = "") -> pd.DataFrame:
         raise InputError(str(exc)) from None
 
 
-def load(source: str | Path) -> Dataset:
+N_CHOICES = ("non-embedding", "total")
+
+
+def load(source: str | Path, n: str = "non-embedding") -> Dataset:
     """Read and validate a store directory, a runs CSV / parquet, or a long-format curves CSV,
-    given as a local path or a URI."""
+    given as a local path or a URI. `n` picks the parameter count every fit uses (N_CHOICES;
+    see with_convention)."""
+    if n not in N_CHOICES:
+        raise InputError(f"--n {n!r} is invalid: expected one of {', '.join(N_CHOICES)}.")
+    return with_convention(_load(source), n)
+
+
+def _load(source: str | Path) -> Dataset:
     loc, kind = locate(source)
     src = source if isinstance(source, str) and not loc.is_local else Path(loc.root)
     if kind == "missing":
@@ -319,6 +329,67 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
     return Dataset(runs=fit_runs, curves=fit_curves, all_runs=runs, all_curves=curves,
                    source=src, kind=kind, n_excluded=n_excluded, families=families,
                    layout=layout, has_shape=has_shape, n_params_source=n_source, notes=tuple(notes))
+
+
+def _conventions(ds: Dataset) -> tuple[str, pd.Series, pd.Series, str]:
+    """(what the fits' N is now, the non-embedding counts, the total counts, how the totals were
+    found); a count that cannot be known is NaN."""
+    runs, used = ds.runs, ds.n_params_source.get("used")
+    nan = pd.Series(np.nan, index=runs.index)
+    if used in ("derived", "kaplan_12Ld2") or (used == "n_params" and ds.kind == "store"):
+        now = "non-embedding"
+    elif ds.layout == "epoch":
+        now = "total"  # Chinchilla's model sizes count every parameter
+    else:
+        now = "as given"
+    nonemb = runs["n_params"].astype(float) if now == "non-embedding" else nan
+    if "n_params_total" in runs.columns:
+        total = pd.to_numeric(runs["n_params_total"], errors="coerce").astype(float)
+        how = "the input's n_params_total column"
+    elif now == "total":
+        total, how = runs["n_params"].astype(float), "the input's parameter counts"
+    elif "vocab_size" in runs.columns and now == "non-embedding" and ds.has_shape:
+        total = nonemb + pd.to_numeric(runs["vocab_size"], errors="coerce") * runs["width"]
+        how = ("the non-embedding N plus one vocab_size × width token embedding (a read-out tied "
+               "to it; untied, it would add as much again)")
+    else:
+        total, how = nan, ""
+    if not (total > 0).all():
+        total = nan
+    return now, nonemb, total, how
+
+
+def with_convention(ds: Dataset, n: str = "non-embedding") -> Dataset:
+    """The dataset with N in the convention `n` ('non-embedding': Kaplan et al. 2020's count of
+    the blocks' weight matrices, docs/science.md §2; 'total': every parameter, Hoffmann et al.
+    2022's count), and runs columns n_params_nonemb / n_params_total holding both where they can
+    be known (NaN where not). The report states which one the fits used; a convention the input
+    cannot give is refused (InputError)."""
+    if ds.runs.empty:
+        return ds
+    now, nonemb, total, how = _conventions(ds)
+    src = dict(ds.n_params_source)
+    runs = ds.runs.assign(n_params_nonemb=nonemb, n_params_total=total)
+    if n == "total" and now != "total":
+        if total.isna().any():
+            cols = ", ".join(map(str, ds.all_runs.columns))
+            raise InputError(f"--n total needs every run's total parameter count: give a column "
+                             f"n_params_total, or vocab_size beside depth and width (columns "
+                             f"present: {cols}).")
+        runs["n_params"] = total
+        src.update(used="total", why=f"total parameter counts (--n total), from {how}")
+        now = "total"
+    src["convention"] = now
+    src["total_from"] = how or None
+    lead = {"non-embedding": "non-embedding N (Kaplan et al. 2020's convention)",
+            "total": "total N, every parameter (Hoffmann et al. 2022's convention)",
+            "as given": "N as the input gives it (whether it counts embeddings is not known)"}[now]
+    if not src.get("why", "").startswith(lead):
+        src["why"] = f"{lead}: {src.get('why', '')}"
+    curves = ds.curves
+    if len(curves):
+        curves = curves.assign(n_params=curves["run_id"].map(runs.set_index("run_id")["n_params"]))
+    return replace(ds, runs=runs, curves=curves, n_params_source=src)
 
 
 def nothing_to_fit(ds: Dataset) -> str | None:

@@ -109,7 +109,32 @@ def learning_curves_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int)
 def chinchilla_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:
     """L(N, D) = E + A/N^alpha + B/D^beta and the compute-optimal allocation (docs/science.md §8)."""
     fits.points, fits.points_source = tokens.token_points(ds.runs, ds.curves)
-    return chinchilla.fit_chinchilla(fits.points, fits.points_source, bootstrap, seed + 6)
+    points, note = _published_convention(ds, fits.points)
+    out = chinchilla.fit_chinchilla(points, fits.points_source, bootstrap, seed + 6)
+    return {**out, **note}
+
+
+def _published_convention(ds: Dataset, points):
+    """Hoffmann et al.'s and Besiroglu et al.'s constants count every parameter, so L(N, D) is
+    fitted on total counts wherever the input gives them, whatever N the other fits use."""
+    conv = ds.n_params_source.get("convention")
+    total = ds.runs.get("n_params_total")
+    if conv != "total" and total is not None and len(total) and total.notna().all():
+        if len(points):
+            points = points.assign(n_params=points["run_id"].map(
+                ds.runs.set_index("run_id")["n_params_total"]))
+        text = (f"L(N, D) is fitted on total parameter counts ({ds.n_params_source.get('total_from')}), "
+                f"the convention of Hoffmann et al. 2022 and Besiroglu et al. 2024, so its constants "
+                f"compare with theirs; the other fits use {conv} N")
+        return points, {"n_convention": "total", "convention_note": text}
+    if conv == "total":
+        return points, {"n_convention": "total", "convention_note": (
+            "L(N, D) is fitted on total parameter counts, the convention of Hoffmann et al. 2022 "
+            "and Besiroglu et al. 2024")}
+    return points, {"n_convention": conv, "convention_note": (
+        f"L(N, D) is fitted on {conv} N, while Hoffmann et al. 2022 and Besiroglu et al. 2024 count "
+        f"every parameter: A and alpha differ from theirs by convention as well as by data (a "
+        f"vocab_size or n_params_total column gives the total counts)")}
 
 
 def crossover_sections(ds: Dataset, fits: _Fits) -> tuple[list, dict, dict]:
@@ -161,9 +186,16 @@ def kaplan_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:
         # shape-agnostic trend is refitted on the final losses alone.
         ref = powerlaw.fit_power_law(ds.runs["n_params"], ds.runs["loss"], name="kaplan (final)",
                                      groups=ds.runs["run_id"].to_numpy(), n_boot=0)
-    return kaplan.compare(ds.runs, {"envelope": fits.envelope, "envelope_runs": fits.env_runs,
-                                    "learning_curves": fits.learning_curves, "kaplan": ref},
-                          bootstrap, seed + 5)
+    out = kaplan.compare(ds.runs, {"envelope": fits.envelope, "envelope_runs": fits.env_runs,
+                                   "learning_curves": fits.learning_curves, "kaplan": ref},
+                         bootstrap, seed + 5)
+    conv = ds.n_params_source.get("convention")
+    out["n_convention"] = conv
+    out["convention_note"] = (
+        "Kaplan et al. 2020 count non-embedding parameters, as these fits do" if conv == "non-embedding"
+        else f"Kaplan et al. 2020 count non-embedding parameters, these fits use {conv} N: their "
+             f"exponents compare across conventions")
+    return out
 
 
 def regime_accounting_section(ds: Dataset, head: dict) -> dict:
@@ -308,7 +340,7 @@ def check_bootstrap(bootstrap, seed, n_runs: int | None = None, n_points: int = 
 @single_threaded
 def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: int = 200,
             seed: int = 0, tune: tuple = (), selection: str = "auto", no_tune: bool = False,
-            progress=None) -> dict:
+            progress=None, n: str = "non-embedding") -> dict:
     """Fit, plot and write the report for a results store or CSV; returns the report dict.
     Every fit sees each shape at its best setting of the tuning axes (analysis.tuning; `tune`
     names extra axes, `no_tune` averages every setting instead).
@@ -318,9 +350,10 @@ def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: in
     with one line per finished stage (the CLI prints them on stderr)."""
     check_bootstrap(bootstrap, seed)
     watch = Stopwatch(progress)
-    ds = load(source)
+    ds = load(source, n)
     if (empty := nothing_to_fit(ds)):  # raises when there is nothing to report at all
         ds = replace(ds, notes=(empty,) + ds.notes)
+
     ds, tuned = tuning.apply(ds, tuple(tune), selection, no_tune)
     check_bootstrap(bootstrap, seed, len(ds.runs), len(ds.curves))
     dest = output_location(out_dir, source, ds.kind)
@@ -329,6 +362,8 @@ def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: in
     try:
         report = build_report(ds, int(bootstrap), int(seed), watch)
         report["tuning"] = tuned
+        if (report["chinchilla"].get("points") or {}).get("kind"):  # a data term was fitted
+            report["inputs"]["notes"].append(report["chinchilla"]["convention_note"])
         report["nothing_to_fit"] = empty
         report["report_dir"] = dest.display()
         if any(f in RECURRENT_FAMILIES for f in ds.families):
@@ -391,7 +426,8 @@ def find_report(path: str | Path) -> tuple[Location, dict]:
 def replot(path: str | Path) -> dict:
     """Redraw every figure from a stored report and its source data, without refitting."""
     dest, report = find_report(path)
-    ds = load(report["source"])
+    conv = ((report.get("inputs") or {}).get("n_params") or {}).get("convention")
+    ds = load(report["source"], "total" if conv == "total" else "non-embedding")
     if report.get("tuning"):  # the same runs as the fits: each shape's chosen setting
         req = report["tuning"]["requested"]
         ds, _ = tuning.apply(ds, tuple(req["tune"]), req["selection"], req["disabled"])
