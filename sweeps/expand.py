@@ -11,7 +11,8 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 MAX_TRIALS = 20_000  # a plan validates, hashes and costs each trial: about 0.5 ms each on one core
 WARN_TRIALS = 2_000
