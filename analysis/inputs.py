@@ -204,11 +204,13 @@ def _drop_duplicates(table: pd.DataFrame, name: str, csv: bool) -> tuple[pd.Data
         twin = rows[(rows[keys] == first[keys]).all(axis=1)].iloc[1]
         col = next(c for c in table.columns if not (first[c] == twin[c] or
                                                     (pd.isna(first[c]) and pd.isna(twin[c]))))
-        at = " and step " + repr(first["step"]) if "step" in keys else ""
+        py = lambda v: v.item() if hasattr(v, "item") else v  # noqa: E731 (numpy scalars print plainly)
+        at = " and step " + repr(py(first["step"])) if "step" in keys else ""
         lines = (f" (lines {first.name + 2} and {twin.name + 2} of the file)" if csv else "")
         raise InputError(f"{name}: trial_id {first['trial_id']!r}{at} appears in rows "
                          f"{first.name + 1} and {twin.name + 1}{lines} with different values of "
-                         f"column '{col}' ({first[col]!r} and {twin[col]!r}); keep one row per run.")
+                         f"column '{col}' ({py(first[col])!r} and {py(twin[col])!r}); keep one "
+                         f"row per run.")
     n = int(same.sum())
     if not n:
         return table, ()

@@ -40,7 +40,7 @@ PROMISES = {"standard": {"width": None, "depth": None},
 # select on the outcome itself.
 NOT_AXES = {
     **dict.fromkeys(("family", "depth", "width", "heads", "d_ff", "ffn_ratio", "vocab_size",
-                     "seq_len", "n_params", "n_params_total", "flops_per_token", "tokens",
+                     "seq_len", "n_params", "n_params_total", "n_params_nonemb", "flops_per_token", "tokens",
                      "steps", "step", "flops"),
                     "it defines the model or its training budget, which every fit compares, so "
                     "it cannot be a setting chosen per shape"),

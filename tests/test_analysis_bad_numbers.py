@@ -177,3 +177,18 @@ def test_rows_repeating_a_configuration_are_fitted_once_at_their_geometric_mean(
     r_ns = analyze(_csv(tmp_path / "ns.csv", rep.drop(columns=["seed"])), tmp_path / "ns")
     assert r_ns.returncode == 0, r_ns.stderr
     assert json.loads((tmp_path / "ns" / "report.json").read_text())["n_runs"] == 120
+
+
+def test_long_format_repeats_of_a_trial_and_step_count_once(tmp_path):
+    final = planted()
+    rows = pd.DataFrame([{"trial_id": f"t{i}", "depth": r.depth, "width": r.width, "step": s,
+                          "loss": r.loss + 1.0 / (1 + s)}
+                         for i, r in enumerate(final.itertuples()) for s in (0, 10, 100)])
+    res = analyze(_csv(tmp_path / "c.csv", pd.concat([rows, rows.iloc[:6]])), tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    r = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert r["inputs"]["n_duplicates_dropped"] == 6 and r["n_runs"] == 12
+    assert any("6 duplicate rows dropped" in n for n in r["inputs"]["notes"])
+    clash = pd.concat([rows, rows.iloc[[4]].assign(loss=7.5)])
+    err = one_sentence_error(analyze(_csv(tmp_path / "d.csv", clash), tmp_path / "o2"))
+    assert "trial_id 't1' and step 10 appears in rows 5 and 37" in err and "column 'loss'" in err
