@@ -8,6 +8,7 @@ matplotlib) is imported inside the handlers, so other commands do not pay for it
 from __future__ import annotations
 
 import argparse
+import sys
 
 from depthwidth.clitools import fail as _fail
 
@@ -17,6 +18,11 @@ def _check_counts(args) -> str | None:
         if getattr(args, flag, 0) < 0:
             return f"--{flag} = {getattr(args, flag)} is invalid: it must be a non-negative integer."
     return None
+
+
+def _progress(line: str) -> None:
+    """One line per finished stage of a long analysis, on stderr (stdout holds the results)."""
+    print(f"analyze: {line}", file=sys.stderr, flush=True)
 
 
 def _analyze(args) -> int:
@@ -31,9 +37,11 @@ def _analyze(args) -> int:
         no_tune = args.tune == ["none"]
         r = analyze(args.source, out_dir=args.out, bootstrap=args.bootstrap, seed=args.seed,
                     tune=() if no_tune else tuple(args.tune or ()), selection=args.selection,
-                    no_tune=no_tune)
+                    no_tune=no_tune, progress=_progress, n=args.n)
     except InputError as exc:
         return _fail(str(exc))
+    if r.get("nothing_to_fit"):
+        print(r["nothing_to_fit"][0].upper() + r["nothing_to_fit"][1:] + ".")
     thr = r["threshold"]
     t = r["tuning"]
     print(f"tuning axes: {', '.join(t['axes']) or 'none'}; selection: {t['rule']}; "
@@ -109,6 +117,10 @@ def register(subparsers) -> None:
     p.add_argument("--selection", choices=("auto", "split", "same"), default="auto",
                    help="choose the best setting on half the seeds and fit the other half (split), "
                         "on all seeds (same), or split where every setting has 2 seeds (auto)")
+    p.add_argument("--n", choices=("non-embedding", "total"), default="non-embedding",
+                   help="the parameter count the fits use: non-embedding (Kaplan et al. 2020, "
+                        "default) or total (Hoffmann et al. 2022; needs n_params_total or "
+                        "vocab_size); L(N, D) uses total counts wherever the input has them")
     p.set_defaults(func=_analyze)
 
     p = subparsers.add_parser("plot", help="redraw every figure from a stored report (no refitting)")

@@ -12,7 +12,7 @@ pickles). Bad input raises InputError: one sentence naming the column and row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,10 @@ from depthwidth.results import (ANALYSIS_DIR, CURVES, RUNS, STATUSES, Location, 
                                 read_tables)
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl", ".ndjson")
+# Columns that count parts of a model: whole numbers >= 1. Above 2^53 a float no longer holds
+# every whole number, and the int64 cast the fits use wraps to negative at 9.2e18.
+SHAPE_INT_COLUMNS = ("depth", "width", "heads", "vocab_size")
+MAX_SHAPE = 2 ** 53
 
 
 class InputError(ValueError):
@@ -44,6 +48,7 @@ class Dataset:
     has_shape: bool = True      # depth and width known for every run
     n_params_source: dict = field(default_factory=dict)  # which N the fits use, and why
     notes: tuple = ()           # how the input was read
+    n_duplicates: int = 0       # rows dropped as exact repeats of a trial_id (and step)
 
 
 def locate(source: str | Path) -> tuple[Location, str]:
@@ -88,6 +93,31 @@ def _check_positive(df: pd.DataFrame, cols: list[str], name: str, csv: bool) -> 
                              why, csv)
 
 
+def _check_whole(df: pd.DataFrame, name: str, csv: bool) -> None:
+    """Every shape column present is a whole number in [1, 2^53]: a depth of 2.5 would be
+    rounded to 2, 0.4 to 0, and 1e30 wraps to a negative depth in the integer cast."""
+    for c in (c for c in SHAPE_INT_COLUMNS if c in df.columns):
+        vals = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(vals) | (vals < 1) | (vals > MAX_SHAPE) | (vals != np.round(vals))
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            raw = df[c].iloc[pos]
+            raise _row_error(name, c, int(df.index[pos]), raw.item() if hasattr(raw, "item") else raw,
+                             "a shape column must be a whole number from 1 to 2^53", csv)
+
+
+def _check_steps(df: pd.DataFrame, name: str, csv: bool) -> None:
+    steps = pd.to_numeric(df["step"], errors="coerce").to_numpy(float)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(steps) | (steps < 0)
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raw = df["step"].iloc[pos]
+        raise _row_error(name, "step", int(df.index[pos]), raw.item() if hasattr(raw, "item") else raw,
+                         "it must be a finite non-negative number", csv)
+
+
 def _check_size(df: pd.DataFrame, name: str, csv: bool) -> None:
     """Kaplan's N = 12·depth·width² must stay a finite number: a width such as 1e300 passes the
     positivity check, then overflows every fit and figure."""
@@ -109,9 +139,19 @@ def _read(loc: Location, name: str = "") -> pd.DataFrame:
         raise InputError(str(exc)) from None
 
 
-def load(source: str | Path) -> Dataset:
+N_CHOICES = ("non-embedding", "total")
+
+
+def load(source: str | Path, n: str = "non-embedding") -> Dataset:
     """Read and validate a store directory, a runs CSV / parquet, or a long-format curves CSV,
-    given as a local path or a URI."""
+    given as a local path or a URI. `n` picks the parameter count every fit uses (N_CHOICES;
+    see with_convention)."""
+    if n not in N_CHOICES:
+        raise InputError(f"--n {n!r} is invalid: expected one of {', '.join(N_CHOICES)}.")
+    return with_convention(_load(source), n)
+
+
+def _load(source: str | Path) -> Dataset:
     loc, kind = locate(source)
     src = source if isinstance(source, str) and not loc.is_local else Path(loc.root)
     if kind == "missing":
@@ -137,12 +177,47 @@ def _load_file(table: pd.DataFrame, name: str, src: Path | str) -> Dataset:
     kind = {"ndjson": "jsonl"}.get(suffix, suffix)
     csv = kind == "csv"
     _check_shape_columns(table, name)
+    table, dup_note = _drop_duplicates(table, name, csv)
+    n_dup = len(layout.table) - len(table)
     if "step" in table.columns:
         runs, curves = _split_long(table, name, csv)
     else:
         runs, curves = table, pd.DataFrame()
-    return _build(runs, curves, name, name, src, kind, csv=csv, layout=layout.name,
-                  notes=layout.notes)
+    ds = _build(runs, curves, name, name, src, kind, csv=csv, layout=layout.name,
+                notes=layout.notes + dup_note)
+    return replace(ds, n_duplicates=n_dup)
+
+
+def _drop_duplicates(table: pd.DataFrame, name: str, csv: bool) -> tuple[pd.DataFrame, tuple]:
+    """Each run once, as the store keeps it: rows repeating a trial_id (and step, in curves) with
+    the same values are dropped, with a note; repeats that disagree are refused, because which
+    one is the run cannot be told. Without a trial_id column every row is its own run."""
+    if "trial_id" not in table.columns:
+        return table, ()
+    keys = ["trial_id"] + (["step"] if "step" in table.columns else [])
+    keyed = table.assign(trial_id=table["trial_id"].astype(str))
+    same = keyed.duplicated(keep="first")
+    clash = keyed[~same].duplicated(keys, keep=False)
+    if clash.any():
+        rows = keyed[~same][clash]
+        first = rows.iloc[0]
+        twin = rows[(rows[keys] == first[keys]).all(axis=1)].iloc[1]
+        col = next(c for c in table.columns if not (first[c] == twin[c] or
+                                                    (pd.isna(first[c]) and pd.isna(twin[c]))))
+        py = lambda v: v.item() if hasattr(v, "item") else v  # noqa: E731 (numpy scalars print plainly)
+        at = " and step " + repr(py(first["step"])) if "step" in keys else ""
+        lines = (f" (lines {first.name + 2} and {twin.name + 2} of the file)" if csv else "")
+        raise InputError(f"{name}: trial_id {first['trial_id']!r}{at} appears in rows "
+                         f"{first.name + 1} and {twin.name + 1}{lines} with different values of "
+                         f"column '{col}' ({py(first[col])!r} and {py(twin[col])!r}); keep one "
+                         f"row per run.")
+    n = int(same.sum())
+    if not n:
+        return table, ()
+    what = "rows" if "step" in keys else "runs"
+    note = (f"{n} duplicate {what} dropped: rows repeating a trial_id{' and step' * (what == 'rows')} "
+            f"with identical values count once, as in a results store")
+    return table[~same.to_numpy()], (note,)  # the index keeps each row's place in the file
 
 
 def _check_shape_columns(table: pd.DataFrame, name: str) -> None:
@@ -160,10 +235,13 @@ def _check_shape_columns(table: pd.DataFrame, name: str) -> None:
 
 def _split_long(table: pd.DataFrame, name: str, csv: bool):
     """Long-format curves (one row per run and step) → one run per curve (its last point) + curves."""
-    loss_col = "loss" if "loss" in table.columns else "val_loss"
+    # a file with neither is told about 'loss', the name the documented table uses
+    loss_col = "val_loss" if "val_loss" in table.columns and "loss" not in table.columns else "loss"
     _require(table, [loss_col], name)
-    _check_positive(table, [c for c in ("depth", "width") if c in table.columns] + ["step", loss_col]
+    _check_positive(table, [c for c in ("depth", "width") if c in table.columns] + [loss_col]
                     + [c for c in ("n_params", "tokens") if c in table.columns], name, csv)
+    _check_steps(table, name, csv)  # step 0 (before training) is a point, as the store allows
+    _check_whole(table, name, csv)
     keys = ["trial_id"] if "trial_id" in table.columns else [
         c for c in ("depth", "width", "seed", "n_params", "family", "lr") if c in table.columns]
     t = table.copy()
@@ -174,8 +252,36 @@ def _split_long(table: pd.DataFrame, name: str, csv: bool):
     return runs.reset_index(drop=True), curves.reset_index(drop=True)
 
 
+# Columns that hold what a run measured, not what it was: they are averaged over repeats.
+MEASURED = ("loss", "final_val_loss", "final_train_loss", "val_loss", "train_loss", "wall_s",
+            "trial_id")
+
+
+def _merge_repeats(used: pd.DataFrame, loss_col: str) -> tuple[pd.DataFrame, tuple]:
+    """Rows of an unlabelled table (no trial_id, a seed column) that agree in every column but the
+    measured ones (same shape, setting, seed, ...) are one run measured several times: they
+    become one run, its loss the geometric mean (the fits work in log loss), so each counts once
+    and a table of 200,000 such rows is fitted as fast as its distinct configurations."""
+    keys = [c for c in used.columns if c not in MEASURED and c != loss_col]
+    if used.empty or not keys:
+        return used.copy(), ()
+    logl = np.log(pd.to_numeric(used[loss_col], errors="coerce").astype(float))
+    g = used.assign(_logl=logl.to_numpy()).groupby(keys, sort=False, dropna=False)
+    if g.ngroups == len(used):
+        return used.copy(), ()
+    first = g.head(1).copy()  # in the table's order; the index keeps each row's place
+    mean = g["_logl"].transform("mean").loc[first.index]
+    first[loss_col] = np.exp(mean.to_numpy())
+    first["n_rows"] = g["_logl"].transform("size").loc[first.index].to_numpy()
+    note = (f"{len(used):,} rows are {len(first):,} configurations (rows that agree in every "
+            f"column but the loss); each is fitted once, at the geometric mean of its losses")
+    return first.drop(columns=["_logl"]), (note,)
+
+
 def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", notes=()) -> Dataset:
-    loss_col = "loss" if "loss" in runs.columns else "final_val_loss"
+    # a store names it final_val_loss; a file with neither is told about 'loss', its documented name
+    stored = "final_val_loss" in runs.columns or kind == "store"
+    loss_col = "final_val_loss" if stored and "loss" not in runs.columns else "loss"
     has_shape = "depth" in runs.columns and "width" in runs.columns
     _require(runs, (["depth", "width"] if kind == "store" or has_shape else ["n_params"])
              + [loss_col], name)
@@ -187,7 +293,8 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
             raise _row_error(name, "status", pos, s, "expected one of ok, diverged, failed", csv)
     if "family" not in runs.columns:
         runs["family"] = "transformer"
-    if "trial_id" not in runs.columns:
+    labelled = "trial_id" in runs.columns
+    if not labelled:
         runs["trial_id"] = [str(i) for i in range(len(runs))]
     runs["trial_id"] = runs["trial_id"].astype(str)
     families = tuple(sorted(map(str, runs["family"].dropna().unique())))
@@ -197,9 +304,13 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
     _check_positive(used, (["depth", "width"] if has_shape else []) + [loss_col]
                     + [c for c in checked if c in used], name, csv)
     n_excluded = {s: int((tf["status"] == s).sum()) for s in STATUSES if s != "ok"}
+    _check_whole(used, name, csv)
     if has_shape:
         _check_size(used, name, csv)
-    fit_runs = used.copy()
+    # without a seed column, rows of one shape may be different seeds: never merged
+    fit_runs, merged = (used.copy(), ()) if labelled or kind == "store" or "seed" not in used \
+        else _merge_repeats(used, loss_col)
+    notes = tuple(notes) + merged
     fit_runs["loss"] = fit_runs[loss_col].astype(float)
     if has_shape:
         fit_runs["depth"] = fit_runs["depth"].astype(float).round().astype(int)
@@ -222,6 +333,92 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
                    layout=layout, has_shape=has_shape, n_params_source=n_source, notes=tuple(notes))
 
 
+def _conventions(ds: Dataset) -> tuple[str, pd.Series, pd.Series, str]:
+    """(what the fits' N is now, the non-embedding counts, the total counts, how the totals were
+    found); a count that cannot be known is NaN."""
+    runs, used = ds.runs, ds.n_params_source.get("used")
+    nan = pd.Series(np.nan, index=runs.index)
+    if used in ("derived", "kaplan_12Ld2") or (used == "n_params" and ds.kind == "store"):
+        now = "non-embedding"
+    elif ds.layout == "epoch":
+        now = "total"  # Chinchilla's model sizes count every parameter
+    else:
+        now = "as given"
+    nonemb = runs["n_params"].astype(float) if now == "non-embedding" else nan
+    if "n_params_total" in runs.columns:
+        total = pd.to_numeric(runs["n_params_total"], errors="coerce").astype(float)
+        how = "the input's n_params_total column"
+    elif now == "total":
+        total, how = runs["n_params"].astype(float), "the input's parameter counts"
+    elif "vocab_size" in runs.columns and now == "non-embedding" and ds.has_shape:
+        total = nonemb + pd.to_numeric(runs["vocab_size"], errors="coerce") * runs["width"]
+        how = ("the non-embedding N plus one vocab_size × width token embedding (a read-out tied "
+               "to it; untied, it would add as much again)")
+    else:
+        total, how = nan, ""
+    if not (total > 0).all():
+        total = nan
+    return now, nonemb, total, how
+
+
+def with_convention(ds: Dataset, n: str = "non-embedding") -> Dataset:
+    """The dataset with N in the convention `n` ('non-embedding': Kaplan et al. 2020's count of
+    the blocks' weight matrices, docs/science.md §2; 'total': every parameter, Hoffmann et al.
+    2022's count), and runs columns n_params_nonemb / n_params_total holding both where they can
+    be known (NaN where not). The report states which one the fits used; a convention the input
+    cannot give is refused (InputError)."""
+    if ds.runs.empty:
+        return ds
+    now, nonemb, total, how = _conventions(ds)
+    src = dict(ds.n_params_source)
+    runs = ds.runs.assign(n_params_nonemb=nonemb, n_params_total=total)
+    if n == "total" and now != "total":
+        if total.isna().any():
+            cols = ", ".join(map(str, ds.all_runs.columns))
+            raise InputError(f"--n total needs every run's total parameter count: give a column "
+                             f"n_params_total, or vocab_size beside depth and width (columns "
+                             f"present: {cols}).")
+        runs["n_params"] = total
+        src.update(used="total", why=f"total parameter counts (--n total), from {how}")
+        now = "total"
+    src["convention"] = now
+    src["total_from"] = how or None
+    lead = {"non-embedding": "non-embedding N (Kaplan et al. 2020's convention)",
+            "total": "total N, every parameter (Hoffmann et al. 2022's convention)",
+            "as given": "N as the input gives it (whether it counts embeddings is not known)"}[now]
+    if not src.get("why", "").startswith(lead):
+        src["why"] = f"{lead}: {src.get('why', '')}"
+    curves = ds.curves
+    if len(curves):
+        curves = curves.assign(n_params=curves["run_id"].map(runs.set_index("run_id")["n_params"]))
+    return replace(ds, runs=runs, curves=curves, n_params_source=src)
+
+
+def nothing_to_fit(ds: Dataset) -> str | None:
+    """Why a dataset has no transformer run to fit, as one sentence, or None when it has one.
+    Raises InputError when nothing at all can be reported (no rows, or every run diverged or
+    failed); a table of recurrent runs only still gets its recurrent-family report, and the
+    sentence says the depth-width sections are empty."""
+    if len(ds.runs):
+        return None
+    name = Path(str(ds.source)).name if ds.kind != "store" else str(ds.source)
+    runs = ds.all_runs
+    if runs.empty:
+        raise InputError(f"{name}: has no runs (only a header), so there is nothing to fit.")
+    tf = runs[runs["family"] == "transformer"]
+    if len(tf):
+        counts = ", ".join(f"{s} {n}" for s, n in ds.n_excluded.items() if n)
+        raise InputError(f"{name}: nothing to fit: none of its {len(tf)} transformer runs has "
+                         f"status ok ({counts}).")
+    fams = ", ".join(ds.families)
+    from depthwidth.config import RECURRENT_FAMILIES
+    if not any(f in RECURRENT_FAMILIES for f in ds.families):
+        raise InputError(f"{name}: nothing to fit: no run is a transformer (column 'family' holds "
+                         f"{fams}).")
+    return (f"nothing to fit in the depth-width sections: all {len(runs)} runs are {fams}, not "
+            f"transformer; the recurrent-family section reports them")
+
+
 def _fit_curves(curves: pd.DataFrame, fit_runs: pd.DataFrame, name: str, csv: bool) -> pd.DataFrame:
     cols = ["run_id", "trial_id", "n_params", "step", "loss", "tokens"]
     if curves.empty:
@@ -234,11 +431,7 @@ def _fit_curves(curves: pd.DataFrame, fit_runs: pd.DataFrame, name: str, csv: bo
     # A curve point without a validation measurement (NaN) is a gap, not bad input.
     c = c[~c[loss_col].isna()]
     _check_positive(c, [loss_col], name, csv)
-    steps = pd.to_numeric(c["step"], errors="coerce")
-    if steps.isna().any() or (steps < 0).any():
-        pos = int(np.flatnonzero(steps.isna().to_numpy() | (steps < 0).to_numpy())[0])
-        raise _row_error(name, "step", int(c.index[pos]), c["step"].iloc[pos],
-                         "it must be a non-negative number", csv)
+    _check_steps(c, name, csv)
     c = c.drop(columns=[k for k in ("run_id", "n_params") if k in c.columns])
     c = c.merge(fit_runs[["trial_id", "run_id", "n_params"]], on="trial_id")
     c["loss"] = c[loss_col].astype(float)

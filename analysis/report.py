@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +17,7 @@ import numpy as np
 from analysis import chinchilla, kaplan, levine, plots, powerlaw, regimes, threshold, tokens, tuning
 from analysis._blas import single_threaded
 from analysis.fitcore import bootstrap_bytes
-from analysis.inputs import Dataset, InputError, default_out, load, locate
+from analysis.inputs import Dataset, InputError, default_out, load, locate, nothing_to_fit
 from analysis.markdown import render, render_kaplan
 from analysis.output import ReportOutput, check_fingerprint, fingerprint
 from depthwidth.accounting import machine_memory_bytes
@@ -43,15 +43,18 @@ def _version() -> str | None:
 class Stopwatch:
     """Wall-clock and CPU seconds per stage (CPU shows the work when the machine is shared)."""
 
-    def __init__(self):
+    def __init__(self, say=None):
         self.wall, self.cpu = {}, {}
         self._w, self._c = time.perf_counter(), time.process_time()
+        self._say = say  # progress: called with one line per finished stage
 
     def lap(self, name: str) -> None:
         w, c = time.perf_counter(), time.process_time()
         self.wall[name] = round(w - self._w, 4)
         self.cpu[name] = round(c - self._c, 4)
         self._w, self._c = w, c
+        if self._say:
+            self._say(f"{name} done ({self.wall[name]:.1f} s)")
 
 
 NO_SHAPE = ("the input has no depth and width columns, so this section, which compares shapes, "
@@ -78,7 +81,8 @@ class _Fits:
 def inputs_section(ds: Dataset) -> dict:
     """How the input was read: its layout, whether it has shapes, and which N the fits use."""
     return {"layout": ds.layout, "kind": ds.kind, "has_shape": ds.has_shape,
-            "n_params": ds.n_params_source, "notes": list(ds.notes)}
+            "n_params": ds.n_params_source, "notes": list(ds.notes),
+            "n_duplicates_dropped": int(ds.n_duplicates)}
 
 
 def power_laws_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:
@@ -107,7 +111,32 @@ def learning_curves_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int)
 def chinchilla_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:
     """L(N, D) = E + A/N^alpha + B/D^beta and the compute-optimal allocation (docs/science.md §8)."""
     fits.points, fits.points_source = tokens.token_points(ds.runs, ds.curves)
-    return chinchilla.fit_chinchilla(fits.points, fits.points_source, bootstrap, seed + 6)
+    points, note = _published_convention(ds, fits.points)
+    out = chinchilla.fit_chinchilla(points, fits.points_source, bootstrap, seed + 6)
+    return {**out, **note}
+
+
+def _published_convention(ds: Dataset, points):
+    """Hoffmann et al.'s and Besiroglu et al.'s constants count every parameter, so L(N, D) is
+    fitted on total counts wherever the input gives them, whatever N the other fits use."""
+    conv = ds.n_params_source.get("convention")
+    total = ds.runs.get("n_params_total")
+    if conv != "total" and total is not None and len(total) and total.notna().all():
+        if len(points):
+            points = points.assign(n_params=points["run_id"].map(
+                ds.runs.set_index("run_id")["n_params_total"]))
+        text = (f"L(N, D) is fitted on total parameter counts ({ds.n_params_source.get('total_from')}), "
+                f"the convention of Hoffmann et al. 2022 and Besiroglu et al. 2024, so its constants "
+                f"compare with theirs; the other fits use {conv} N")
+        return points, {"n_convention": "total", "convention_note": text}
+    if conv == "total":
+        return points, {"n_convention": "total", "convention_note": (
+            "L(N, D) is fitted on total parameter counts, the convention of Hoffmann et al. 2022 "
+            "and Besiroglu et al. 2024")}
+    return points, {"n_convention": conv, "convention_note": (
+        f"L(N, D) is fitted on {conv} N, while Hoffmann et al. 2022 and Besiroglu et al. 2024 count "
+        f"every parameter: A and alpha differ from theirs by convention as well as by data (a "
+        f"vocab_size or n_params_total column gives the total counts)")}
 
 
 def crossover_sections(ds: Dataset, fits: _Fits) -> tuple[list, dict, dict]:
@@ -159,9 +188,16 @@ def kaplan_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:
         # shape-agnostic trend is refitted on the final losses alone.
         ref = powerlaw.fit_power_law(ds.runs["n_params"], ds.runs["loss"], name="kaplan (final)",
                                      groups=ds.runs["run_id"].to_numpy(), n_boot=0)
-    return kaplan.compare(ds.runs, {"envelope": fits.envelope, "envelope_runs": fits.env_runs,
-                                    "learning_curves": fits.learning_curves, "kaplan": ref},
-                          bootstrap, seed + 5)
+    out = kaplan.compare(ds.runs, {"envelope": fits.envelope, "envelope_runs": fits.env_runs,
+                                   "learning_curves": fits.learning_curves, "kaplan": ref},
+                         bootstrap, seed + 5)
+    conv = ds.n_params_source.get("convention")
+    out["n_convention"] = conv
+    out["convention_note"] = (
+        "Kaplan et al. 2020 count non-embedding parameters, as these fits do" if conv == "non-embedding"
+        else f"Kaplan et al. 2020 count non-embedding parameters, these fits use {conv} N: their "
+             f"exponents compare across conventions")
+    return out
 
 
 def regime_accounting_section(ds: Dataset, head: dict) -> dict:
@@ -288,17 +324,22 @@ def check_bootstrap(bootstrap, seed, n_runs: int | None = None, n_points: int = 
 
 @single_threaded
 def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: int = 200,
-            seed: int = 0, tune: tuple = (), selection: str = "auto", no_tune: bool = False) -> dict:
+            seed: int = 0, tune: tuple = (), selection: str = "auto", no_tune: bool = False,
+            progress=None, n: str = "non-embedding") -> dict:
     """Fit, plot and write the report for a results store or CSV; returns the report dict.
     Every fit sees each shape at its best setting of the tuning axes (analysis.tuning; `tune`
     names extra axes, `no_tune` averages every setting instead).
 
     Bad input, or an output that cannot be written, raises analysis.inputs.InputError before any
-    fit runs; nothing is written unless the whole report is."""
+    fit runs; nothing is written unless the whole report is. `progress`, if given, is called
+    with one line per finished stage (the CLI prints them on stderr)."""
     check_bootstrap(bootstrap, seed)
-    watch = Stopwatch()
-    ds = load(source)
+    watch = Stopwatch(progress)
+    ds = load(source, n)
     source_print = fingerprint(ds.all_runs, ds.all_curves)  # the data as read, as `plot` reads it
+    if (empty := nothing_to_fit(ds)):  # raises when there is nothing to report at all
+        ds = replace(ds, notes=(empty,) + ds.notes)
+
     ds, tuned = tuning.apply(ds, tuple(tune), selection, no_tune)
     check_bootstrap(bootstrap, seed, len(ds.runs), len(ds.curves))
     dest = output_location(out_dir, source, ds.kind)
@@ -308,6 +349,9 @@ def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: in
         report = build_report(ds, int(bootstrap), int(seed), watch)
         report["source_fingerprint"] = source_print
         report["tuning"] = tuned
+        if (report["chinchilla"].get("points") or {}).get("kind"):  # a data term was fitted
+            report["inputs"]["notes"].append(report["chinchilla"]["convention_note"])
+        report["nothing_to_fit"] = empty
         report["report_dir"] = dest.display()
         if any(f in RECURRENT_FAMILIES for f in ds.families):
             report["relrnn"] = powerlaw.json_safe(_relrnn(ds, out.work))
@@ -372,7 +416,8 @@ def replot(path: str | Path, force: bool = False) -> dict:
     """Redraw every figure from a stored report and its source data, without refitting. The data
     must be what the report fitted (its source_fingerprint), unless `force`."""
     dest, report = find_report(path)
-    ds = load(report["source"])
+    conv = ((report.get("inputs") or {}).get("n_params") or {}).get("convention")
+    ds = load(report["source"], "total" if conv == "total" else "non-embedding")
     check_fingerprint(report, ds.all_runs, ds.all_curves, dest.display("report.json"), force)
     if report.get("tuning"):  # the same runs as the fits: each shape's chosen setting
         req = report["tuning"]["requested"]

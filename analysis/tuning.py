@@ -35,6 +35,32 @@ PROMISES = {"standard": {"width": None, "depth": None},
             "completep": {"width": 0.0, "depth": 0.0}}
 
 
+# Columns `--tune` may not name, with why: choosing the "best" of them per shape would compare
+# different models, pick a replicate (the winner's curse the seed split exists to prevent), or
+# select on the outcome itself.
+NOT_AXES = {
+    **dict.fromkeys(("family", "depth", "width", "heads", "d_ff", "ffn_ratio", "vocab_size",
+                     "seq_len", "n_params", "n_params_total", "n_params_nonemb", "flops_per_token", "tokens",
+                     "steps", "step", "flops"),
+                    "it defines the model or its training budget, which every fit compares, so "
+                    "it cannot be a setting chosen per shape"),
+    **dict.fromkeys(("trial_id", "run_id", "run_name", "seed"),
+                    "it tells replicates apart, and picking the best one per shape brings back "
+                    "the winner's curse the seed split exists to prevent"),
+    **dict.fromkeys(("status", "wall_s", "device", "depthwidth_version", "torch_version",
+                     "final_train_loss", "final_val_loss", "loss", "val_loss", "train_loss"),
+                    "it is an outcome or a record of the run, not a setting of it"),
+}
+
+
+def check_axis(col: str) -> None:
+    """`col` can be a tuning axis: not a shape, budget, identity, seed or outcome column."""
+    why = NOT_AXES.get(col) or (NOT_AXES["loss"] if "loss" in str(col).lower() else None)
+    if why:
+        raise TuningError(f"--tune {col!r} is invalid: {why}; name a training setting such as "
+                          f"lr, beta2 or warmup_steps.")
+
+
 class TuningError(InputError):
     """A `--tune` column the input lacks, or a selection rule it cannot follow (one sentence)."""
 
@@ -95,6 +121,8 @@ def tuning_axes(runs: pd.DataFrame, extra: tuple = (), disabled: bool = False) -
     tunable field that takes several values within one shape. `disabled`: none at all."""
     if disabled:
         return ()
+    for c in extra:
+        check_axis(c)
     missing = [c for c in extra if c not in runs.columns]
     if missing:
         have = ", ".join(map(str, runs.columns))

@@ -41,9 +41,22 @@ def regime(depth: float, width: float, base: float = THEORY_BASE, rel_tol: float
     return "depth-efficient" if depth < l_th else "width-limited"
 
 
+def _exp_or_inf(log_value: float) -> float:
+    """e^x as a float, or inf where it exceeds the float range (about 1.8e308): the caller keeps
+    the logarithm, which stays exact."""
+    return exp(log_value) if log_value < 709.78 else float("inf")
+
+
+def log_crossover_width(depth: float, base: float = THEORY_BASE) -> float:
+    """ln of the crossover width: L·ln(base), finite at every depth."""
+    return _positive("depth", depth) * log(_positive("base", base))
+
+
 def crossover_width(depth: float, base: float = THEORY_BASE) -> float:
-    """The width at which `depth` sits exactly at the threshold: d = base^L."""
-    return _positive("base", base) ** _positive("depth", depth)
+    """The width at which `depth` sits exactly at the threshold: d = base^L. Computed as
+    e^(L·ln base), so it never raises: past the float range (L >= 647 at base 3) it is inf, and
+    log_crossover_width gives the exact value."""
+    return _exp_or_inf(log_crossover_width(depth, base))
 
 
 def kaplan_n_params(depth: float, width: float) -> float:
@@ -52,8 +65,9 @@ def kaplan_n_params(depth: float, width: float) -> float:
 
 
 def levine_optimal_width(depth: float) -> float:
-    """Levine et al.'s fitted optimal width for depth L: exp(5.039 + 0.0555·L)."""
-    return exp(LEVINE_INTERCEPT + LEVINE_SLOPE * _positive("depth", depth))
+    """Levine et al.'s fitted optimal width for depth L: exp(5.039 + 0.0555·L) (inf past the
+    float range, L > 12700)."""
+    return _exp_or_inf(LEVINE_INTERCEPT + LEVINE_SLOPE * _positive("depth", depth))
 
 
 def levine_depth_for_width(width: float) -> float:
@@ -121,12 +135,21 @@ def log_monomial_bound(n_vars: int, degree: int) -> float:
 
 def depth_table(depths, base: float = THEORY_BASE) -> list[dict]:
     """Per depth: the predicted crossover width base^L and N there, beside Levine et al.'s
-    empirical optimal width for that depth and its N."""
+    empirical optimal width for that depth and its N. Each is also given as log10, which stays
+    finite where the number itself passes the float range (inf then; N = 12·L·(3^L)² does at
+    L >= 323)."""
     rows = []
     for L in depths:
-        d_th, d_lev = crossover_width(L, base), levine_optimal_width(L)
-        rows.append(dict(depth=L, crossover_width=d_th, n_params_at_crossover=kaplan_n_params(L, d_th),
-                         levine_width=d_lev, levine_n_params=kaplan_n_params(L, d_lev),
+        ln_th = log_crossover_width(L, base)
+        ln_lev = LEVINE_INTERCEPT + LEVINE_SLOPE * _positive("depth", L)
+        ln_n_th, ln_n_lev = (log(12.0 * L) + 2.0 * x for x in (ln_th, ln_lev))
+        rows.append(dict(depth=L, crossover_width=_exp_or_inf(ln_th),
+                         n_params_at_crossover=_exp_or_inf(ln_n_th),
+                         levine_width=_exp_or_inf(ln_lev), levine_n_params=_exp_or_inf(ln_n_lev),
+                         log10_crossover_width=ln_th / log(10),
+                         log10_n_params_at_crossover=ln_n_th / log(10),
+                         log10_levine_width=ln_lev / log(10),
+                         log10_levine_n_params=ln_n_lev / log(10),
                          levine_extrapolated=not LEVINE_FIT_DEPTHS[0] <= L <= LEVINE_FIT_DEPTHS[1]))
     return rows
 

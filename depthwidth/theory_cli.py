@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from math import exp, isfinite
+from math import exp, isfinite, log
 from pathlib import Path
 
 from depthwidth import theory
@@ -18,24 +18,38 @@ from depthwidth.clitools import check_output_dir
 from depthwidth.clitools import fail as _fail
 
 
-def parse_range(name: str, text: str, low: int = 1, high: int | None = None) -> list[int]:
-    """'3', '1..4' or '1,2,4' -> sorted distinct ints in [low, high]; ValueError names the flag."""
+# Every range is bounded before any value is built: '1..1000000000' would otherwise fill memory
+# with a list, and a table of 10^8 rows would print for hours.
+MAX_VALUES = 10_000
+THEORY_MAX_DEPTH = 10_000     # Levine et al.'s fit covers depths 6..48; beyond this no model exists
+THEORY_MAX_WIDTH = 10 ** 12   # N at L_th stays far inside the float range
+SEPRANK_MAX_WIDTH = 1_024     # ranks of wider cells need grids no machine can rank
+
+
+def parse_range(name: str, text: str, low: int = 1, high: int | None = None,
+                max_values: int = MAX_VALUES) -> list[int]:
+    """'3', '1..4' or '1,2,4' -> sorted distinct ints in [low, high], at most `max_values` of
+    them, checked before the list is built; ValueError names the flag and the limit."""
     try:
         if ".." in text:
             a, b = (int(v) for v in text.split(".."))
             if a > b:
                 raise ValueError
-            values = list(range(a, b + 1))
+            ends = [a, b]
         else:
-            values = sorted({int(v) for v in text.split(",")})
+            ends = sorted({int(v) for v in text.split(",")})
     except ValueError:
         raise ValueError(f"--{name} {text!r} is invalid: expected an integer, a range a..b with "
                          f"a <= b, or a comma list.") from None
-    for v in values:
+    for v in ends:
         if v < low or (high is not None and v > high):
-            top = f" and <= {high}" if high is not None else ""
+            top = f" and <= {high:,}" if high is not None else ""
             raise ValueError(f"--{name} {v} is invalid: must be >= {low}{top}.")
-    return values
+    count = ends[-1] - ends[0] + 1 if ".." in text else len(ends)
+    if count > max_values:
+        raise ValueError(f"--{name} {text!r} is invalid: it names {count:,} values, more than the "
+                         f"limit of {max_values:,}.")
+    return list(range(ends[0], ends[-1] + 1)) if ".." in text else ends
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -76,6 +90,22 @@ def _g(x: float) -> str:
     return f"{x:.4g}"
 
 
+def _g10(log10_x: float) -> str:
+    """A number given by its log10, written like _g even past the float range (1.2e+477)."""
+    if log10_x < 300:
+        return _g(10 ** log10_x)
+    e = int(log10_x // 1)
+    return f"{10 ** (log10_x - e):.4g}e+{e}"
+
+
+def _finite(obj):
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return None if isinstance(obj, float) and not isfinite(obj) else obj
+
+
 def cmd_theory(args: argparse.Namespace) -> int:
     try:
         if args.width is None and args.params is None:
@@ -84,9 +114,12 @@ def cmd_theory(args: argparse.Namespace) -> int:
             v = getattr(args, name)
             if v is not None and not (v > 0 and isfinite(v)):
                 raise ValueError(f"--{name} {v} is invalid: must be a positive finite number.")
-        widths = parse_range("widths", args.widths) if args.widths else \
+        for name, top in (("width", THEORY_MAX_WIDTH), ("depth", THEORY_MAX_DEPTH)):
+            if getattr(args, name) is not None and getattr(args, name) > top:
+                raise ValueError(f"--{name} {getattr(args, name)} is invalid: must be <= {top:,}.")
+        widths = parse_range("widths", args.widths, 1, THEORY_MAX_WIDTH) if args.widths else \
             [2 ** k for k in range(4, 15)]
-        depths = parse_range("depths", args.depths) if args.depths else \
+        depths = parse_range("depths", args.depths, 1, THEORY_MAX_DEPTH) if args.depths else \
             list(range(1, 13)) + [16, 24, 32, 48]
     except ValueError as exc:
         return _fail(str(exc))
@@ -100,15 +133,16 @@ def cmd_theory(args: argparse.Namespace) -> int:
                             levine_depth=theory.levine_depth_for_width(args.width))
         if args.depth is not None:
             doc["width"].update(depth=args.depth, regime=theory.regime(args.depth, args.width),
-                                crossover_width=theory.crossover_width(args.depth))
+                                crossover_width=theory.crossover_width(args.depth),
+                                log10_crossover_width=theory.log_crossover_width(args.depth) / log(10))
     if args.params is not None:
         doc["budget"] = dict(n_params=args.params,
                              theory=theory.theory_optimal_shape(args.params).to_dict(),
                              levine=theory.levine_optimal_shape(args.params).to_dict())
     doc["depth_table"] = theory.depth_table(depths)
     doc["width_table"] = theory.width_table(widths, args.depth)
-    if args.json:
-        print(json.dumps(doc, indent=1))
+    if args.json:  # numbers past the float range are null; their log10 columns hold them
+        print(json.dumps(_finite(doc), indent=1, allow_nan=False))
         return 0
     _print_theory(doc, args)
     return 0
@@ -122,7 +156,8 @@ def _print_theory(doc: dict, args: argparse.Namespace) -> None:
         if "regime" in w:
             rel = {"depth-efficient": "<", "threshold": "=", "width-limited": ">"}[w["regime"]]
             print(f"depth {w['depth']}: {w['regime']} (L = {w['depth']} {rel} L_th); depth {w['depth']} "
-                  f"reaches its threshold at width 3^{w['depth']} = {_g(w['crossover_width'])}")
+                  f"reaches its threshold at width 3^{w['depth']} = "
+                  f"{_g10(w['log10_crossover_width'])}")
     if "budget" in doc:
         b, th, lv = doc["budget"], doc["budget"]["theory"], doc["budget"]["levine"]
         print(f"budget N = {_g(b['n_params'])} (N = 12 L d^2):")
@@ -137,8 +172,10 @@ def _print_theory(doc: dict, args: argparse.Namespace) -> None:
     print(f"{'depth':>6} {'3^L':>12} {'N at 3^L':>12} {'d*(L)':>10} {'N at d*':>12}  d*(L) from")
     for r in doc["depth_table"]:
         note = "extrapolation" if r["levine_extrapolated"] else "fit range 6..48"
-        print(f"{r['depth']:>6} {_g(r['crossover_width']):>12} {_g(r['n_params_at_crossover']):>12} "
-              f"{r['levine_width']:>10.0f} {_g(r['levine_n_params']):>12}  {note}")
+        lev_w = f"{r['levine_width']:.0f}" if r["log10_levine_width"] < 10 else _g10(r["log10_levine_width"])
+        print(f"{r['depth']:>6} {_g10(r['log10_crossover_width']):>12} "
+              f"{_g10(r['log10_n_params_at_crossover']):>12} {lev_w:>10} "
+              f"{_g10(r['log10_levine_n_params']):>12}  {note}")
     print("\nper width: L_th = log_3 d, N = 12 L_th d^2 on the threshold, Levine et al.'s depth")
     head = f"{'width':>7} {'L_th':>7} {'N at L_th':>12} {'Levine L':>9}"
     print(head + (f"  regime at depth {args.depth}" if args.depth is not None else ""))
@@ -157,7 +194,7 @@ def cmd_seprank(args: argparse.Namespace) -> int:
 
     try:
         depths = parse_range("depth", args.depth, 1, seprank.MAX_DEPTH)
-        widths = parse_range("width", args.width, 1)
+        widths = parse_range("width", args.width, 1, SEPRANK_MAX_WIDTH)
         for name, low in (("tokens", 2), ("heads", 1), ("seed", 0)):
             if getattr(args, name) < low:
                 raise ValueError(f"--{name} {getattr(args, name)} is invalid: must be >= {low}.")

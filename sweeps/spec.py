@@ -32,7 +32,6 @@ read from the spec file's folder and enters the id as its content's hash (sweeps
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
 import re
@@ -45,6 +44,7 @@ from sweeps import datapath
 from sweeps.budget import Budget, apply_budget, model_stats, parse_budget, resolve_model
 from sweeps.errors import SpecError, fail, number
 from sweeps.tracking import Tracking, parse_tracking
+from sweeps.expand import MAX_TRIALS, _cheap_sources, grid_trials
 from sweeps.where import WhereError, compile_where, evaluate_where, where_names
 
 try:  # Python 3.11+
@@ -373,21 +373,8 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
     if not isinstance(points, list) or not all(isinstance(p, Mapping) for p in points):
         raise fail(path, "points", points, "expected [[points]] tables")
 
-    trials: list[Trial] = []
-    seen: set[str] = set()
-    names = list(axes)
-    for combo in itertools.product(*(axes[n] for n in names)):
-        trial = _make_trial(base, dict(zip(names, combo)), budget, path, base_dir)
-        if compiled:
-            env = _where_env(trial.model, trial.data, trial.train, used)
-            try:
-                if not all(evaluate_where(c, env) for c in compiled):
-                    continue
-            except WhereError as exc:
-                raise SpecError(f"{path}: {exc}") from None
-        if trial.trial_id not in seen:
-            seen.add(trial.trial_id)
-            trials.append(trial)
+    trials = _grid(base, axes, budget, path, compiled, used, base_dir)
+    seen = {t.trial_id for t in trials}
     if axes and not trials:
         raise fail(path, "where", raw_where, "it leaves no grid point to run")
     for i, point in enumerate(points):
@@ -402,6 +389,30 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
     _check_workers(trials, resources, path)
     return SweepSpec(name, description, source_path, text, tuple(trials), resources, storage, budget,
                      tracking)
+
+
+def _grid(base, axes, budget, path, compiled, used, base_dir=None) -> list[Trial]:
+    """The grid's trials, the where filter applied while expanding (sweeps/expand.py)."""
+    names = list(axes)
+
+    def count_check(n: int) -> None:
+        if n > MAX_TRIALS:
+            size = " x ".join(str(len(axes[a])) for a in names)
+            raise SpecError(f"{path}: [grid] is invalid: it makes {n:,} trials ({size}"
+                            f"{' after where' if compiled else ''}), more than the {MAX_TRIALS:,} "
+                            f"one sweep plans; narrow the grid or split it into several sweeps.")
+
+    def keep(trial: Trial) -> bool:
+        return all(evaluate_where(c, _where_env(trial.model, trial.data, trial.train, used))
+                   for c in compiled)
+
+    try:
+        sources = _cheap_sources(names, used, base, lambda n: resolve_axis(n, path))
+        return grid_trials(names, axes, count_check,
+                           lambda point: _make_trial(base, point, budget, path, base_dir), keep, sources,
+                           compiled, evaluate_where)
+    except WhereError as exc:
+        raise SpecError(f"{path}: {exc}") from None
 
 
 def _check_workers(trials: list[Trial], resources: Resources, path: str) -> None:

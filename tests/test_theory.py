@@ -143,3 +143,49 @@ def test_cli_theory_bad_input(argv, field, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("depthwidth: error: " + field) and err.count("\n") == 1
+
+
+def test_crossover_width_past_the_float_range_is_inf_with_an_exact_log():
+    # 3^646 ~ 1.6e308 fits a float, 3^647 does not: inf then, and the logarithm stays exact.
+    assert theory.crossover_width(646) == pytest.approx(3.0 ** 646, rel=1e-9)
+    assert theory.crossover_width(647) == float("inf")
+    assert theory.crossover_width(1000) == float("inf")
+    assert theory.log_crossover_width(1000) == pytest.approx(1000 * log(3))
+    row = theory.depth_table([1000])[0]
+    assert row["crossover_width"] == float("inf")
+    assert row["log10_crossover_width"] == pytest.approx(477.1212547, abs=1e-6)
+    # N = 12 * 1000 * 3^2000: log10 = log10(12000) + 2000 log10(3)
+    assert row["log10_n_params_at_crossover"] == pytest.approx(log(12000, 10) + 2000 * log(3, 10))
+
+
+def _cli(*argv, timeout=60):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "depthwidth.cli", *argv], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["theory", "--width", "64", "--depths", "1..1000000000"], ["--depths 1000000000", "10,000"]),
+    (["theory", "--width", "64", "--widths", "1..100000000"], ["--widths '1..100000000'", "10,000"]),
+    (["theory", "--width", "64", "--depth", "20000"], ["--depth 20000", "10,000"]),
+    (["seprank", "--width", "1..100000000"], ["--width 100000000", "1,024"]),
+])
+def test_cli_unbounded_ranges_are_refused_before_any_work(argv, words, tmp_path):
+    p = _cli(*argv, "--out", str(tmp_path / "o")) if argv[0] == "seprank" else _cli(*argv)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.startswith("depthwidth: error: ") and p.stderr.count("\n") == 1
+    assert all(w in p.stderr for w in words), p.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_theory_deep_depths_print_without_overflow():
+    p = _cli("theory", "--width", "64", "--depth", "1000", "--depths", "6,647,1000")
+    assert p.returncode == 0, p.stderr
+    assert "3^1000 = 1.322e+477" in p.stdout
+    p = _cli("theory", "--width", "64", "--depth", "1000", "--depths", "647,1000", "--json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)  # strict JSON: no Infinity
+    assert doc["width"]["crossover_width"] is None
+    assert doc["width"]["log10_crossover_width"] == pytest.approx(477.1212547, abs=1e-6)
+    assert [r["crossover_width"] for r in doc["depth_table"]] == [None, None]
