@@ -21,6 +21,7 @@ def _check_counts(args) -> str | None:
 
 def _analyze(args) -> int:
     from analysis.inputs import InputError
+    from analysis.markdown import verdict_line
     from analysis.report import analyze
     from depthwidth.results import Location
     if (bad := _check_counts(args)):
@@ -32,7 +33,6 @@ def _analyze(args) -> int:
                     no_tune=no_tune)
     except InputError as exc:
         return _fail(str(exc))
-    thr = r["threshold"]
     t = r["tuning"]
     print(f"tuning axes: {', '.join(t['axes']) or 'none'}; selection: {t['rule']}; "
           f"parametrization: {', '.join(t['parametrization'])}")
@@ -45,15 +45,8 @@ def _analyze(args) -> int:
         print("L(N, D) = E + A/N^alpha + B/D^beta: " + ", ".join(f"{k} = {v:.4g}" for k, v in p.items())
               + f"; compute-optimal N ~ C^{co['a']:.3f}")
     elif chin:
-        print(f"L(N, D): {chin['status']} ({chin.get('reason', '')})")
-    if not shaped:
-        pass
-    elif thr.get("base") is not None:
-        ci = " to ".join(f"{v:.3g}" for v in thr["base_ci"]) if thr.get("base_ci") else "none"
-        print(f"threshold base b = {thr['base']:.4g} (95% interval {ci}); "
-              f"claimed: {thr['claimed']}; consistent with b = 3: {thr['consistent_with_theory']}")
-    else:
-        print(f"no threshold claimed: {thr.get('reason', '')}")
+        print(f"L(N, D): {chin['status'].replace('_', ' ')} ({chin.get('reason', '')})")
+    print(verdict_line(r))
     print(f"report: {Location(r['report_dir']).display('report.md')}")
     return 0
 
