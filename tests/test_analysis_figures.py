@@ -158,3 +158,14 @@ def test_plain_tick_labels_on_a_log_axis_under_a_decade():
 def test_figures_of_the_smoke_sweep(tmp_path):
     for name, fig in figures_of(REPRO / "smoke-overclaim", tmp_path).items():
         check_figure(name, fig)
+
+
+def test_the_gallery_script_runs_end_to_end():
+    """docs/make_gallery.py --smoke: a planted store through every figure, into a temporary folder."""
+    import subprocess
+    import sys
+    repo = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, str(repo / "docs" / "make_gallery.py"), "--smoke"],
+                       capture_output=True, text=True, timeout=900, cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert "gallery: " in r.stdout and "# Gallery: every figure of the report" in r.stdout
