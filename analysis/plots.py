@@ -100,6 +100,36 @@ def _visible(y: np.ndarray, lo: float, hi: float) -> bool:
     return bool(np.any(np.isfinite(y) & (y >= lo) & (y <= hi)))
 
 
+def _shape_sides(ax, shapes: pd.DataFrame, b: float | None) -> None:
+    """The shapes run: filled below L_th = log_b d, hollow above (b = 3 without a fitted b)."""
+    side_b = b or THEORY_BASE
+    below = shapes["depth"] < np.log(shapes["width"].astype(float)) / np.log(side_b)
+    which = f"fitted L_th (b = {side_b:.3g})" if b else "log_3 d (no fitted b)"
+    for mask, face, words in ((below, "tab:blue", "below"), (~below, "none", "above")):
+        if mask.any():
+            ax.scatter(shapes.loc[mask, "width"], shapes.loc[mask, "depth"], s=40, marker="o",
+                       facecolors=face, edgecolors="tab:blue", zorder=4,
+                       label=f"{int(mask.sum())} shapes run {words} {which}")
+
+
+def _fitted_lth(ax, w: np.ndarray, thr: dict, ylim: tuple) -> list[str]:
+    """The fitted L_th = log_b d and its 95% band where they reach the view; notes for the rest."""
+    b, ci = thr["base"], thr.get("base_ci")
+    status = "claimed" if thr.get("claimed") else "not claimed"
+    lth = np.log(w) / np.log(b)
+    notes = []
+    if _visible(lth, *ylim):
+        ax.plot(w, lth, color="tab:red", lw=1.5, label=f"fitted L_th = log_{b:.3g} d ({status})")
+    else:
+        notes.append(f"fitted L_th = log_{b:.3g} d lies outside this view")
+    if ci and None not in ci:
+        lo, hi = np.log(w) / np.log(max(ci)), np.log(w) / np.log(min(ci))
+        if _visible(np.r_[lo, hi], *ylim) or (lo.min() < ylim[0] and hi.max() > ylim[1]):
+            ax.fill_between(w, lo, np.minimum(hi, 10 * ylim[1]), color="tab:red", alpha=0.15, lw=0,
+                            label=f"95% band, b in [{ci[0]:.3g}, {ci[1]:.3g}]")
+    return notes
+
+
 def threshold_plot(runs: pd.DataFrame, report: dict) -> Figure:
     """Which shapes lie on which side of the threshold: every shape run at (width, depth), filled
     below L_th and hollow above it (under the fitted b, or b = 3 when there is none), the fitted
@@ -111,32 +141,13 @@ def threshold_plot(runs: pd.DataFrame, report: dict) -> Figure:
     shapes = runs.groupby(["depth", "width"], as_index=False).size()
     widths = np.sort(shapes["width"].unique()).astype(float)
     w = np.logspace(np.log10(widths.min() / 1.25), np.log10(widths.max() * 1.25), 100)
-    b, ci = thr.get("base"), thr.get("base_ci")
+    b = thr.get("base")
     top = float(shapes["depth"].max()) + 1
     if b:
         top = max(top, min(1.1 * np.log(widths.max()) / np.log(b), 4 * top))
     ylim = (0, top)
-    side_b = b or THEORY_BASE
-    below = shapes["depth"] < np.log(shapes["width"].astype(float)) / np.log(side_b)
-    which = f"fitted L_th (b = {side_b:.3g})" if b else "log_3 d (no fitted b)"
-    for mask, face, words in ((below, "tab:blue", "below"), (~below, "none", "above")):
-        if mask.any():
-            ax.scatter(shapes.loc[mask, "width"], shapes.loc[mask, "depth"], s=40, marker="o",
-                       facecolors=face, edgecolors="tab:blue", zorder=4,
-                       label=f"{int(mask.sum())} shapes run {words} {which}")
-    notes = []
-    if b:
-        status = "claimed" if thr.get("claimed") else "not claimed"
-        lth = np.log(w) / np.log(b)
-        if _visible(lth, *ylim):
-            ax.plot(w, lth, color="tab:red", lw=1.5, label=f"fitted L_th = log_{b:.3g} d ({status})")
-        else:
-            notes.append(f"fitted L_th = log_{b:.3g} d lies outside this view")
-        if ci and None not in ci:
-            lo, hi = (np.log(w) / np.log(max(ci)), np.log(w) / np.log(min(ci)))
-            if _visible(np.r_[lo, hi], *ylim) or (lo.min() < ylim[0] and hi.max() > ylim[1]):
-                ax.fill_between(w, lo, np.minimum(hi, 10 * top), color="tab:red", alpha=0.15, lw=0,
-                                label=f"95% band, b in [{ci[0]:.3g}, {ci[1]:.3g}]")
+    _shape_sides(ax, shapes, b)
+    notes = _fitted_lth(ax, w, thr, ylim) if b else []
     theory = np.log(w) / np.log(THEORY_BASE)
     if _visible(theory, *ylim):
         ax.plot(w, theory, "k:", lw=1.2, label="theory L_th = log_3 d (Levine et al. 2020)")

@@ -410,18 +410,7 @@ def _headline(regimes: dict, transition: dict, knee_fit: dict, design: dict | No
                    "BIC: loss depends on N alone in these runs, so no depth threshold is claimed")
         return out
     if pref == "width_depth" and trans is None:
-        best = min((k for k in KAPPA_LAWS if models.get(k, {}).get("bic") is not None),
-                   key=lambda k: models[k]["bic"], default=None)
-        preferred = ("the separable width-depth law, which has no threshold, is preferred by BIC "
-                     "over the threshold laws")
-        if _kappa_estimate(models, best):
-            out["cross_check"] = _kappa_estimate(models, best)
-            out.update(method="none", reason=f"{preferred} (best threshold law: {best}): shape "
-                       f"matters in these runs, but they show no threshold")
-        else:
-            out.update(status="not_identified", method="none", reason=(
-                _not_identified_reason(models, transition, design) + f"; {preferred}"))
-        return out
+        return _no_threshold_law(out, models, transition, design)
     chosen, other = (trans, kappa) if trans else (kappa, None)
     if chosen is None:
         if pref in KAPPA_LAWS or any(models.get(k, {}).get("status") == "not_identified"
@@ -433,6 +422,29 @@ def _headline(regimes: dict, transition: dict, knee_fit: dict, design: dict | No
                        "could be fitted: " + "; ".join(filter(None, [
                            models.get("two_regime", {}).get("reason"), transition.get("reason")])))
         return out
+    return _judge(out, chosen, kappa, other)
+
+
+def _no_threshold_law(out: dict, models: dict, transition: dict, design: dict | None) -> dict:
+    """The separable width-depth law is preferred: nothing is claimed, and the best threshold
+    law's b, where it has one, is quoted beside it (a cross-check with nothing to agree with)."""
+    best = min((k for k in KAPPA_LAWS if models.get(k, {}).get("bic") is not None),
+               key=lambda k: models[k]["bic"], default=None)
+    preferred = ("the separable width-depth law, which has no threshold, is preferred by BIC "
+                 "over the threshold laws")
+    if _kappa_estimate(models, best):
+        out["cross_check"] = _kappa_estimate(models, best)
+        out.update(method="none", reason=f"{preferred} (best threshold law: {best}): shape "
+                   f"matters in these runs, but they show no threshold")
+    else:
+        out.update(status="not_identified", method="none", reason=(
+            _not_identified_reason(models, transition, design) + f"; {preferred}"))
+    return out
+
+
+def _judge(out: dict, chosen: dict, kappa: dict | None, other: dict | None) -> dict:
+    """The chosen estimate with the other as a cross-check; claimed only with a closed interval
+    inside the search range that spans at most a factor of 4."""
     out.update(base=chosen["base"], base_ci=chosen["base_ci"], method=chosen["method"])
     if chosen is kappa:
         out.update(bootstrap_ci=kappa["bootstrap_ci"], profile=kappa["profile"])
