@@ -230,9 +230,11 @@ def loss_vs_depth(runs: pd.DataFrame, report: dict, max_panels: int = 6) -> Figu
     f = _kappa_fit(report)
     for k, w in enumerate(widths):
         _depth_panel(fig.add_subplot(nrow, ncol, k + 1), runs[runs["width"] == w], float(w), f)
-    fig.suptitle("Loss vs depth at fixed width" + ("" if f is not None else
-                 " (no identified threshold law to draw)"), fontsize=10)
-    fig.tight_layout()
+    fig.suptitle("Loss vs depth at fixed width", fontsize=10)
+    if f is None:
+        fig.text(0.5, 0.01, "no identified threshold law to draw (see the report)", ha="center",
+                 va="bottom", fontsize=8, color="grey")
+    fig.tight_layout(rect=(0, 0.04 if f is None else 0, 1, 1))
     return fig
 
 
