@@ -109,7 +109,7 @@ def _shape_sides(ax, shapes: pd.DataFrame, b: float | None) -> None:
         if mask.any():
             ax.scatter(shapes.loc[mask, "width"], shapes.loc[mask, "depth"], s=40, marker="o",
                        facecolors=face, edgecolors="tab:blue", zorder=4,
-                       label=f"{int(mask.sum())} shapes run {words} {which}")
+                       label=f"{int(mask.sum())} shape{'s' if mask.sum() > 1 else ''} run {words} {which}")
 
 
 def _fitted_lth(ax, w: np.ndarray, thr: dict, ylim: tuple) -> list[str]:
@@ -169,9 +169,10 @@ def threshold_plot(runs: pd.DataFrame, report: dict) -> Figure:
     ax.set_xscale("log")
     ax.set_xlim(w[0], w[-1])
     ax.set_ylim(*ylim)
-    ax.set_xticks(widths, [f"{v:g}" for v in widths])
+    shown = widths[np.unique(np.linspace(0, len(widths) - 1, min(len(widths), 7)).round().astype(int))]
+    ax.set_xticks(shown, [f"{v:g}" for v in shown], rotation=45 if len(widths) > 5 else 0)
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-    ax.set_xlabel("width d (the widths run)")
+    ax.set_xlabel("width d (ticks: widths run)")
     ax.set_ylabel("depth L")
     ax.set_title("Shapes run against the depth threshold L_th = log_b d", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
@@ -189,7 +190,7 @@ def _depth_panel(ax, g: pd.DataFrame, w: float, f: FitResult | None) -> None:
     """One width's panel: the runs, the threshold law's curve, and each L_th inside the view
     (the double-exponential side shaded only where L_th falls inside it)."""
     ax.scatter(g["depth"], g["loss"], s=12, color="k", zorder=3, label="runs")
-    lo, Lmax = 0.5, g["depth"].max() + 0.5
+    lo, Lmax = 0.5, 1.04 * g["depth"].max() + 0.5  # room for the deepest run's marker
     off = []
     if f is not None:
         b = f.params["b"]

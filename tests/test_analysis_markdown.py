@@ -235,3 +235,20 @@ def test_cli_does_not_claim_on_the_smoke_sweep(tmp_path):
     assert "These runs locate" not in md and "depth still pays at every depth swept (1–4)" in md
     assert "12 of 36 runs fitted, each shape at its best lr" in md
     assert np.all([p["side"] == "beyond" for p in thr["location"]["per_width"]])
+
+
+def test_a_finished_sweep_ends_with_the_verdict_and_the_report(tmp_path):
+    """The sweep service's last line: the verdict `analyze` prints, then where the report is."""
+    import io
+
+    from sweeps.service import _analyze
+    from sweeps.store import ResultStore
+    runs = synthetic.make_runs("two_regime", [1, 2, 3, 4], [16, 32, 64], dict(P, b=1.5), seeds=(0, 1),
+                               noise=0.01)
+    runs, curves = synthetic.make_curves(runs, 0.6, 50.0, steps=[25, 50, 100, 200, 400, 800])
+    store = synthetic.write_store(tmp_path / "store", runs, curves)
+    out = io.StringIO()
+    _analyze(ResultStore(str(store)), out)
+    last = out.getvalue().strip().splitlines()[-1]
+    assert last.startswith("verdict: no threshold located: depth still pays at every depth swept")
+    assert last.endswith(f"; report: {store / 'analysis' / 'report.md'}")
