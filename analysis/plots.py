@@ -57,19 +57,41 @@ def loss_vs_n(runs: pd.DataFrame, report: dict) -> Figure:
     intervals where any is found."""
     fig = Figure(figsize=(7, 5))
     ax = fig.add_subplot()
-    col = _depth_colours(runs["depth"].unique())
+    depths = sorted(runs["depth"].unique())
+    col = _depth_colours(depths)
     per_depth = report["power_laws"]["per_depth"]
+    many = len(depths) > 8  # then a colour bar names the depths, and the legend the kinds of line
+    named = set()
+
+    def label(kind: str, own: str) -> str | None:
+        if not many:
+            return own
+        if kind in named:
+            return None
+        named.add(kind)
+        return kind
+
     for d, g in runs.groupby("depth"):
-        ax.scatter(g["n_params"], g["loss"], s=14, color=col[d], zorder=3)
         f = _fit(per_depth.get(str(d)))
+        sizes = g["n_params"].nunique()
+        why = (per_depth.get(str(d)) or {}).get("status", "none").replace("_", " ")
+        ax.scatter(g["n_params"], g["loss"], s=14, color=col[d], zorder=3,
+                   label=None if many or f is not None or sizes > 1 else
+                   f"depth {d}: one size, no fit ({why})")
         if f is not None:
             N = np.logspace(np.log10(g["n_params"].min()), np.log10(g["n_params"].max()), 100)
-            ax.plot(N, f.predict(N=N), color=col[d], lw=1.2, label=f"depth {d}: fit")
-        else:
+            ax.plot(N, f.predict(N=N), color=col[d], lw=1.2, label=label("per-depth fit", f"depth {d}: fit"))
+        elif sizes > 1:
             m = g.groupby("n_params")["loss"].mean().sort_index()
             ax.plot(m.index, m.to_numpy(), color=col[d], lw=0.8, ls=(0, (4, 2)),
-                    label=f"depth {d}: points joined (no fit: "
-                          f"{(per_depth.get(str(d)) or {}).get('status', 'none').replace('_', ' ')})")
+                    label=label("points joined (no per-depth fit)",
+                                f"depth {d}: points joined (no fit: {why})"))
+    if many:
+        cmap = colors.ListedColormap([col[d] for d in depths])
+        bar = fig.colorbar(cm.ScalarMappable(norm=colors.Normalize(-0.5, len(depths) - 0.5), cmap=cmap),
+                           ax=ax, label="depth")
+        shown = np.unique(np.linspace(0, len(depths) - 1, min(len(depths), 10)).round().astype(int))
+        bar.set_ticks(shown, labels=[str(depths[i]) for i in shown])
     env = _fit(report["power_laws"].get("envelope"))
     if env is not None:
         N = np.logspace(np.log10(runs["n_params"].min()), np.log10(runs["n_params"].max()), 100)

@@ -169,3 +169,13 @@ def test_the_gallery_script_runs_end_to_end():
                        capture_output=True, text=True, timeout=900, cwd=repo)
     assert r.returncode == 0, r.stderr
     assert "gallery: " in r.stdout and "# Gallery: every figure of the report" in r.stdout
+
+
+def test_kaplan_side_by_side_figure(tmp_path):
+    """`depthwidth kaplan --digitized`'s figure: two panels of curves, with and without a fit."""
+    store = tuned_store(tmp_path / "store", range(1, 4), [16, 32], 3.0)
+    curves = load(store).curves
+    report = analyze(store, out_dir=tmp_path / "report", bootstrap=0, seed=0)
+    fit = report["learning_curves"]["fit"]
+    fig = plots.side_by_side(curves, fit, curves, {"status": "not_identified"})
+    check_figure("kaplan_side_by_side", fig)
