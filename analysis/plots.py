@@ -544,7 +544,6 @@ def make_all(runs: pd.DataFrame, curves: pd.DataFrame, report: dict,
             figs["learning_curves"] = learning_curves(curves, report["learning_curves"]["fit"])
         skipped["shape figures"] = "the input has no depth and width"
         return figs, skipped
-    depths = sorted(int(d) for d in runs["depth"].unique())
     figs["loss_vs_n"] = loss_vs_n(runs, report)
     figs["threshold"] = threshold_plot(runs, report)
     figs["loss_vs_depth"] = loss_vs_depth(runs, report)

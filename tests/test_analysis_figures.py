@@ -35,7 +35,7 @@ def figures_of(source, tmp_path):
     report = analyze(source, out_dir=tmp_path / "report", bootstrap=10, seed=0)
     ds, _ = tuning.apply(load(source), (), "auto", False)
     points, _ = tokens.token_points(ds.runs, ds.curves)
-    figs, skipped = plots.make_all(ds.runs, ds.curves, report, points)
+    figs, _ = plots.make_all(ds.runs, ds.curves, report, points)
     assert set(figs) == set(report["figures"]["written"])
     return figs
 

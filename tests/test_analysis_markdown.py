@@ -122,7 +122,7 @@ def test_every_headline_case_is_written_in_words(base, name, reg, tf, grid, word
     line = verdict_line(r)
     assert line.startswith("verdict: ") and verdict in line, line
     assert "True" not in line and "False" not in line and "None" not in line
-    head, body = markdown_html(md)
+    _, body = markdown_html(md)
     assert "## What the data say about L_th" in md and body
     assert "None" not in para and "nan" not in para
 
@@ -217,7 +217,7 @@ def test_cli_writes_a_report_when_a_law_without_threshold_is_preferred(tmp_path)
 
 @pytest.mark.skipif(not (REPRO / "analyze-keyerror-agree.csv").exists(), reason="../shared/repro absent")
 def test_cli_on_the_input_that_crashed_the_writer(tmp_path):
-    r, report = run_analyze(REPRO / "analyze-keyerror-agree.csv", tmp_path / "out")
+    r, _ = run_analyze(REPRO / "analyze-keyerror-agree.csv", tmp_path / "out")
     assert r.returncode == 0, r.stderr
     assert "verdict: " in r.stdout and (tmp_path / "out" / "report.md").exists()
 
