@@ -47,7 +47,7 @@ def plain_log_ticks(ax, axis: str = "y") -> None:
         a.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.3g"))
         a.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%.3g"))
         ticks = matplotlib.ticker.MaxNLocator(nbins=5).tick_values(lo, hi)
-        a.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+        a.set_major_locator(matplotlib.ticker.FixedLocator(ticks[(ticks >= lo) & (ticks <= hi)]))
         a.set_minor_locator(matplotlib.ticker.NullLocator())
 
 
@@ -413,6 +413,7 @@ def learning_curves(curves: pd.DataFrame, fit_dict: dict | None, ax=None, title:
     ax.set_title(title or ("Learning curves and the L(N,S) fit (dashed)" if drawn else
                            "Learning curves (no identified L(N,S) fit to draw)"), fontsize=10)
     plain_log_ticks(ax, "y")
+    plain_log_ticks(ax, "x")
     if own:
         fig.tight_layout()
     return fig
