@@ -27,6 +27,7 @@ def _progress(line: str) -> None:
 
 def _analyze(args) -> int:
     from analysis.inputs import InputError
+    from analysis.markdown import verdict_line
     from analysis.output import terminate_cleanly
     from analysis.report import analyze
     from depthwidth.results import Location
@@ -42,7 +43,6 @@ def _analyze(args) -> int:
         return _fail(str(exc))
     if r.get("nothing_to_fit"):
         print(r["nothing_to_fit"][0].upper() + r["nothing_to_fit"][1:] + ".")
-    thr = r["threshold"]
     t = r["tuning"]
     print(f"tuning axes: {', '.join(t['axes']) or 'none'}; selection: {t['rule']}; "
           f"parametrization: {', '.join(t['parametrization'])}")
@@ -55,15 +55,8 @@ def _analyze(args) -> int:
         print("L(N, D) = E + A/N^alpha + B/D^beta: " + ", ".join(f"{k} = {v:.4g}" for k, v in p.items())
               + f"; compute-optimal N ~ C^{co['a']:.3f}")
     elif chin:
-        print(f"L(N, D): {chin['status']} ({chin.get('reason', '')})")
-    if not shaped:
-        pass
-    elif thr.get("base") is not None:
-        ci = " to ".join(f"{v:.3g}" for v in thr["base_ci"]) if thr.get("base_ci") else "none"
-        print(f"threshold base b = {thr['base']:.4g} (95% interval {ci}); "
-              f"claimed: {thr['claimed']}; consistent with b = 3: {thr['consistent_with_theory']}")
-    else:
-        print(f"no threshold claimed: {thr.get('reason', '')}")
+        print(f"L(N, D): {chin['status'].replace('_', ' ')} ({chin.get('reason', '')})")
+    print(verdict_line(r))
     print(f"report: {Location(r['report_dir']).display('report.md')}")
     return 0
 

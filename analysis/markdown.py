@@ -8,51 +8,126 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from analysis.markdown_sections import (_ci, _g, accounting_md, chinchilla_md, design_md, inputs_md,
                                        is_absent)
 from depthwidth.published import LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE
 
 
+def _law_name(method: str | None) -> str:
+    """'the two_regime law' from a headline's method text."""
+    return (method or "the fit").split(" (")[0].split(";")[0]
+
+
+def _lth_at_widths(loc: dict, most: int = 8) -> str:
+    """L_th with its 95% interval at each width swept, beside the depths run there."""
+    per = loc.get("per_width") or []
+    if len(per) > most:  # the narrowest, the widest and evenly spread ones between
+        per = [per[i] for i in np.unique(np.linspace(0, len(per) - 1, most).round().astype(int))]
+    cells = [f"width {p['width']:g}: {p['L_th']:.3g} {_ci(p['L_th_ci'])} (depths {_span(p['depths'])})"
+             for p in per]
+    return "L_th = log_b(d_x) at the widths swept, with its 95% interval: " + "; ".join(cells) + "."
+
+
+def _upper_first(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _span(depths: list) -> str:
+    return f"{depths[0]}–{depths[-1]}" if len(depths) > 1 else f"{depths[0]}"
+
+
+def _claimed_sentence(thr: dict) -> str:
+    b, ci = thr["base"], thr["base_ci"]
+    where = (thr.get("location") or {}).get("text")
+    return (f"These runs locate a depth threshold: L_th = log_b(d_x) with b = {_g(b)} "
+            f"(95% interval {_ci(ci)}), from {thr['method']}. The interval "
+            f"{'contains' if thr['consistent_with_theory'] else 'excludes'} the theory's b = 3 "
+            f"(Levine et al. 2020)" + (f"; {where}." if where else "."))
+
+
+def _extrapolation_sentence(thr: dict) -> str:
+    return (f"These runs do not locate a depth threshold: {thr['location']['text']}. "
+            f"{_upper_first(_law_name(thr['method']))}'s b = {_g(thr['base'])} (95% interval "
+            f"{_ci(thr['base_ci'])}) is an extrapolation: it rests on the law's form alone, not on "
+            f"runs on both sides of the threshold, so it is not claimed.")
+
+
+def _headline_sentence(thr: dict) -> str:
+    """The first sentence: what the headline found, in the case it is in."""
+    if thr.get("status") == "not_identified":
+        return f"These runs do not identify the threshold base: {thr['reason']}."
+    if thr.get("base") is not None and thr.get("claimed"):
+        return _claimed_sentence(thr)
+    if thr.get("base") is not None and thr.get("extrapolation"):
+        return _extrapolation_sentence(thr)
+    if thr.get("base") is not None:
+        return (f"The best estimate is b = {_g(thr['base'])} (interval {_ci(thr['base_ci'])}, "
+                f"from {thr['method']}), but it is not claimed: {thr.get('reason') or 'see below'}.")
+    return f"These runs do not locate a depth threshold: {thr.get('reason') or 'no estimate'}."
+
+
+def _cross_check_sentence(cc: dict | None) -> str | None:
+    """The second estimate of b: compared with the headline when both have one, else quoted."""
+    if not cc:
+        return None
+    if "agree" not in cc:  # nothing to compare with: the headline has no estimate of its own
+        return (f"For comparison, {_law_name(cc['method'])} gives b = {_g(cc['base'])} "
+                f"{_ci(cc['base_ci'])}; it is not the headline, which claims no threshold.")
+    head = f"{cc['method'].split(';')[0]} gives b = {_g(cc['base'])} {_ci(cc['base_ci'])}"
+    if cc["agree"]:
+        return f"Cross-check: {head}, which agrees with the headline."
+    return (f"Cross-check: {head}, which disagrees with the headline; one of the two descriptions "
+            f"does not fit these runs.")
+
+
+def _transition_sentence(thr: dict) -> str | None:
+    tf = thr.get("transition_fit") or {}
+    from_transitions = (thr.get("method") or "").startswith("transition")
+    if tf.get("status") == "ok" and not from_transitions:
+        return (f"Model-free, the transition widths grow by e^beta = {_g(tf['base'])} per layer "
+                f"(interval {_ci(tf['base_ci'])}; theory 3, Levine et al.'s empirical fit "
+                f"e^{LEVINE_SLOPE} = {math.exp(LEVINE_SLOPE):.4g}).")
+    if tf.get("status") != "ok" and thr.get("status") != "not_identified":
+        return f"The transition widths could not be fitted ({tf.get('reason') or tf.get('status')})."
+    return None
+
+
 def lth_paragraph(r: dict) -> str:
-    """What the data say about L_th, in words, from the headline and the model comparison."""
+    """What the data say about L_th, in words: the headline in the case it is in, where the
+    threshold lies against the depths swept, the preferred law, the cross-check and the
+    model-free transition widths."""
     thr, reg = r["threshold"], r["regimes"]
     if is_absent(thr):
         return f"Not analysed: {thr['reason']}."
-    tf = thr["transition_fit"]
     pref = reg.get("preferred")
-    parts = []
+    loc = thr.get("location") or {}
+    parts = [_headline_sentence(thr),
+             _lth_at_widths(loc) if loc.get("per_width") else None,
+             f"Of the loss laws, `{pref}` is preferred by BIC." if pref and pref != "kaplan" else None,
+             _cross_check_sentence(thr.get("cross_check")),
+             _transition_sentence(thr)]
+    return " ".join(p for p in parts if p)
+
+
+def verdict_line(r: dict) -> str:
+    """The one-line verdict `analyze` and a finished sweep print: words, not field values."""
+    thr = r.get("threshold") or {}
+    if is_absent(thr) or not thr:
+        return "verdict: no depth and width in the input, so no threshold is analysed"
+    ci = " to ".join(f"{v:.3g}" for v in thr["base_ci"]) if thr.get("base_ci") else None
+    b = f"b = {thr['base']:.3g}" + (f" (95% interval {ci})" if ci else "") if thr.get("base") else ""
+    if thr.get("claimed"):
+        theory = "contains" if thr.get("consistent_with_theory") else "excludes"
+        return f"verdict: a depth threshold is located, {b}; the interval {theory} the theory's b = 3"
+    if thr.get("extrapolation"):
+        return (f"verdict: no threshold located: {thr['location']['text']} (the law's {b} is an "
+                f"extrapolation, not claimed)")
+    why = (thr.get("reason") or "no estimate").split("; ")[0]
     if thr.get("status") == "not_identified":
-        parts.append(f"These runs do not identify the threshold base: {thr['reason']}.")
-    elif thr.get("base") is not None and thr.get("claimed"):
-        b, ci = thr["base"], thr["base_ci"]
-        at768 = math.log(768) / math.log(b)
-        parts.append(
-            f"These runs locate a depth threshold: L_th = log_b(d_x) with b = {_g(b)} "
-            f"(95% interval {_ci(ci)}), from {thr['method']}. The interval "
-            f"{'contains' if thr['consistent_with_theory'] else 'excludes'} the theory's b = 3 "
-            f"(Levine et al. 2020); at width 768 it puts the threshold at {at768:.2g} layers "
-            f"(theory {math.log(768) / math.log(THEORY_BASE):.2g}).")
-    elif thr.get("base") is not None:
-        parts.append(f"The best estimate is b = {_g(thr['base'])} (interval {_ci(thr['base_ci'])}, "
-                     f"from {thr['method']}), but it is not claimed: {thr.get('reason', '')}.")
-    else:
-        parts.append(f"These runs do not locate a depth threshold: {thr.get('reason', 'no estimate')}.")
-    if pref and pref != "kaplan":
-        parts.append(f"Of the loss laws, `{pref}` is preferred by BIC.")
-    cc = thr.get("cross_check")
-    if cc:
-        parts.append(f"Cross-check: {cc['method'].split(';')[0]} gives b = {_g(cc['base'])} "
-                     f"{_ci(cc['base_ci'])}, which {'agrees' if cc['agree'] else 'disagrees'} with "
-                     f"the headline" + ("." if cc["agree"] else
-                                        "; one of the two descriptions does not fit these runs."))
-    from_transitions = (thr.get("method") or "").startswith("transition")
-    if tf.get("status") == "ok" and not from_transitions:
-        parts.append(f"Model-free, the transition widths grow by e^beta = {_g(tf['base'])} per layer "
-                     f"(interval {_ci(tf['base_ci'])}; theory 3, Levine et al.'s empirical fit "
-                     f"e^{LEVINE_SLOPE} = {math.exp(LEVINE_SLOPE):.4g}).")
-    elif tf.get("status") != "ok" and thr.get("status") != "not_identified":
-        parts.append(f"The transition widths could not be fitted ({tf.get('reason', '')}).")
-    return " ".join(parts)
+        return f"verdict: the threshold base is not identified: {why}"
+    return f"verdict: no threshold claimed: {why}" + (f" (best estimate {b})" if b else "")
 
 
 def _table(header: list[str], rows: list[list]) -> list[str]:
@@ -96,74 +171,91 @@ def tuning_section(t: dict) -> list[str]:
               "swept range (`at_edge`): their true optimum may lie outside it.", ""]
     d = t["lr_drift"]
     if d.get("status") == "ok":
-        L += [f"Drift of the best learning rate, lr* ∝ width^a · depth^g over {d['n_shapes']} "
-              f"shapes, each optimum read from the shape's loss-vs-lr curve averaged over all its "
-              f"seeds (the vertex through the best point and its neighbours; {d['n_at_edge']} "
-              f"at the grid's edge on that curve left out): a = "
-              f"{_drift_cell(d['width'])}; g = {_drift_cell(d['depth'])}."
+        kept = d["n_shapes"] - d["n_at_edge"]
+        left = (f" ({d['n_at_edge']} with their optimum at the grid's edge on that curve left out)"
+                if d["n_at_edge"] else "")
+        L += [f"Drift of the best learning rate, lr* ∝ width^a · depth^g, fitted over {kept} of "
+              f"{d['n_shapes']} shapes{left}; each optimum is read from the shape's loss-vs-lr "
+              f"curve averaged over all its seeds (the vertex through the best point and its "
+              f"neighbours): a = {_drift_cell(d['width'])}; g = {_drift_cell(d['depth'])}."
               + (f" Promises are those of {d['promise_of']}." if d.get("promise_of") else ""), ""]
     else:
         L += [f"Drift of the best learning rate: {d.get('reason', d.get('status'))}.", ""]
     return L
 
 
-def render(r: dict) -> str:
-    L = [f"# Depth–width analysis: `{r['source']}`", ""]
+def _runs_line(r: dict) -> str:
+    """How many runs the fits saw, of how many ran, and why the others were left out."""
     exc = ", ".join(f"{k}: {v}" for k, v in r["n_excluded"].items() if v) or "none"
     shape = (f"depths {r['depths']}; {len(r['widths'])} widths" if r.get("depths") else
              "no depth and width")
-    L += [f"{r['n_runs']} runs fitted (excluded: {exc}); {shape}; {r['bootstrap']} bootstrap "
-          f"refits, seed {r['seed']}.", ""]
-    if r.get("tuning"):
-        L += [tuning_line(r["tuning"]), ""]
-    L += inputs_md(r)
-    L += ["## What the data say about L_th", "", lth_paragraph(r), ""]
-    L += accounting_md(r)
-    L += design_md(r)
-    L += chinchilla_md(r)
-    if is_absent(r["threshold"]):
-        return "\n".join(L + _shape_free_tail(r))
+    t = r.get("tuning") or {}
+    if t.get("axes"):
+        fitted = (f"{r['n_runs']} of {t['n_runs_in']} runs fitted, each shape at its best "
+                  f"{', '.join(t['axes'])} (see Tuning)")
+    else:
+        fitted = f"{r['n_runs']} runs fitted"
+    return (f"{fitted}; excluded: {exc}; {shape}; {r['bootstrap']} bootstrap refits, "
+            f"seed {r['seed']}.")
 
+
+def _lth_md(r: dict) -> list[str]:
+    return ["## What the data say about L_th", "", lth_paragraph(r), ""]
+
+
+def _threshold_table_md(r: dict) -> list[str]:
+    """The headline b beside the model-free estimators, the theory and Levine's empirical fit."""
     thr = r["threshold"]
-    L += ["## Threshold base b in L_th = log_b(d_x)", ""]
     tf, kf = thr["transition_fit"], thr["knee_fit"]
-    L += _table(["estimate", "b", "95% interval", "how"], [
-        ["headline", thr.get("base"), _ci(thr.get("base_ci")), thr.get("method") or "–"],
-        ["transition widths", tf.get("base"), _ci(tf.get("base_ci")),
-         tf.get("reason") or "crossovers of consecutive depths"],
-        ["knees of loss vs depth", kf.get("base"), _ci(kf.get("base_ci")),
-         kf.get("reason") or "two-segment fit per width; under the §4 law the knee sits past L_th"],
-        ["theory (Levine et al. 2020)", THEORY_BASE, "–", "separation rank"],
-        ["Levine et al. empirical", math.exp(LEVINE_SLOPE), "–",
-         f"d* = exp({LEVINE_INTERCEPT} + {LEVINE_SLOPE} L)"],
-    ])
+    how = thr.get("method") or "–"
+    if thr.get("extrapolation"):
+        how += " (an extrapolation: the threshold is not located in the runs)"
+    return ["## Threshold base b in L_th = log_b(d_x)", ""] + _table(
+        ["estimate", "b", "95% interval", "how"], [
+            ["headline", thr.get("base"), _ci(thr.get("base_ci")), how],
+            ["transition widths", tf.get("base"), _ci(tf.get("base_ci")),
+             tf.get("reason") or "crossovers of consecutive depths"],
+            ["knees of loss vs depth", kf.get("base"), _ci(kf.get("base_ci")),
+             kf.get("reason") or "two-segment fit per width; under the §4 law the knee sits past L_th"],
+            ["theory (Levine et al. 2020)", THEORY_BASE, "–", "separation rank"],
+            ["Levine et al. empirical", math.exp(LEVINE_SLOPE), "–",
+             f"d* = exp({LEVINE_INTERCEPT} + {LEVINE_SLOPE} L)"],
+        ])
 
+
+def _law_row(name: str, m: dict, preferred: str | None) -> list:
+    p = m.get("params", {})
+    key = ", ".join(f"{k}={_g(v)}" for k, v in p.items()
+                    if k in ("E", "alpha_N", "alpha_kappa", "b", "alpha_width", "alpha_depth", "alpha_D"))
+    prof = m.get("profile")
+    if prof:
+        key += ("; " if key else "") + f"b profile {_ci(prof['interval'])}" + (
+            " (open)" if prof["open_below"] or prof["open_above"] else "")
+    note = m.get("reason", "") if m["status"] != "ok" else m.get("note", "")
+    return [name + (" (preferred)" if name == preferred else ""), m["status"],
+            "; ".join(filter(None, [key, note])) or "–", m.get("aic"), m.get("bic"), m.get("cv_error")]
+
+
+def _laws_md(r: dict) -> list[str]:
+    """Every candidate loss law with its status, parameters, AIC, BIC and cross-validation."""
     reg = r["regimes"]
-    L += ["## Loss laws on all runs (docs/science.md §4, §9)", ""]
+    L = ["## Loss laws on all runs (docs/science.md §4, §9)", ""]
     pts = reg.get("points") or {}
     if reg.get("data_terms"):
         L += [f"Every law carries a data term + B_D·D^-alpha_D and is fitted on {pts.get('n_points')} "
               f"points from {pts.get('n_runs')} runs ({pts.get('weighting')}).", ""]
-    rows = []
-    for name, m in reg["models"].items():
-        p = m.get("params", {})
-        key = ", ".join(f"{k}={_g(v)}" for k, v in p.items()
-                        if k in ("E", "alpha_N", "alpha_kappa", "b", "alpha_width", "alpha_depth", "alpha_D"))
-        prof = m.get("profile")
-        if prof:
-            key += ("; " if key else "") + f"b profile {_ci(prof['interval'])}" + (
-                " (open)" if prof["open_below"] or prof["open_above"] else "")
-        note = m.get("reason", "") if m["status"] != "ok" else m.get("note", "")
-        rows.append([name + (" (preferred)" if name == reg["preferred"] else ""), m["status"],
-                     "; ".join(filter(None, [key, note])) or "–", m.get("aic"), m.get("bic"),
-                     m.get("cv_error")])
-    L += _table(["law", "status", "parameters / why", "AIC", "BIC", "leave-one-depth-out RMS"], rows)
+    rows = [_law_row(name, m, reg.get("preferred")) for name, m in reg["models"].items()]
+    return L + _table(["law", "status", "parameters / why", "AIC", "BIC", "leave-one-depth-out RMS"],
+                      rows)
 
-    L += ["## Power laws L(N) = E + A·N^-alpha", ""]
-    rows = []
+
+def _power_laws_md(r: dict) -> list[str]:
+    """L(N) per depth and on the envelope; depths with too few widths summed up in one line."""
+    L = ["## Power laws L(N) = E + A·N^-alpha", ""]
     pls = dict(r["power_laws"]["per_depth"])
     pls["envelope"] = r["power_laws"]["envelope"]
     thin = [k for k, f in pls.items() if f["status"] == "insufficient_data" and k != "envelope"]
+    rows = []
     for k, f in pls.items():
         if len(thin) > 6 and k in thin:
             continue
@@ -174,8 +266,12 @@ def render(r: dict) -> str:
     if len(thin) > 6:
         L += [f"Not fitted, too few widths: depths {', '.join(thin)} (" + "; ".join(
             pls[k]["reason"].split(";")[0] for k in thin[:3]) + "; ...).", ""]
+    return L
 
-    L += ["## Crossovers: where the deeper model starts to win at equal N", ""]
+
+def _crossovers_md(r: dict) -> list[str]:
+    """Where the deeper model starts to win at equal N, then the optimal depth per N."""
+    L = ["## Crossovers: where the deeper model starts to win at equal N", ""]
     cross = r["crossovers"]
     shown = [c for c in cross if c["status"] != "insufficient_data"]
     rows = [[f"{c['depths'][0]} → {c['depths'][1]}", c["status"], c.get("n_params"),
@@ -186,15 +282,26 @@ def render(r: dict) -> str:
     if len(shown) < len(cross):
         L += [f"{len(cross) - len(shown)} of {len(cross)} pairs of depths not compared: a "
               f"per-depth fit is missing (needs 3 or more widths at the depth).", ""]
-
     opt = r["optimal_depth"]
     if opt.get("points"):
-        seq = [f"{_g(p['n_params'])}: {p['depth']}" for p in opt["points"][:: max(1, len(opt['points']) // 8)]]
-        L += ["Optimal depth L*(N) (N: depth): " + "; ".join(seq) + ".", ""]
+        pts = opt["points"][:: max(1, len(opt["points"]) // 8)]
+        L += ["Optimal depth L*(N) (N: depth): " + "; ".join(
+            f"{_g(p['n_params'])}: {p['depth']}" for p in pts) + ".", ""]
+    return L
 
-    L += _learning_curves_md(r)
-    L += _kaplan_md(r)
-    L += _tail(r)
+
+def render(r: dict, design_power: dict | None = None) -> str:
+    """report.md from a report dict, one section after another. `design_power` (or the report's
+    own "design_power" entry) is the power summary of the plan the sweep ran, quoted in the
+    Design section (markdown_sections.design_md)."""
+    power = design_power if design_power is not None else r.get("design_power")
+    L = [f"# Depth–width analysis: `{r['source']}`", "", _runs_line(r), ""]
+    L += inputs_md(r) + _lth_md(r) + accounting_md(r) + design_md(r, power) + chinchilla_md(r)
+    if is_absent(r["threshold"]):
+        return "\n".join(L + _shape_free_tail(r))
+    for section in (_threshold_table_md, _laws_md, _power_laws_md, _crossovers_md,
+                    _learning_curves_md, _kaplan_md, _tail):
+        L += section(r)
     return "\n".join(L)
 
 

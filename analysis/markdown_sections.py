@@ -112,16 +112,40 @@ def accounting_md(r: dict) -> list[str]:
     return L
 
 
-def design_md(r: dict) -> list[str]:
+def design_power_md(power: dict | None) -> str | None:
+    """The plan's power in one sentence, from a power summary: its own "text", or "power" (0–1)
+    to detect "effect", with the optional "alpha", "n_trials" and "source" it was computed for."""
+    if not power:
+        return None
+    if power.get("text"):
+        return f"Power of the plan: {str(power['text']).rstrip('.')}."
+    if power.get("power") is None:
+        return None
+    bits = [f"{100 * float(power['power']):.0f}% power"]
+    if power.get("effect"):
+        bits.append(f"to detect {power['effect']}")
+    if power.get("alpha") is not None:
+        bits.append(f"at a {100 * float(power['alpha']):.3g}% false-positive rate")
+    if power.get("n_trials") is not None:
+        bits.append(f"with {power['n_trials']} trials")
+    src = f" ({power['source']})" if power.get("source") else ""
+    return "Power of the plan" + src + ": " + " ".join(bits) + "."
+
+
+def design_md(r: dict, power: dict | None = None) -> list[str]:
+    """The Design section: how many widths each depth has, the design that would identify b, and,
+    given a power summary of the plan (`power`, see design_power_md), what the sweep could see."""
     d = r.get("design")
+    plan = design_power_md(power)
     if not d or is_absent(d):
-        return []
+        return ["## Design", "", plan, ""] if plan else []
     per = d["widths_per_depth"]
     counts = {}
     for ws in per.values():
         counts[len(ws)] = counts.get(len(ws), 0) + 1
     summary = ", ".join(f"{n} depth{'s' if n > 1 else ''} with {k} width{'s' if k > 1 else ''}"
                         for k, n in sorted(counts.items()))
-    return ["## Design", "", f"{summary}. The per-depth fits, crossovers and transition widths need "
-            f"3 or more widths at a depth; the threshold laws carry the test of b otherwise. A "
-            f"design that identifies b: {d['text']}.", ""]
+    text = (f"{summary}. The per-depth fits, crossovers and transition widths need 3 or more "
+            f"widths at a depth; the threshold laws carry the test of b otherwise. A design that "
+            f"identifies b: {d['text']}.")
+    return ["## Design", "", text + (f" {plan}" if plan else ""), ""]

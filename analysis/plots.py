@@ -37,71 +37,168 @@ def _note(ax, text: str) -> None:
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", wrap=True, fontsize=9)
 
 
+def plain_log_ticks(ax, axis: str = "y") -> None:
+    """A log axis spanning less than a decade has at most one major tick: label its minor ticks
+    in plain numbers (2.7, 2.8) instead of 2.85×10^0."""
+    get = ax.get_ylim if axis == "y" else ax.get_xlim
+    lo, hi = sorted(get())
+    if lo > 0 and hi / lo < 10:
+        a = ax.yaxis if axis == "y" else ax.xaxis
+        a.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.3g"))
+        a.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%.3g"))
+        ticks = matplotlib.ticker.MaxNLocator(nbins=5).tick_values(lo, hi)
+        a.set_major_locator(matplotlib.ticker.FixedLocator(ticks[(ticks >= lo) & (ticks <= hi)]))
+        a.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
 def loss_vs_n(runs: pd.DataFrame, report: dict) -> Figure:
-    """Kaplan Figure 6 view: loss vs non-embedding N per depth, fits, crossovers marked."""
+    """Kaplan Figure 6 view: loss vs non-embedding N per depth with its fit (a depth whose fit is
+    not identified has its points joined, thin), the deep envelope, and crossovers with their
+    intervals where any is found."""
     fig = Figure(figsize=(7, 5))
     ax = fig.add_subplot()
-    col = _depth_colours(runs["depth"].unique())
+    depths = sorted(runs["depth"].unique())
+    col = _depth_colours(depths)
     per_depth = report["power_laws"]["per_depth"]
+    many = len(depths) > 8  # then a colour bar names the depths, and the legend the kinds of line
+    named = set()
+
+    def label(kind: str, own: str) -> str | None:
+        if not many:
+            return own
+        if kind in named:
+            return None
+        named.add(kind)
+        return kind
+
     for d, g in runs.groupby("depth"):
-        ax.scatter(g["n_params"], g["loss"], s=14, color=col[d], label=f"depth {d}", zorder=3)
         f = _fit(per_depth.get(str(d)))
+        sizes = g["n_params"].nunique()
+        why = (per_depth.get(str(d)) or {}).get("status", "none").replace("_", " ")
+        ax.scatter(g["n_params"], g["loss"], s=14, color=col[d], zorder=3,
+                   label=None if many or f is not None or sizes > 1 else
+                   f"depth {d}: one size, no fit ({why})")
         if f is not None:
             N = np.logspace(np.log10(g["n_params"].min()), np.log10(g["n_params"].max()), 100)
-            ax.plot(N, f.predict(N=N), color=col[d], lw=1.2)
+            ax.plot(N, f.predict(N=N), color=col[d], lw=1.2, label=label("per-depth fit", f"depth {d}: fit"))
+        elif sizes > 1:
+            m = g.groupby("n_params")["loss"].mean().sort_index()
+            ax.plot(m.index, m.to_numpy(), color=col[d], lw=0.8, ls=(0, (4, 2)),
+                    label=label("points joined (no per-depth fit)",
+                                f"depth {d}: points joined (no fit: {why})"))
+    if many:
+        cmap = colors.ListedColormap([col[d] for d in depths])
+        bar = fig.colorbar(cm.ScalarMappable(norm=colors.Normalize(-0.5, len(depths) - 0.5), cmap=cmap),
+                           ax=ax, label="depth")
+        shown = np.unique(np.linspace(0, len(depths) - 1, min(len(depths), 10)).round().astype(int))
+        bar.set_ticks(shown, labels=[str(depths[i]) for i in shown])
     env = _fit(report["power_laws"].get("envelope"))
     if env is not None:
         N = np.logspace(np.log10(runs["n_params"].min()), np.log10(runs["n_params"].max()), 100)
-        ax.plot(N, env.predict(N=N), "k--", lw=1, label="deep envelope")
-    for c in report["crossovers"]:
-        if c["status"] != "ok":
-            continue
+        ax.plot(N, env.predict(N=N), "k--", lw=1, label="deep envelope fit")
+    found = [c for c in report["crossovers"] if c["status"] == "ok"]
+    for k, c in enumerate(found):
         f = _fit(per_depth.get(str(c["depths"][1])))
         y = f.predict(N=np.array([c["n_params"]]))[0]
         xerr = None
         if c.get("n_params_ci"):
             lo, hi = c["n_params_ci"]
             xerr = [[max(c["n_params"] - lo, 0)], [max(hi - c["n_params"], 0)]]
-        ax.errorbar([c["n_params"]], [y], xerr=xerr, fmt="x", color="k", ms=7, capsize=3, zorder=4)
+        ax.errorbar([c["n_params"]], [y], xerr=xerr, fmt="x", color="k", ms=7, capsize=3, zorder=4,
+                    label="crossover (deeper starts to win), 95% interval" if k == 0 else None)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_log_ticks(ax, "y")
     ax.set_xlabel("non-embedding parameters N")
     ax.set_ylabel("validation loss (nats/token)")
-    ax.set_title("Loss vs N per depth; x = crossover (deeper starts to win)")
+    ax.set_title("Loss vs N per depth" + ("; x = crossover" if found else "; no crossover in range"))
     ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
     return fig
 
 
-def threshold_plot(report: dict, depths) -> Figure:
-    """Transition width vs depth on a log axis: fitted line with band, theory 3^L, Levine's line."""
-    fig = Figure(figsize=(6.5, 4.5))
+def _visible(y: np.ndarray, lo: float, hi: float) -> bool:
+    y = np.asarray(y, float)
+    return bool(np.any(np.isfinite(y) & (y >= lo) & (y <= hi)))
+
+
+def _shape_sides(ax, shapes: pd.DataFrame, b: float | None) -> None:
+    """The shapes run: filled below L_th = log_b d, hollow above (b = 3 without a fitted b)."""
+    side_b = b or THEORY_BASE
+    below = shapes["depth"] < np.log(shapes["width"].astype(float)) / np.log(side_b)
+    which = f"fitted L_th (b = {side_b:.3g})" if b else "log_3 d (no fitted b)"
+    for mask, face, words in ((below, "tab:blue", "below"), (~below, "none", "above")):
+        if mask.any():
+            ax.scatter(shapes.loc[mask, "width"], shapes.loc[mask, "depth"], s=40, marker="o",
+                       facecolors=face, edgecolors="tab:blue", zorder=4,
+                       label=f"{int(mask.sum())} shape{'s' if mask.sum() > 1 else ''} run {words} {which}")
+
+
+def _fitted_lth(ax, w: np.ndarray, thr: dict, ylim: tuple) -> list[str]:
+    """The fitted L_th = log_b d and its 95% band where they reach the view; notes for the rest."""
+    b, ci = thr["base"], thr.get("base_ci")
+    status = "claimed" if thr.get("claimed") else "not claimed"
+    lth = np.log(w) / np.log(b)
+    notes = []
+    if _visible(lth, *ylim):
+        ax.plot(w, lth, color="tab:red", lw=1.5, label=f"fitted L_th = log_{b:.3g} d ({status})")
+    else:
+        notes.append(f"fitted L_th = log_{b:.3g} d lies outside this view")
+    if ci and None not in ci:
+        lo, hi = np.log(w) / np.log(max(ci)), np.log(w) / np.log(min(ci))
+        if _visible(np.r_[lo, hi], *ylim) or (lo.min() < ylim[0] and hi.max() > ylim[1]):
+            ax.fill_between(w, lo, np.minimum(hi, 10 * ylim[1]), color="tab:red", alpha=0.15, lw=0,
+                            label=f"95% band, b in [{ci[0]:.3g}, {ci[1]:.3g}]")
+    return notes
+
+
+def threshold_plot(runs: pd.DataFrame, report: dict) -> Figure:
+    """Which shapes lie on which side of the threshold: every shape run at (width, depth), filled
+    below L_th and hollow above it (under the fitted b, or b = 3 when there is none), the fitted
+    L_th = log_b d with its 95% band, the theory's log_3 d, and the transition points found with
+    their fitted line. Lines wholly outside the view are named in a note, not in the legend."""
+    fig = Figure(figsize=(7, 4.8))
     ax = fig.add_subplot()
     thr = report["threshold"]
-    tf, kf = thr["transition_fit"], thr["knee_fit"]
-    L = np.linspace(max(0.5, min(depths) - 0.5), max(depths) + 0.5, 100)
-    ax.plot(L, THEORY_BASE ** L, "k:", label="theory d = 3^L (Levine et al. 2020)")
-    ax.plot(L, np.exp(LEVINE_INTERCEPT + LEVINE_SLOPE * L), color="grey", ls="-.",
-            label=f"Levine et al. empirical d* = exp({LEVINE_INTERCEPT} + {LEVINE_SLOPE} L)")
-    if thr.get("base"):
-        ax.plot(L, thr["base"] ** L, color="tab:red", label=f"headline b = {thr['base']:.3g}")
-    for fit_, colour, name in ((tf, "tab:blue", "crossovers"), (kf, "tab:green", "knees")):
+    shapes = runs.groupby(["depth", "width"], as_index=False).size()
+    widths = np.sort(shapes["width"].unique()).astype(float)
+    w = np.logspace(np.log10(widths.min() / 1.25), np.log10(widths.max() * 1.25), 100)
+    b = thr.get("base")
+    top = float(shapes["depth"].max()) + 1
+    if b:
+        top = max(top, min(1.1 * np.log(widths.max()) / np.log(b), 4 * top))
+    ylim = (0, top)
+    _shape_sides(ax, shapes, b)
+    notes = _fitted_lth(ax, w, thr, ylim) if b else []
+    theory = np.log(w) / np.log(THEORY_BASE)
+    if _visible(theory, *ylim):
+        ax.plot(w, theory, "k:", lw=1.2, label="theory L_th = log_3 d (Levine et al. 2020)")
+    levine = (np.log(w) - LEVINE_INTERCEPT) / LEVINE_SLOPE
+    if _visible(levine, *ylim):
+        ax.plot(w, levine, color="grey", ls="-.", lw=1, label="Levine et al. empirical d*(L)")
+    for fit_, colour, name in ((thr["transition_fit"], "tab:green", "crossovers"),
+                               (thr["knee_fit"], "tab:purple", "knees")):
         pts = fit_.get("points") or []
         if pts:
-            ax.scatter([p["depth"] for p in pts], [p["width"] for p in pts], color=colour,
-                       zorder=3, label=f"transition widths ({name})")
-        if fit_.get("status") == "ok":
-            ax.plot(L, np.exp(fit_["a"] + fit_["beta"] * L), color=colour, lw=1,
-                    label=f"fit log d = a + {fit_['beta']:.3g} L ({name})")
-            band = fit_.get("band")
-            if band:
-                ax.fill_between(band["depth"], band["width_lo"], band["width_hi"], color=colour,
-                                alpha=0.2, lw=0)
-    ax.set_yscale("log")
-    ax.set_ylim(1, max(1e4, THEORY_BASE ** max(depths)))
-    ax.set_xlabel("depth L")
-    ax.set_ylabel("transition width d")
-    ax.set_title("Depth threshold: width at which depth L stops paying")
-    ax.legend(fontsize=7)
+            ax.scatter([p["width"] for p in pts], [p["depth"] for p in pts], color=colour, marker="s",
+                       s=30, zorder=5, label=f"transition points ({name})")
+        if fit_.get("status") == "ok" and fit_.get("beta"):
+            line = (np.log(w) - fit_["a"]) / fit_["beta"]
+            if _visible(line, *ylim):
+                ax.plot(w, line, color=colour, lw=1, label=f"line through them: base {fit_['base']:.3g}")
+    if notes:
+        ax.text(0.02, 0.97, "; ".join(notes), transform=ax.transAxes, va="top", fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlim(w[0], w[-1])
+    ax.set_ylim(*ylim)
+    shown = widths[np.unique(np.linspace(0, len(widths) - 1, min(len(widths), 7)).round().astype(int))]
+    ax.set_xticks(shown, [f"{v:g}" for v in shown], rotation=45 if len(widths) > 5 else 0)
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_xlabel("width d (ticks: widths run)")
+    ax.set_ylabel("depth L")
+    ax.set_title("Shapes run against the depth threshold L_th = log_b d", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout()
     return fig
 
 
@@ -111,46 +208,56 @@ def _kappa_fit(report: dict) -> FitResult | None:
     return _fit(reg["models"].get(name))
 
 
+def _depth_panel(ax, g: pd.DataFrame, w: float, f: FitResult | None) -> None:
+    """One width's panel: the runs, the threshold law's curve, and each L_th inside the view
+    (the double-exponential side shaded only where L_th falls inside it)."""
+    ax.scatter(g["depth"], g["loss"], s=12, color="k", zorder=3, label="runs")
+    lo, Lmax = 0.5, 1.04 * g["depth"].max() + 0.5  # room for the deepest run's marker
+    off = []
+    if f is not None:
+        b = f.params["b"]
+        L = np.linspace(0.6, Lmax, 120)
+        per_layer = float(np.mean(g["n_params"] / g["depth"]))  # N grows linearly in depth
+        cols = dict(N=per_layer * L, depth=L, width=np.full_like(L, w))
+        if "D" in f.law.terms:  # the data-aware law, drawn at these runs' final tokens
+            cols["D"] = np.full_like(L, float(g["tokens"].mean()))
+        if np.all(np.isfinite(cols.get("D", [1.0]))):
+            ax.plot(L, f.predict(**cols), color="tab:red", lw=1.2, label=f"{f.name} fit")
+        lth = np.log(w) / np.log(b)
+        if lo < lth < Lmax:
+            ax.axvspan(lo, lth, color="tab:orange", alpha=0.12, lw=0, label="L < L_th")
+            ax.axvline(lth, color="tab:red", ls="--", lw=1, label=f"L_th = log_{b:.2g} d = {lth:.2g}")
+        else:
+            off.append(f"L_th = {lth:.2g} (b = {b:.2g})")
+    l3 = np.log(w) / np.log(THEORY_BASE)
+    if lo < l3 < Lmax:
+        ax.axvline(l3, color="k", ls=":", lw=1, label=f"log_3 d = {l3:.2g}")
+    else:
+        off.append(f"log_3 d = {l3:.2g}")
+    ax.set_xlim(lo, Lmax)
+    ax.set_title(f"width {w:g}" + (f"\n(off view: {'; '.join(off)})" if off else ""), fontsize=8)
+    ax.set_xlabel("depth L")
+    ax.set_ylabel("loss")
+    ax.legend(fontsize=6)
+
+
 def loss_vs_depth(runs: pd.DataFrame, report: dict, max_panels: int = 6) -> Figure:
-    """Loss vs depth at fixed widths with the two-regime fit; each width's L_th marked, the
-    double-exponential region (L < L_th) shaded."""
+    """Loss vs depth at fixed widths with the two-regime fit; each width's L_th marked where it
+    falls inside the depths drawn, the double-exponential side (L < L_th) shaded up to it."""
     widths = np.sort(runs["width"].unique())
     if len(widths) > max_panels:
         widths = widths[np.unique(np.linspace(0, len(widths) - 1, max_panels).round().astype(int))]
     ncol = min(3, len(widths))
     nrow = int(np.ceil(len(widths) / ncol))
-    height = 3.2 * nrow + 1.0  # margins in inches: title and note above, axis labels below
-    fig = Figure(figsize=(4 * ncol, height))
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.6 / height, top=1 - 0.8 / height,
-                        hspace=0.5, wspace=0.3)
+    fig = Figure(figsize=(4 * ncol, 3.4 * nrow + 0.8))
     f = _kappa_fit(report)
-    b = f.params["b"] if f is not None else None
-    if f is None:
-        fig.text(0.5, 1 - 0.5 / height, "no identified threshold law to draw (see the report)",
-                 ha="center", fontsize=8, color="grey")
     for k, w in enumerate(widths):
-        ax = fig.add_subplot(nrow, ncol, k + 1)
-        g = runs[runs["width"] == w]
-        ax.scatter(g["depth"], g["loss"], s=12, color="k", zorder=3)
-        Lmax = g["depth"].max() + 0.5
-        if f is not None:
-            L = np.linspace(0.6, Lmax, 120)
-            per_layer = float(np.mean(g["n_params"] / g["depth"]))  # N grows linearly in depth
-            cols = dict(N=per_layer * L, depth=L, width=np.full_like(L, w))
-            if "D" in f.law.terms:  # the data-aware law, drawn at these runs' final tokens
-                cols["D"] = np.full_like(L, float(g["tokens"].mean()))
-            if np.all(np.isfinite(cols.get("D", [1.0]))):
-                ax.plot(L, f.predict(**cols), color="tab:red", lw=1.2, label=f"{f.name} fit")
-            lth = np.log(w) / np.log(b)
-            ax.axvspan(0.5, min(lth, Lmax), color="tab:orange", alpha=0.12, lw=0)
-            ax.axvline(lth, color="tab:red", ls="--", lw=1, label=f"L_th = log_{b:.2g} d = {lth:.2g}")
-        ax.axvline(np.log(w) / np.log(THEORY_BASE), color="k", ls=":", lw=1, label="log_3 d")
-        ax.set_xlim(0.5, Lmax)
-        ax.set_title(f"width {w:g}", fontsize=9)
-        ax.set_xlabel("depth L")
-        ax.set_ylabel("loss")
-        ax.legend(fontsize=6)
-    fig.suptitle("Loss vs depth at fixed width (shaded: double-exponential regime)")
+        _depth_panel(fig.add_subplot(nrow, ncol, k + 1), runs[runs["width"] == w], float(w), f)
+    fig.suptitle("Loss vs depth at fixed width", fontsize=10)
+    if f is None:
+        fig.text(0.5, 0.01, "no identified threshold law to draw (see the report)", ha="center",
+                 va="bottom", fontsize=8, color="grey")
+    fig.tight_layout(rect=(0, 0.04 if f is None else 0, 1, 1))
     return fig
 
 
@@ -205,31 +312,42 @@ def phase_map(runs: pd.DataFrame, report: dict) -> Figure:
         mesh = ax.pcolormesh(edges_x, edges_y, np.ma.masked_invalid(M), cmap="viridis_r",
                              shading="flat")
         fig.colorbar(mesh, ax=ax, label="loss / best loss at equal N (measured or interpolated)")
-    for i, j in zip(*np.nonzero(measured & ~np.isfinite(M))):
+    for k, (i, j) in enumerate(zip(*np.nonzero(measured & ~np.isfinite(M)))):
         ax.fill_between([j - 0.5, j + 0.5], i - 0.5, i + 0.5, facecolor="none", edgecolor="grey",
-                        hatch="///", lw=0)
-    ax.fill_between([], [], [], facecolor="none", edgecolor="grey", hatch="///",
-                    label="run, but no other depth at its N")
+                        hatch="///", lw=0, label="run, but no other depth at its N" if k == 0 else None)
     # Threshold lines in row/column coordinates: L_th(d) placed between the rows of the depths
     # around it (rows are the depths run, evenly spaced, so the line bends where depths are sparse).
     cols = np.arange(len(widths))
-    row_of = lambda L: np.interp(L, depths, np.arange(len(depths)), left=-0.5, right=len(depths) - 0.5)
-    ax.plot(cols, row_of(np.log(widths) / np.log(THEORY_BASE)), "k:", lw=2,
-            label="L = log_3 d (theory)")
+
+    def row_of(L):  # NaN outside the depths run: a line there would sit on the border
+        inside = (L >= depths[0]) & (L <= depths[-1])
+        return np.where(inside, np.interp(L, depths, np.arange(len(depths))), np.nan)
+
     thr = report["threshold"]
     base = thr.get("base") if thr.get("claimed") else None
-    if base:
-        ax.plot(cols, row_of(np.log(widths) / np.log(base)), "r--", lw=2,
-                label=f"L = log_{base:.3g} d (fitted)")
+    off = []
+    for b, style, name in ((THEORY_BASE, "k:", "L = log_3 d (theory)"),
+                           (base, "r--", f"L = log_{base or 0:.3g} d (fitted)")):
+        if not b:
+            continue
+        rows = row_of(np.log(widths) / np.log(b))
+        if np.isfinite(rows).any():
+            ax.plot(cols, rows, style, lw=2, marker="o" if np.isfinite(rows).sum() == 1 else None,
+                    label=name)
+        else:
+            off.append(f"{name.split(' (')[0]} lies outside the depths run")
+    if off:
+        ax.text(0.5, 1.01, "; ".join(off), transform=ax.transAxes, ha="center", va="bottom",
+                fontsize=7)
     ax.set_xticks(cols, [f"{w:g}" for w in widths], rotation=45 if len(widths) > 8 else 0, fontsize=8)
     ax.set_yticks(np.arange(len(depths)), [str(int(d)) for d in depths], fontsize=8)
     ax.set_xlim(-0.5, len(widths) - 0.5)
     ax.set_ylim(-0.5, len(depths) - 0.5)
     ax.set_xlabel("width d (the widths run)")
     ax.set_ylabel("depth L (the depths run)")
-    ax.set_title("Depth × width phase map (blank: not run)")
+    ax.set_title("Depth × width phase map (blank: not run)", pad=14 if off else 6)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
-    fig.subplots_adjust(bottom=0.24)
+    fig.tight_layout()
     return fig
 
 
@@ -260,6 +378,7 @@ def aspect_ratio(shape: dict) -> Figure:
 def learning_curves(curves: pd.DataFrame, fit_dict: dict | None, ax=None, title: str | None = None,
                     xlabel: str = "step S") -> Figure:
     """Learning curves coloured by N with the L(N,S) fit dashed for a sample of sizes."""
+    own = ax is None
     fig = Figure(figsize=(6.5, 4.5)) if ax is None else ax.figure
     ax = fig.add_subplot() if ax is None else ax
     Ns = curves["n_params"].to_numpy(float)
@@ -277,6 +396,7 @@ def learning_curves(curves: pd.DataFrame, fit_dict: dict | None, ax=None, title:
     ax.update_datalim(xy)
     ax.autoscale_view()
     f = _fit(fit_dict)
+    drawn = f is not None
     if f is not None:
         # Only over the steps the fit used (thin_curves drops the first 0.1% of each run).
         s_max = float(curves["step"].max())
@@ -290,7 +410,12 @@ def learning_curves(curves: pd.DataFrame, fit_dict: dict | None, ax=None, title:
     ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("loss")
-    ax.set_title(title or "Learning curves and the L(N,S) fit (dashed)")
+    ax.set_title(title or ("Learning curves and the L(N,S) fit (dashed)" if drawn else
+                           "Learning curves (no identified L(N,S) fit to draw)"), fontsize=10)
+    plain_log_ticks(ax, "y")
+    plain_log_ticks(ax, "x")
+    if own:
+        fig.tight_layout()
     return fig
 
 
@@ -420,9 +545,8 @@ def make_all(runs: pd.DataFrame, curves: pd.DataFrame, report: dict,
             figs["learning_curves"] = learning_curves(curves, report["learning_curves"]["fit"])
         skipped["shape figures"] = "the input has no depth and width"
         return figs, skipped
-    depths = sorted(int(d) for d in runs["depth"].unique())
     figs["loss_vs_n"] = loss_vs_n(runs, report)
-    figs["threshold"] = threshold_plot(report, depths)
+    figs["threshold"] = threshold_plot(runs, report)
     figs["loss_vs_depth"] = loss_vs_depth(runs, report)
     figs["phase_map"] = phase_map(runs, report)
     shape = report["kaplan"]["ours"]["shape"]

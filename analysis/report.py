@@ -171,7 +171,7 @@ def threshold_section(ds: Dataset, reg: dict, transition: dict, design: dict, bo
         return absent(base=None, base_ci=None, claimed=False, consistent_with_theory=None,
                       method=None, transition_fit=absent(points=[]), knee_fit=absent(points=[]))
     knee_fit = threshold.knees(ds.runs, bootstrap, seed + 4)
-    return threshold.headline(reg, transition, knee_fit, design)
+    return threshold.headline(reg, transition, knee_fit, design, grid=threshold.swept_grid(ds.runs))
 
 
 def kaplan_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:

@@ -302,7 +302,85 @@ def _not_identified_reason(models: dict, transition: dict, design: dict | None) 
     return "; ".join(parts)
 
 
-def headline(regimes: dict, transition: dict, knee_fit: dict, design: dict | None = None) -> dict:
+def swept_grid(runs: pd.DataFrame) -> dict[float, list[int]]:
+    """{width: the depths run at that width}, the design the located rule checks against."""
+    return {float(w): sorted(int(d) for d in g["depth"].unique()) for w, g in runs.groupby("width")}
+
+
+def _span(depths: list[int]) -> str:
+    return f"{depths[0]}–{depths[-1]}" if depths[-1] != depths[0] else f"{depths[0]}"
+
+
+def _side(lth: float, lo: float, hi: float, depths: list[int]) -> str:
+    """Where one width's L_th lies against the depths run at it (docs/science.md §4, located):
+    'located' (the whole interval inside, runs strictly below and above the estimate), 'beyond'
+    (the estimate past the deepest run), 'below' (before the shallowest) or 'wide' (the estimate
+    inside but its interval reaching outside the depths run)."""
+    if lth > depths[-1]:
+        return "beyond"
+    if lth < depths[0]:
+        return "below"
+    both = any(d < lth for d in depths) and any(d > lth for d in depths)
+    return "located" if both and depths[0] <= lo and hi <= depths[-1] else "wide"
+
+
+def locate(base: float, base_ci: list, grid: dict[float, list[int]]) -> dict:
+    """The located rule: L_th = log_b d with its interval at each width swept, against the depths
+    run at that width. The threshold is located when at one width or more the whole interval lies
+    inside the depths run there, with runs on both sides; `text` says what the data show when not."""
+    per = []
+    for w, depths in sorted(grid.items()):
+        lth = float(np.log(w) / np.log(base))
+        lo, hi = sorted(float(np.log(w) / np.log(b)) for b in base_ci)
+        per.append({"width": w, "depths": depths, "L_th": lth, "L_th_ci": [lo, hi],
+                    "side": _side(lth, lo, hi, depths)})
+    sides = {p["side"] for p in per}
+    all_depths = sorted({d for p in per for d in p["depths"]})
+    located = [p["width"] for p in per if p["side"] == "located"]
+    if located:
+        text = (f"the fitted L_th and its interval lie inside the depths swept at width"
+                f"{'s' if len(located) > 1 else ''} {', '.join(f'{w:g}' for w in located)}")
+    elif sides == {"beyond"}:
+        text = (f"depth still pays at every depth swept ({_span(all_depths)}); any threshold lies "
+                f"beyond depth {all_depths[-1]} at these widths")
+    elif sides == {"below"}:
+        text = (f"every depth swept ({_span(all_depths)}) lies past the fitted threshold; any "
+                f"threshold lies below depth {all_depths[0]} at these widths")
+    else:
+        text = (f"at no width swept does the interval of L_th fall inside the depths run there "
+                f"({_span(all_depths)}), with runs on both sides")
+    return {"located": bool(located), "located_widths": located, "per_width": per,
+            "depths": all_depths, "text": text}
+
+
+def _apply_located_rule(out: dict, grid: dict | None) -> None:
+    """A κ-law's b is claimed only where the threshold it implies is located in the runs; else
+    the estimate stays in the report as an extrapolation resting on the law's form alone."""
+    if not grid or out["base"] is None or not out.get("base_ci") or None in out["base_ci"]:
+        return
+    if (out.get("method") or "").startswith("transition"):
+        # Crossovers are found inside the runs' range of N, between consecutive depths swept.
+        out["location"] = {"located": True, "text": "the transition widths are crossovers "
+                           "found between depths swept, inside the runs' range of N"}
+        return
+    loc = locate(out["base"], out["base_ci"], grid)
+    out["location"] = loc
+    if not loc["located"] and out["claimed"]:
+        out.update(claimed=False, status="not_claimed", extrapolation=True,
+                   reason=f"the threshold is not located in these runs: {loc['text']}")
+
+
+def headline(regimes: dict, transition: dict, knee_fit: dict, design: dict | None = None,
+             grid: dict[float, list[int]] | None = None) -> dict:
+    """threshold.base: b in L_th = log_b(d_x), how it was obtained, and whether it is claimed.
+    With `grid` ({width: depths run}, `swept_grid`), a b that passes every test below is claimed
+    only when the threshold it implies is located inside the depths swept (`locate`)."""
+    out = _headline(regimes, transition, knee_fit, design)
+    _apply_located_rule(out, grid)
+    return out
+
+
+def _headline(regimes: dict, transition: dict, knee_fit: dict, design: dict | None = None) -> dict:
     """threshold.base: b in L_th = log_b(d_x) and how it was obtained.
 
     The transition widths come first: where depth L+1 starts to beat depth L at equal N is the
@@ -332,18 +410,7 @@ def headline(regimes: dict, transition: dict, knee_fit: dict, design: dict | Non
                    "BIC: loss depends on N alone in these runs, so no depth threshold is claimed")
         return out
     if pref == "width_depth" and trans is None:
-        best = min((k for k in KAPPA_LAWS if models.get(k, {}).get("bic") is not None),
-                   key=lambda k: models[k]["bic"], default=None)
-        preferred = ("the separable width-depth law, which has no threshold, is preferred by BIC "
-                     "over the threshold laws")
-        if _kappa_estimate(models, best):
-            out["cross_check"] = _kappa_estimate(models, best)
-            out.update(method="none", reason=f"{preferred} (best threshold law: {best}): shape "
-                       f"matters in these runs, but they show no threshold")
-        else:
-            out.update(status="not_identified", method="none", reason=(
-                _not_identified_reason(models, transition, design) + f"; {preferred}"))
-        return out
+        return _no_threshold_law(out, models, transition, design)
     chosen, other = (trans, kappa) if trans else (kappa, None)
     if chosen is None:
         if pref in KAPPA_LAWS or any(models.get(k, {}).get("status") == "not_identified"
@@ -355,6 +422,29 @@ def headline(regimes: dict, transition: dict, knee_fit: dict, design: dict | Non
                        "could be fitted: " + "; ".join(filter(None, [
                            models.get("two_regime", {}).get("reason"), transition.get("reason")])))
         return out
+    return _judge(out, chosen, kappa, other)
+
+
+def _no_threshold_law(out: dict, models: dict, transition: dict, design: dict | None) -> dict:
+    """The separable width-depth law is preferred: nothing is claimed, and the best threshold
+    law's b, where it has one, is quoted beside it (a cross-check with nothing to agree with)."""
+    best = min((k for k in KAPPA_LAWS if models.get(k, {}).get("bic") is not None),
+               key=lambda k: models[k]["bic"], default=None)
+    preferred = ("the separable width-depth law, which has no threshold, is preferred by BIC "
+                 "over the threshold laws")
+    if _kappa_estimate(models, best):
+        out["cross_check"] = _kappa_estimate(models, best)
+        out.update(method="none", reason=f"{preferred} (best threshold law: {best}): shape "
+                   f"matters in these runs, but they show no threshold")
+    else:
+        out.update(status="not_identified", method="none", reason=(
+            _not_identified_reason(models, transition, design) + f"; {preferred}"))
+    return out
+
+
+def _judge(out: dict, chosen: dict, kappa: dict | None, other: dict | None) -> dict:
+    """The chosen estimate with the other as a cross-check; claimed only with a closed interval
+    inside the search range that spans at most a factor of 4."""
     out.update(base=chosen["base"], base_ci=chosen["base_ci"], method=chosen["method"])
     if chosen is kappa:
         out.update(bootstrap_ci=kappa["bootstrap_ci"], profile=kappa["profile"])

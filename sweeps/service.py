@@ -344,6 +344,7 @@ def _finish(store: ResultStore, analyze: bool, out: TextIO, code: int) -> int:
 
 def _analyze(store: ResultStore, out: TextIO) -> None:
     try:
+        from analysis.markdown import verdict_line
         from analysis.report import analyze as run_analysis
     except ImportError:
         print(f"analysis is not available here; the results are in {store.location} "
@@ -359,4 +360,4 @@ def _analyze(store: ResultStore, out: TextIO) -> None:
         where = Location(result["report_dir"]).display("report.md")
     else:
         where = store.display("analysis/report.md")
-    print(f"report: {where}", file=out)
+    print(f"{verdict_line(result)}; report: {where}", file=out)

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
+# The reference data (docs/data.md): ../shared/data beside the repository, or DEPTHWIDTH_DATA.
+SHARED_DATA = Path(os.environ.get("DEPTHWIDTH_DATA") or REPO.parent / "shared" / "data")
 
 
 def free_ports(n: int) -> list[int]:

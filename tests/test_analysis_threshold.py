@@ -114,3 +114,59 @@ def test_knee_finds_a_planted_breakpoint():
     y = np.where(L <= 4.3, -0.5 * (L - 4.3), -0.05 * (L - 4.3))
     assert threshold.knee(L, y) == pytest.approx(4.3, abs=0.05)
     assert threshold.knee(L, 0.1 * (L - 4) ** 2) is None  # loss rising again: not a knee
+
+
+def _planted_headline(depths, widths, b, seed=0):
+    """The headline of a two-regime grid planted at base b, with and without the located rule."""
+    p = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=b)
+    runs = _runs(synthetic.make_runs("two_regime", depths, widths, p, seeds=(0, 1), noise=0.01,
+                                     seed=seed))
+    reg = regimes.fit_regimes(runs, n_boot=60, seed=1)
+    empty = threshold.fit_transition([])
+    free = threshold.headline(reg, empty, empty)
+    return free, threshold.headline(reg, empty, empty, grid=threshold.swept_grid(runs))
+
+
+def test_grid_straddling_the_threshold_locates_and_claims_it():
+    """Depths 1-8 at widths 16-256 run across L_th = log_3 d (2.5 to 5): b is claimed, near 3."""
+    _, head = _planted_headline(range(1, 9), [16, 32, 64, 128, 256], 3.0)
+    assert head["claimed"] and head["status"] == "claimed"
+    assert head["base"] == pytest.approx(3.0, rel=0.05)
+    loc = head["location"]
+    assert loc["located"] and len(loc["located_widths"]) >= 3
+    for p in loc["per_width"]:
+        assert p["L_th_ci"][0] <= p["L_th"] <= p["L_th_ci"][1]
+
+
+@pytest.mark.parametrize("depths, widths, b, side, words", [
+    # b = 1.5 puts L_th at 6.8-10.3 layers at widths 16-64: every run lies below it.
+    (range(1, 5), [16, 32, 64], 1.5, "beyond",
+     "depth still pays at every depth swept (1–4); any threshold lies beyond depth 4"),
+    # b = 2 puts L_th at 2-4 layers at widths 4-16: every run of depth 5-8 lies past it.
+    (range(5, 9), [4, 8, 16], 2.0, "below",
+     "every depth swept (5–8) lies past the fitted threshold; any threshold lies below depth 5"),
+])
+def test_grid_wholly_on_one_side_does_not_claim(depths, widths, b, side, words):
+    """The law alone recovers b from runs on one side (so the unchecked headline would claim it),
+    but the threshold is not located in the runs: not claimed, b kept as an extrapolation."""
+    free, head = _planted_headline(depths, widths, b)
+    assert free["claimed"] and free["base"] == pytest.approx(b, rel=0.1)
+    assert not head["claimed"] and head["status"] == "not_claimed" and head["extrapolation"]
+    assert head["base"] == free["base"]  # still reported, marked as an extrapolation
+    assert {p["side"] for p in head["location"]["per_width"]} == {side}
+    assert words in head["location"]["text"] and words in head["reason"]
+
+
+def test_located_rule_by_hand():
+    """L_th = ln d / ln b against the depths at each width: inside with runs on both sides,
+    beyond, below, or inside with an interval reaching outside the depths run."""
+    grid = {27.0: [1, 2, 3, 4, 5], 9.0: [1, 2, 3]}
+    loc = threshold.locate(3.0, [2.9, 3.1], grid)  # L_th = 3 at 27 (located), 2 at 9 (located)
+    assert loc["located"] and loc["located_widths"] == [9.0, 27.0]
+    wide = threshold.locate(3.0, [1.5, 6.0], grid)  # L_th(27) interval [1.84, 8.1]: too wide
+    assert not wide["located"] and {p["side"] for p in wide["per_width"]} == {"wide"}
+    assert "at no width swept" in wide["text"]
+    assert threshold.locate(1.2, [1.1, 1.3], grid)["per_width"][0]["side"] == "beyond"
+    assert threshold.locate(50.0, [40.0, 60.0], grid)["per_width"][0]["side"] == "below"
+    # The deepest run exactly at L_th leaves no run above it: not located.
+    assert threshold.locate(3.0, [3.0, 3.0], {27.0: [1, 2, 3]})["per_width"][0]["side"] == "wide"
