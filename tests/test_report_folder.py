@@ -30,7 +30,8 @@ def cli(*args, cwd=None) -> subprocess.CompletedProcess:
 
 def sentence(r: subprocess.CompletedProcess) -> str:
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
+    # stderr may also carry analyze's progress lines ("analyze: ... done"); the error is one line
+    lines = [ln for ln in r.stderr.strip().splitlines() if not ln.startswith("analyze: ")]
     assert len(lines) == 1 and lines[0].startswith("depthwidth: error: "), r.stderr
     return lines[0][len("depthwidth: error: "):]
 
