@@ -22,6 +22,7 @@ from typing import Any
 import ray
 
 from depthwidth.results import TUNE_DIR, Location
+from sweeps import ray_compat
 from sweeps.trainable import (FINAL_KEY, RESUME_NOTE_KEY, _first_loadable, _hook_hold, _hook_note,
                               train_configs)
 
@@ -30,7 +31,6 @@ from sweeps.trainable import (FINAL_KEY, RESUME_NOTE_KEY, _first_loadable, _hook
 # torch imported; a Tune request needs some resource). The workers' own resources are Train's
 # placement group.
 DRIVER = {"memory": 512 * 2 ** 20}
-HEALTH_CHECK_ENV, HEALTH_CHECK_S = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2"
 
 
 def run_workers(config: dict[str, Any]) -> None:
@@ -40,10 +40,7 @@ def run_workers(config: dict[str, Any]) -> None:
     from ray.tune.integration.ray_train import TuneReportCallback
 
     trial, run = config["trial"], config["run"]
-    # Train's controller polls its workers every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by
-    # default) and takes their reports at each poll, so every evaluation of the trial waited up
-    # to 2 s (docs/bench/scale.md, "two data-parallel workers"). A value the user set is kept.
-    os.environ.setdefault(HEALTH_CHECK_ENV, HEALTH_CHECK_S)
+    ray_compat.fast_train_health_check()
     ask = dict(trial["resources"])  # per worker
     use_gpu = ask.get("GPU", 0) > 0
     store = Location(run["store"])

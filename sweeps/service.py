@@ -51,42 +51,6 @@ def _quiet_tune(verbose: bool = False):
             logging.getLogger(n).setLevel(lvl)
 
 
-def _lighter_tune() -> None:
-    """Two costs Tune adds to every sweep that depthwidth does not need (docs/bench/sweeps.md,
-    "fixed cost"); without these module attributes (another Ray) nothing changes but speed.
-
-    - Tune gives every trainable a runtime_env holding PL_DISABLE_FORK=1, for PyTorch Lightning,
-      which depthwidth does not use. An actor with any runtime_env gets a new worker process, not
-      one of the idle workers Ray started with torch and the trainable preloaded: ~3 s before the
-      first trial runs, on 2 cores. The variables Tune forwards on purpose (cloud credentials,
-      Ray Train's settings) still make a runtime_env when they are set.
-    - Tune's usage tag counts the run's callbacks by class name, and imports its MLflow, W&B,
-      Comet and Aim integrations to learn their names: with mlflow and wandb installed that is
-      ~3 s of imports on every sweep, trackers on or off. The sweep's callbacks are none of
-      those, so they are counted as Tune counts any other callback, without the imports."""
-    from sweeps.driver import StoreWriter, TrackerFeed
-    try:
-        from ray.air._internal import usage
-        from ray.tune.execution import class_cache
-    except ImportError:
-        return
-    defaults = getattr(class_cache, "DEFAULT_ENV_VARS", None)
-    if isinstance(defaults, dict):
-        defaults.pop("PL_DISABLE_FORK", None)
-    count = getattr(usage, "_count_callbacks", None)
-    if count is None or getattr(count, "_depthwidth", False):
-        return
-
-    def count_callbacks(given):
-        given = list(given or [])
-        if given and all(isinstance(c, (StoreWriter, TrackerFeed)) for c in given):
-            return {"CustomCallback": len(given)}
-        return count(given)
-
-    count_callbacks._depthwidth = True
-    usage._count_callbacks = count_callbacks
-
-
 def label(trial) -> str:
     m = trial.model
     parts = [f"d{m.depth} w{m.width}"]
@@ -234,6 +198,7 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
           command: str, plans: dict[str, dict[str, Any]], nodes: list[dict[str, Any]]) -> int:
     from ray import tune
 
+    from sweeps import ray_compat
     from sweeps.cluster import concurrent_trials, trial_resources
     from sweeps.driver import StopOnStoreFailure, StoreWriter, TrackerFeed, TrialFeed
     from sweeps.outcome import paragraph
@@ -260,7 +225,7 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
     if tracking.enabled:
         trackers, infos = _trackers(spec, store, tracking)
         callbacks.append(TrackerFeed(trackers, infos, driver))
-    _lighter_tune()
+    ray_compat.lighter_tune((StoreWriter, TrackerFeed))
     exp = f"{spec.name}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}"
     hook = os.environ.get(HOOK_ENV, "")
     limit = max_concurrent if max_concurrent else (r.max_concurrent or concurrent_trials(
