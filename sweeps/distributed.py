@@ -23,7 +23,7 @@ import ray
 
 from depthwidth.results import TUNE_DIR, Location
 from sweeps import ray_compat
-from sweeps.trainable import (FINAL_KEY, RESUME_NOTE_KEY, _first_loadable, _hook_hold, _hook_note,
+from sweeps.trainable import (FINAL_KEY, RESUME_NOTE_KEY, first_loadable, hook_hold, hook_note,
                               train_configs)
 
 # The Tune trial only drives the Train run and holds no model: it asks for no CPU, so that N
@@ -80,11 +80,11 @@ def worker_loop(config: dict[str, Any]) -> None:
     try:
         candidates = [ray_train.get_checkpoint()]  # the Train run's last, after a worker restart
         candidates += [tune.Checkpoint(uri) for uri in trial.get("resume_uris", [])]  # older runs'
-        resume_from, resumed_step, note = _first_loadable([c for c in candidates if c is not None],
+        resume_from, resumed_step, note = first_loadable([c for c in candidates if c is not None],
                                                           work, load_checkpoint)
         hook = run.get("hook_dir") or ""
         if rank == 0:
-            _hook_note(hook, f"start {tid} {resumed_step} {os.getpid()} {world}\n")
+            hook_note(hook, f"start {tid} {resumed_step} {os.getpid()} {world}\n")
 
         def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
             metrics = {**metrics, "trial_id": tid, "progress": metrics["step"] / train_cfg.steps,
@@ -95,7 +95,7 @@ def worker_loop(config: dict[str, Any]) -> None:
                 saved.set_metadata({"trial_id": tid, "step": int(metrics["step"])})
             ray_train.report(metrics, checkpoint=saved)  # every rank, every evaluation
             if saved is not None:
-                _hook_hold(hook, tid, resumed_step, int(metrics["step"]))
+                hook_hold(hook, tid, resumed_step, int(metrics["step"]))
 
         result = train(model, data, train_cfg, report=report,
                        checkpoint_dir=os.path.join(work, "checkpoint"), resume_from=resume_from,

@@ -304,6 +304,27 @@ def parse_spec(text: str, source_path: str = "<spec>") -> SweepSpec:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path} is not valid TOML: {exc}.") from None
+    name, description = _name(doc, path)
+    base = {s: _fixed(doc, s, path) for s in CONFIGS}
+    budget = parse_budget(doc, path)
+    resources = _resources(doc, path)
+    storage = _storage(doc, name, path)
+    tracking = parse_tracking(doc, path)
+    axes = _axes(doc, path, base)
+    _check_budget_owns(budget, base, axes, path)
+    where = _where(doc, path)
+    points = doc.get("points", [])
+    if not isinstance(points, list) or not all(isinstance(p, Mapping) for p in points):
+        raise fail(path, "points", points, "expected [[points]] tables")
+    trials = _unique(_grid_trials(axes, base, budget, where, path)
+                     + [_point_trial(i, p, base, budget, path) for i, p in enumerate(points)])
+    _check_workers(trials, resources, path)
+    return SweepSpec(name, description, source_path, text, tuple(trials), resources, storage, budget,
+                     tracking)
+
+
+def _name(doc: Mapping[str, Any], path: str) -> tuple[str, str]:
+    """The spec's top-level keys are known ones; its name and description."""
     for k in doc:
         if k not in TOP_KEYS:
             raise SpecError(f"{path}: unknown key {k!r}; known keys: {', '.join(TOP_KEYS)}.")
@@ -315,19 +336,29 @@ def parse_spec(text: str, source_path: str = "<spec>") -> SweepSpec:
     description = doc.get("description", "")
     if not isinstance(description, str):
         raise fail(path, "description", description, "expected a string")
-    base = {s: _fixed(doc, s, path) for s in CONFIGS}
-    budget = parse_budget(doc, path)
-    resources = _resources(doc, path)
-    storage = _storage(doc, name, path)
-    tracking = parse_tracking(doc, path)
-    axes = _axes(doc, path, base)
+    return name, description
+
+
+def _check_budget_owns(budget: Budget | None, base: Mapping[str, Mapping[str, Any]],
+                       axes: Mapping[str, Any], path: str) -> None:
+    """A [budget] that sets steps (and warmup) is their only source."""
     for fname, owner_key in (("steps", "kind"), ("warmup_steps", "warmup_fraction")):
         if budget is None or (owner_key == "warmup_fraction" and budget.warmup_fraction is None):
             continue
         if fname in base["train"] or any(resolve_axis(a, path) == ("train", fname) for a in axes):
             raise fail(path, f"train.{fname}", base["train"].get(fname, "[grid]"),
-                        f"[budget] sets {fname}; give it in one place")
+                       f"[budget] sets {fname}; give it in one place")
 
+
+@dataclass(frozen=True)
+class _Where:
+    raw: Any  # as written, for messages
+    compiled: list
+    used: set[str]  # the names the expressions read
+
+
+def _where(doc: Mapping[str, Any], path: str) -> _Where:
+    """The `where` filters, compiled, each name they read checked."""
     raw_where = doc.get("where", [])
     exprs = [raw_where] if isinstance(raw_where, str) else raw_where
     if not isinstance(exprs, list) or not all(isinstance(e, str) for e in exprs):
@@ -341,40 +372,45 @@ def parse_spec(text: str, source_path: str = "<spec>") -> SweepSpec:
         if n not in ("n_params", "aspect"):
             expr = next(c.text for c in compiled if n in where_names(c))
             resolve_axis(n, f"{path}: where = {expr!r} is invalid", kind="the name")
+    return _Where(raw_where, compiled, used)
 
-    points = doc.get("points", [])
-    if not isinstance(points, list) or not all(isinstance(p, Mapping) for p in points):
-        raise fail(path, "points", points, "expected [[points]] tables")
 
+def _grid_trials(axes: Mapping[str, list[Any]], base: dict[str, dict[str, Any]], budget: Budget | None,
+                 where: _Where, path: str) -> list[Trial]:
+    """Every point of the grid's product that the `where` filters keep."""
     trials: list[Trial] = []
-    seen: set[str] = set()
     names = list(axes)
     for combo in itertools.product(*(axes[n] for n in names)):
         trial = _make_trial(base, dict(zip(names, combo)), budget, path)
-        if compiled:
-            env = _where_env(trial.model, trial.data, trial.train, used)
+        if where.compiled:
+            env = _where_env(trial.model, trial.data, trial.train, where.used)
             try:
-                if not all(evaluate_where(c, env) for c in compiled):
+                if not all(evaluate_where(c, env) for c in where.compiled):
                     continue
             except WhereError as exc:
                 raise SpecError(f"{path}: {exc}") from None
-        if trial.trial_id not in seen:
-            seen.add(trial.trial_id)
-            trials.append(trial)
+        trials.append(trial)
     if axes and not trials:
-        raise fail(path, "where", raw_where, "it leaves no grid point to run")
-    for i, point in enumerate(points):
-        flat = _flatten_axes(point, f"{path} [[points]] #{i + 1}")
-        for k, v in flat.items():
-            if isinstance(v, (list, Mapping)):
-                raise fail(path, f"points[{i + 1}].{k}", v, "a point gives one value per field")
-        trial = _make_trial(base, flat, budget, f"{path} [[points]] #{i + 1}")
-        if trial.trial_id not in seen:
-            seen.add(trial.trial_id)
-            trials.append(trial)
-    _check_workers(trials, resources, path)
-    return SweepSpec(name, description, source_path, text, tuple(trials), resources, storage, budget,
-                     tracking)
+        raise fail(path, "where", where.raw, "it leaves no grid point to run")
+    return trials
+
+
+def _point_trial(i: int, point: Mapping[str, Any], base: dict[str, dict[str, Any]],
+                 budget: Budget | None, path: str) -> Trial:
+    """One [[points]] table: one value per field."""
+    flat = _flatten_axes(point, f"{path} [[points]] #{i + 1}")
+    for k, v in flat.items():
+        if isinstance(v, (list, Mapping)):
+            raise fail(path, f"points[{i + 1}].{k}", v, "a point gives one value per field")
+    return _make_trial(base, flat, budget, f"{path} [[points]] #{i + 1}")
+
+
+def _unique(trials: list[Trial]) -> list[Trial]:
+    """The first trial of each trial_id, in order."""
+    first: dict[str, Trial] = {}
+    for t in trials:
+        first.setdefault(t.trial_id, t)
+    return list(first.values())
 
 
 def _check_workers(trials: list[Trial], resources: Resources, path: str) -> None:

@@ -1,6 +1,6 @@
 """The function trainable every sweep trial runs: `depthwidth.train.train` inside Ray Tune.
 
-Ray Tune's canonical shape (STYLE.md): a function that reports each evaluation with
+Ray Tune's canonical shape for a function trainable: a function that reports each evaluation with
 `tune.report(metrics, checkpoint=...)`; on a restart it resumes from `tune.get_checkpoint()`,
 or, when a previous driver was interrupted, from the trial's checkpoints in the store, the
 furthest one that loads (a damaged one is passed over, and the run says so in RESUME_NOTE_KEY).
@@ -48,11 +48,9 @@ def train_configs(trial: dict[str, Any], run: dict[str, Any]):
 
 
 def run_trial(config: dict[str, Any]) -> None:
+    """The Tune function of a one-process trial (sweeps/distributed.py runs a trial of several)."""
     from depthwidth.train import load_checkpoint, train
 
-    if config["run"].get("workers", 1) > 1:  # N data-parallel workers through Ray Train
-        from sweeps.distributed import run_workers
-        return run_workers(config)
     trial, run = config["trial"], config["run"]
     tid = trial["trial_id"]
     model, data, train_cfg = train_configs(trial, run)
@@ -61,10 +59,10 @@ def run_trial(config: dict[str, Any]) -> None:
     try:
         candidates = [tune.get_checkpoint()]  # this run's own, after a lost worker
         candidates += [tune.Checkpoint(uri) for uri in trial.get("resume_uris", [])]  # older runs'
-        resume_from, resumed_step, note = _first_loadable([c for c in candidates if c is not None],
+        resume_from, resumed_step, note = first_loadable([c for c in candidates if c is not None],
                                                           work, load_checkpoint)
         hook = run.get("hook_dir") or ""
-        _hook_note(hook, f"start {tid} {resumed_step} {os.getpid()}\n")
+        hook_note(hook, f"start {tid} {resumed_step} {os.getpid()}\n")
         ckpt_dir = os.path.join(work, "checkpoint")
 
         def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
@@ -76,7 +74,7 @@ def run_trial(config: dict[str, Any]) -> None:
             c = tune.Checkpoint.from_directory(checkpoint)
             c.set_metadata({"trial_id": tid, "step": int(metrics["step"])})
             tune.report(metrics, checkpoint=c)  # persisted to the store's tune/ before returning
-            _hook_hold(hook, tid, resumed_step, int(metrics["step"]))
+            hook_hold(hook, tid, resumed_step, int(metrics["step"]))
 
         result = train(model, data, train_cfg, report=report, checkpoint_dir=ckpt_dir,
                        resume_from=resume_from)
@@ -90,7 +88,7 @@ def run_trial(config: dict[str, Any]) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _first_loadable(candidates: list, work: str, load) -> tuple[str | None, int, str]:
+def first_loadable(candidates: list, work: str, load) -> tuple[str | None, int, str]:
     """(local folder, step, note) of the first checkpoint that downloads and loads, furthest
     first; the note names each one passed over and why ("" when the first one loads)."""
     skipped = []
@@ -112,13 +110,13 @@ def _first_loadable(candidates: list, work: str, load) -> tuple[str | None, int,
     return None, 0, "; ".join(skipped)
 
 
-def _hook_note(hook: str, line: str) -> None:
+def hook_note(hook: str, line: str) -> None:
     if hook:
         with open(os.path.join(hook, "starts.log"), "a") as f:
             f.write(line)
 
 
-def _hook_hold(hook: str, tid: str, resumed_step: int, step: int) -> None:
+def hook_hold(hook: str, tid: str, resumed_step: int, step: int) -> None:
     """Test hook: after a first-attempt checkpoint, publish the pid and wait while the file
     `hold` exists (and lists this trial, or nothing), so a test can kill this worker or the
     driver at a known point; `ID@STEP` in `hold` waits at the checkpoint of that step instead of
