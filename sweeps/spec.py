@@ -41,7 +41,7 @@ from typing import Any, Mapping
 
 from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
 from sweeps.budget import Budget, apply_budget, model_stats, parse_budget, resolve_model
-from sweeps.errors import SpecError, fail, number
+from sweeps.errors import SpecError, choice, fail, known_table, number, text
 from sweeps.tracking import Tracking, parse_tracking
 from sweeps.where import WhereError, compile_where, evaluate_where, where_names
 
@@ -169,25 +169,15 @@ def _flatten_axes(table: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 
 def _fixed(doc: Mapping[str, Any], section: str, path: str) -> dict[str, Any]:
-    table = doc.get(section, {})
-    if not isinstance(table, Mapping):
-        raise fail(path, section, table, "expected a table")
+    table = known_table(doc.get(section, {}), path, section, tuple(FIELDS[section]), noun="field")
     for k, v in table.items():
-        if k not in FIELDS[section]:
-            raise SpecError(f"{path}: [{section}] has no field {k!r}; known fields: "
-                            f"{', '.join(FIELDS[section])}.")
         if isinstance(v, (list, Mapping)):
             raise fail(path, f"{section}.{k}", v, "fixed fields take one value; sweep lists in [grid]")
     return dict(table)
 
 
 def _resources(doc: Mapping[str, Any], path: str) -> Resources:
-    table = doc.get("resources", {})
-    if not isinstance(table, Mapping):
-        raise fail(path, "resources", table, "expected a table")
-    for k in table:
-        if k not in RESOURCE_KEYS:
-            raise SpecError(f"{path}: [resources] has no key {k!r}; known keys: {', '.join(RESOURCE_KEYS)}.")
+    table = known_table(doc.get("resources", {}), path, "resources", RESOURCE_KEYS)
     r = Resources()
     kw: dict[str, Any] = {}
     for k, v in table.items():
@@ -196,13 +186,9 @@ def _resources(doc: Mapping[str, Any], path: str) -> Resources:
         elif k == "workers":
             kw[k] = int(number(path, "resources.workers", v, integer=True))
         elif k == "sharding":
-            if v not in SHARDINGS:
-                raise fail(path, "resources.sharding", v, f"expected one of {', '.join(SHARDINGS)}")
-            kw[k] = v
+            kw[k] = choice(path, "resources.sharding", v, SHARDINGS)
         elif k == "gpus" and isinstance(v, str):
-            if v != "auto":
-                raise fail(path, "resources.gpus", v, 'expected a fraction in [0, 1] or "auto"')
-            kw[k] = v
+            kw[k] = choice(path, "resources.gpus", v, ("auto",), 'expected a fraction in [0, 1] or "auto"')
         elif k == "gpus":
             kw[k] = float(number(path, "resources.gpus", v, positive=False))
             if kw[k] > 1:
@@ -218,15 +204,9 @@ def _resources(doc: Mapping[str, Any], path: str) -> Resources:
 
 
 def _storage(doc: Mapping[str, Any], name: str, path: str) -> str:
-    table = doc.get("storage", {})
-    if not isinstance(table, Mapping):
-        raise fail(path, "storage", table, "expected a table")
-    for k in table:
-        if k != "path":
-            raise SpecError(f"{path}: [storage] has no key {k!r}; the only key is 'path'.")
+    table = known_table(doc.get("storage", {}), path, "storage", ("path",))
     value = table.get("path", f"results/{name}")
-    if not isinstance(value, str) or not value.strip():
-        raise fail(path, "storage.path", value, "expected a non-empty path or URI")
+    text(path, "storage.path", value, "expected a non-empty path or URI")
     return value
 
 
