@@ -19,17 +19,19 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from analysis import relrnn_compare as rc  # noqa: E402
+from analysis.relrnn_compare import ALL_TASKS, COLOURS, SOLVED, chance  # noqa: E402,F401
 from depthwidth.config import RECURRENT_FAMILIES as RECURRENT  # noqa: E402
 from depthwidth.config import SCREENED_FAMILIES as SCREENED  # noqa: E402
+
 # TASKS: the delay tasks (answer in the last 10 outputs, T free); CLASSIFICATION: one answer
 # after the 64 pixels of a UCI digit.
 from depthwidth.data import CLASSIFICATION_SOURCES as CLASSIFICATION  # noqa: E402
 from depthwidth.data import TASK_SOURCES as TASKS  # noqa: E402
-from depthwidth.data.digits import CLASSES, PIXELS as DIGITS_T  # noqa: E402
+from depthwidth.data.digits import CLASSES  # noqa: E402
+from depthwidth.data.digits import PIXELS as DIGITS_T
 from depthwidth.data.tasks import ALPHABET, N_SYMBOLS  # noqa: E402
 from depthwidth.data.tasks import baseline_loss as copy_baseline  # noqa: E402
-from analysis import relrnn_compare as rc  # noqa: E402
-from analysis.relrnn_compare import ALL_TASKS, COLOURS, SOLVED, chance  # noqa: E402,F401
 
 COST_METRICS = {  # column -> axis label; each a cost of one training step
     "step_flops": "matmul FLOPs per step", "step_activation_bytes": "activation bytes per step",

@@ -13,10 +13,11 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -143,7 +144,7 @@ class Parallel:
     device: str | None = None  # this worker's device (e.g. cuda:1); None: train_cfg.device
 
     @classmethod
-    def current(cls, sharding: str = "ddp", device: str | None = None) -> "Parallel":
+    def current(cls, sharding: str = "ddp", device: str | None = None) -> Parallel:
         import torch.distributed as dist
         return cls(dist.get_rank(), dist.get_world_size(), sharding, device)
 
@@ -281,7 +282,8 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
         run.build()
         run.loop(report, checkpoint_dir)
     except _FromCaller as wrapped:
-        raise wrapped.exc
+        # the caller's exception exactly as raised (`from` would replace its own cause)
+        raise wrapped.exc  # noqa: B904
     except Exception as exc:  # a failed run is a result, not a crash of the caller
         if run.dp is not None:
             raise

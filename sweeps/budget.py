@@ -6,8 +6,9 @@ attention-context term; docs/science.md §2), with D = steps x batch_size x seq_
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from depthwidth.config import DataConfig, ModelConfig, TrainConfig
 from sweeps.errors import SpecError, fail, known_table, number

@@ -23,8 +23,7 @@ import ray
 
 from depthwidth.results import TUNE_DIR, Location
 from sweeps import ray_compat
-from sweeps.trainable import (FINAL_KEY, RESUME_NOTE_KEY, first_loadable, hook_hold, hook_note,
-                              train_configs)
+from sweeps.trainable import FINAL_KEY, RESUME_NOTE_KEY, first_loadable, hook_hold, hook_note, train_configs
 
 # The Tune trial only drives the Train run and holds no model: it asks for no CPU, so that N
 # workers of one CPU fit a node of N CPUs, only for the memory its process takes (Ray, Train and

@@ -5,7 +5,8 @@ and the checks every spec table shares: known keys, numbers, names, choices."""
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 class SpecError(ValueError):

@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from depthwidth.clitools import fail
 from sweeps.progress import trial_label
-from sweeps.tracking import Tracking, Trackers, TrialInfo, WANDB_MODES, check_available
+from sweeps.tracking import WANDB_MODES, Trackers, Tracking, TrialInfo, check_available
 
 
 def trial_info(trial, sweep: str) -> TrialInfo:

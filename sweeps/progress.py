@@ -14,7 +14,6 @@ import sys
 import time
 from typing import TextIO
 
-
 # A training step's fixed cost (Python, kernel launches, the optimizer) in FLOP-equivalents:
 # ~25 ms at ~20 GFLOP/s on a laptop core. Below it a step costs about the same whatever the size.
 STEP_OVERHEAD_FLOPS = 5e8

@@ -14,8 +14,9 @@ import logging
 import math
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, TextIO
+from typing import Any, TextIO
 
 from depthwidth.results import SPEC, STATUSES, Location, StoreError
 from sweeps.spec import SpecError, SweepSpec, tomllib

@@ -35,9 +35,10 @@ import itertools
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
 from sweeps.budget import Budget, apply_budget, model_stats, parse_budget, resolve_model

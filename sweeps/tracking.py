@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import queue
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from sweeps.errors import SpecError, choice, fail, known_table, text
 
@@ -49,7 +51,7 @@ class Tracking:
 
     def with_flags(self, mlflow: str | None = None, wandb: str | None = None,
                    wandb_mode: str | None = None, tensorboard: str | bool | None = None,
-                   wandb_entity: str | None = None) -> "Tracking":
+                   wandb_entity: str | None = None) -> Tracking:
         t = self
         if mlflow:
             t = replace(t, mlflow=mlflow)
@@ -134,7 +136,7 @@ def eval_metrics(values: Mapping[str, Any], skip: Iterable[str] = ()) -> dict[st
     drop = {"trial_id", "step", "progress", *skip}
     return {k: float(v) for k, v in values.items()
             if k not in drop and isinstance(v, (int, float)) and not isinstance(v, bool)
-            and (k in _EVAL_KEYS or v == v)}
+            and (k in _EVAL_KEYS or not math.isnan(v))}
 
 
 def final_metrics(row: Mapping[str, Any]) -> dict[str, float]:
