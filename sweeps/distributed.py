@@ -23,7 +23,7 @@ import ray
 
 from depthwidth.results import TUNE_DIR, Location
 from sweeps import ray_compat
-from sweeps.trainable import FINAL_KEY, RESUME_NOTE_KEY, first_loadable, hook_hold, hook_note, train_configs
+from sweeps.trainable import FINAL_KEY, RESUME_NOTE_KEY, first_loadable, train_configs, trial_hook
 
 # The Tune trial only drives the Train run and holds no model: it asks for no CPU, so that N
 # workers of one CPU fit a node of N CPUs, only for the memory its process takes (Ray, Train and
@@ -81,9 +81,9 @@ def worker_loop(config: dict[str, Any]) -> None:
         candidates += [tune.Checkpoint(uri) for uri in trial.get("resume_uris", [])]  # older runs'
         resume_from, resumed_step, note = first_loadable([c for c in candidates if c is not None],
                                                           work, load_checkpoint)
-        hook = run.get("hook_dir") or ""
-        if rank == 0:
-            hook_note(hook, f"start {tid} {resumed_step} {os.getpid()} {world}\n")
+        hook = trial_hook(run)
+        if hook and rank == 0:
+            hook.started(run["hook"][1], tid, resumed_step, os.getpid(), world)
 
         def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
             metrics = {**metrics, "trial_id": tid, "progress": metrics["step"] / train_cfg.steps,
@@ -93,8 +93,8 @@ def worker_loop(config: dict[str, Any]) -> None:
                 saved = tune.Checkpoint.from_directory(checkpoint)
                 saved.set_metadata({"trial_id": tid, "step": int(metrics["step"])})
             ray_train.report(metrics, checkpoint=saved)  # every rank, every evaluation
-            if saved is not None:
-                hook_hold(hook, tid, resumed_step, int(metrics["step"]))
+            if saved is not None and hook:
+                hook.checkpointed(run["hook"][1], tid, resumed_step, int(metrics["step"]))
 
         result = train(model, data, train_cfg, report=report,
                        checkpoint_dir=os.path.join(work, "checkpoint"), resume_from=resume_from,

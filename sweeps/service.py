@@ -265,15 +265,16 @@ def _fit_in_chunks(run: _Run, trials: list[dict[str, Any]], feed: _Feed, limit: 
     experiment checkpoint), so a sweep of thousands is several Tune runs in a row, the next
     started only when the last ended with each of its trials stored or failed. Returns how the
     last one ended: {"crash": exc} (an error inside Tune), {"interrupted": True} or {}."""
-    from sweeps.trainable import HOOK_ENV
+    from sweeps.trainable import HOOK_DIR_ENV, HOOK_FILE_ENV
 
     r = run.spec.resources
     exp = f"{run.spec.name}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}"
+    hook = [os.environ.get(HOOK_FILE_ENV, ""), os.environ.get(HOOK_DIR_ENV, "")]
     chunks = [trials[i:i + CHUNK_TRIALS] for i in range(0, len(trials), CHUNK_TRIALS)]
     ended: dict[str, Any] = {}
     for k, part in enumerate(chunks):
         name = exp if len(chunks) == 1 else f"{exp}-{k + 1}"
-        settings = {"cpus": r.cpus, "hook_dir": os.environ.get(HOOK_ENV, ""), "workers": r.workers,
+        settings = {"cpus": r.cpus, "hook": hook if all(hook) else None, "workers": r.workers,
                     "sharding": r.sharding, "max_failures": r.max_failures, "store": run.store.location,
                     "experiment": name, "cwd": os.getcwd()}
         tuner = _tuner(run, [{"trial": t, "run": settings} for t in part], name, feed, limit)
