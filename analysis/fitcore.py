@@ -172,7 +172,7 @@ def start_grid(law: Law, X: dict, logy: np.ndarray, floors=None, alphas=None) ->
         for al_combo in np.array(np.meshgrid(*([alphas] * k))).reshape(k, -1).T:
             for c in cs:
                 th = [np.log(max(E, 1e-12))] if law.irreducible else []
-                for t, al in zip(law.terms, al_combo):
+                for _term, al in zip(law.terms, al_combo):
                     th += [np.log(excess), al]
                 if c is not None:
                     th.append(c)

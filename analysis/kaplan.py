@@ -55,7 +55,7 @@ def shape_sensitivity(runs: pd.DataFrame, ref: FitResult | None, band_decades: f
     lg = np.log10(cfg["n_params"].to_numpy(float))
     cfg["band"] = np.floor((lg - lg.min()) / band_decades).astype(int)
     bands = []
-    for b, g in cfg.groupby("band"):
+    for _band, g in cfg.groupby("band"):
         if g["aspect_ratio"].nunique() < 3:
             continue
         inc = g["rel"] / g["rel"].min() - 1.0
@@ -133,8 +133,8 @@ def load_digitized(path: str | Path) -> pd.DataFrame:
         try:
             doc = json.loads(p.read_text())
             curves = doc["curves"]["tokens"]
-            rows = [(str(i), float(c["n"]), float(x), float(l))
-                    for i, c in enumerate(curves) for x, l in zip(c["x"], c["loss"])]
+            rows = [(str(i), float(c["n"]), float(x), float(loss))
+                    for i, c in enumerate(curves) for x, loss in zip(c["x"], c["loss"])]
         except (ValueError, KeyError, TypeError) as exc:
             raise InputError(f"{p.name}: expected {{'curves': {{'tokens': [{{'n', 'x', 'loss'}}]}}}} "
                              f"({type(exc).__name__}: {exc}).") from None

@@ -19,34 +19,30 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from analysis import relrnn_compare as rc  # noqa: E402
+from analysis.relrnn_compare import ALL_TASKS, COLOURS, SOLVED, chance  # noqa: E402,F401
 from depthwidth.config import RECURRENT_FAMILIES as RECURRENT  # noqa: E402
 from depthwidth.config import SCREENED_FAMILIES as SCREENED  # noqa: E402
+
 # TASKS: the delay tasks (answer in the last 10 outputs, T free); CLASSIFICATION: one answer
 # after the 64 pixels of a UCI digit.
 from depthwidth.data import CLASSIFICATION_SOURCES as CLASSIFICATION  # noqa: E402
 from depthwidth.data import TASK_SOURCES as TASKS  # noqa: E402
-from depthwidth.data.digits import CLASSES, PIXELS as DIGITS_T  # noqa: E402
+from depthwidth.data.digits import CLASSES  # noqa: E402
+from depthwidth.data.digits import PIXELS as DIGITS_T
 from depthwidth.data.tasks import ALPHABET, N_SYMBOLS  # noqa: E402
 from depthwidth.data.tasks import baseline_loss as copy_baseline  # noqa: E402
 
-ALL_TASKS = TASKS + CLASSIFICATION
-SOLVED = 0.99  # accuracy on the last 10 outputs that counts as solving the task
 COST_METRICS = {  # column -> axis label; each a cost of one training step
     "step_flops": "matmul FLOPs per step", "step_activation_bytes": "activation bytes per step",
     "step_peak_bytes": "peak device bytes per step",
     "step_wall_s": "seconds per step (probe; else run wall / steps)"}
-COLOURS = {"lstm": "tab:blue", "rnn": "tab:orange", "memrnn": "tab:green", "relrnn": "tab:red",
-           "rellstm": "tab:purple"}
 
 
 def baseline_loss(task_length: float, task: str = "copy") -> float:
     """Memoryless cross-entropy on copy/denoise, 10·ln 8 / (T + 20) (docs/science.md §6); on
     digits the loss of the answer alone, ln 10 for a guess over the classes."""
     return math.log(CLASSES) if task in CLASSIFICATION else copy_baseline(task_length)
-
-
-def chance(task: str) -> float:
-    return 1 / CLASSES if task in CLASSIFICATION else 1 / ALPHABET
 
 
 def fit_exponent(x, y) -> dict[str, Any]:
@@ -367,8 +363,6 @@ def report_relrnn(runs_df: pd.DataFrame, curves_df: pd.DataFrame | None,
     stab = grad_stability(df)
     written: list[str] = []
     skipped: dict[str, str] = {}
-    from analysis import relrnn_compare as rc  # it builds on this module's tables
-
     comp = rc.comparison(df)
     head = rc.headline(comp)
     words = rc.sentences(comp, head)

@@ -14,9 +14,23 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from analysis.relrnn import ALL_TASKS, COLOURS, RECURRENT, SCREENED, SOLVED, chance
+from depthwidth.config import RECURRENT_FAMILIES as RECURRENT
+from depthwidth.config import SCREENED_FAMILIES as SCREENED
+from depthwidth.data import CLASSIFICATION_SOURCES, TASK_SOURCES
+from depthwidth.data.digits import CLASSES
+from depthwidth.data.tasks import ALPHABET
+
+# the delay tasks (answer in the last 10 outputs, T free), then one answer after a UCI digit's pixels
+ALL_TASKS = TASK_SOURCES + CLASSIFICATION_SOURCES
+SOLVED = 0.99  # accuracy on the last 10 outputs that counts as solving the task
+COLOURS = {"lstm": "tab:blue", "rnn": "tab:orange", "memrnn": "tab:green", "relrnn": "tab:red",
+           "rellstm": "tab:purple"}
 
 LEARNED = 0.9  # accuracy that counts as having learned a task, short of solving it
+
+
+def chance(task: str) -> float:
+    return 1 / CLASSES if task in CLASSIFICATION_SOURCES else 1 / ALPHABET
 
 
 def _median(g: pd.DataFrame, col: str) -> float | None:

@@ -35,7 +35,8 @@ def sweep(spec: Path, storage: Path, env: dict, address: str | None, hook: Path 
     cmd = [sys.executable, "-m", "depthwidth.cli", "sweep", "run", str(spec), "--storage",
            str(storage), "--no-analyze"] + (["--address", address] if address else [])
     if hook is not None:
-        env = {**env, "DEPTHWIDTH_TEST_HOOK_DIR": str(hook)}
+        env = {**env, "DEPTHWIDTH_TEST_HOOK_DIR": str(hook),
+               "DEPTHWIDTH_TRIAL_HOOK": str(ROOT / "tests" / "trial_hook.py")}
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
 

@@ -76,7 +76,7 @@ def main() -> int:
         run = TrainConfig(steps=a.steps, batch_size=batch, eval_every=10, eval_batches=1,
                           warmup_steps=0, device=device, precision="bf16", compile=a.compile)
         r = train(cfg, DataConfig(vocab_size=256), run,
-                  report=lambda m: (sync(device), marks.__setitem__(m["step"], time.perf_counter())))
+                  report=lambda m, marks=marks: (sync(device), marks.__setitem__(m["step"], time.perf_counter())))
         if r.status != "ok":
             print(f"width {width}: {r.status} {r.error}")
             continue

@@ -78,8 +78,8 @@ def back_to_back(spec_path: str) -> tuple[float, float]:
 
 def back_to_back_cold(spec_path: str) -> float:
     """The same loop as a fresh process: Python start and imports counted, as for the service."""
-    code = ("import sys; sys.path.insert(0, %r); import sweep_overhead as b; b.back_to_back(%r)"
-            % (str(Path(__file__).parent), spec_path))
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+            f"import sweep_overhead as b; b.back_to_back({spec_path!r})")
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], check=True)
     return time.perf_counter() - t0

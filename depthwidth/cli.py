@@ -35,7 +35,7 @@ def parse_data(spec: str, seed: int) -> DataConfig:
         try:
             return DataConfig(source=kind, task_length=int(arg or 100), seed=seed)
         except ValueError:
-            raise ConfigError(f"--data = {spec!r} is invalid: the delay T after '{kind}:' must be an integer.")
+            raise ConfigError(f"--data = {spec!r} is invalid: the delay T after '{kind}:' must be an integer.") from None
     raise ConfigError(f"--data = {spec!r} is invalid: expected pcfg, text:PATH, tokens:PATH, "
                       f"copy:T, denoise:T, digits or pdigits.")
 

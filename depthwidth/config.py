@@ -1,6 +1,6 @@
 """Typed, frozen configuration: ModelConfig, DataConfig, TrainConfig, and named presets.
 
-Config is data (STYLE.md): plain values that round-trip through dict, JSON, TOML and Ray.
+Config is data: plain values that round-trip through dict, JSON, TOML and Ray.
 Each dataclass validates itself on construction and raises ConfigError with one sentence
 naming the bad field and its value.
 """

@@ -5,7 +5,7 @@ Train the same model at several widths (or depths) for a few AdamW steps at one 
 record the typical size (mean |x|) of every block's output and of the logits after each step.
 Under a parametrization that transfers, the curves for different sizes lie on top of each other;
 otherwise they grow with size. Diagnostics (`coord_check`, `depth_coord_check` -> DataFrame,
-`plot_coord_check`) and tests.
+`width_spread`, `depth_spread`), used by the tests.
 """
 
 from __future__ import annotations
@@ -109,25 +109,3 @@ def depth_spread(df: pd.DataFrame, step: int | None = None) -> pd.Series:
     step = df["step"].max() if step is None else step
     m = df[df["step"] == step].groupby(["layer", "depth"])["act_size"].mean()
     return m.groupby("layer").max() / m.groupby("layer").min()
-
-
-def plot_coord_check(df: pd.DataFrame, axis: str = "width"):
-    """One panel per parametrization: activation size vs `axis` (width or depth), one line per
-    layer, last step."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    pars = list(dict.fromkeys(df["parametrization"]))
-    fig, axes = plt.subplots(1, len(pars), figsize=(5 * len(pars), 4), squeeze=False)
-    last = df["step"].max()
-    for ax, par in zip(axes[0], pars):
-        d = df[(df["parametrization"] == par) & (df["step"] == last)]
-        for layer, g in d.groupby("layer", sort=False):
-            m = g.groupby(axis)["act_size"].mean()
-            ax.plot(m.index, m.values, marker="o", label=layer)
-        ax.set(xscale="log", yscale="log", xlabel=axis, ylabel="mean |activation|",
-               title=f"{par}: after {last} steps")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig

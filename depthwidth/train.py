@@ -13,10 +13,11 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -146,7 +147,7 @@ class Parallel:
     device: str | None = None  # this worker's device (e.g. cuda:1); None: train_cfg.device
 
     @classmethod
-    def current(cls, sharding: str = "ddp", device: str | None = None) -> "Parallel":
+    def current(cls, sharding: str = "ddp", device: str | None = None) -> Parallel:
         import torch.distributed as dist
         return cls(dist.get_rank(), dist.get_world_size(), sharding, device)
 
@@ -281,161 +282,202 @@ def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
     t0 = time.perf_counter()
     if train_cfg.threads:
         torch.set_num_threads(train_cfg.threads)
-    model_cfg, data = resolve(model_cfg, data_cfg)
-    dp = parallel if parallel is not None and parallel.world > 1 else None
-    device = torch.device(parallel.device) if parallel and parallel.device else pick_device(train_cfg.device)
-    counts = count_params(model_cfg)
-    tokens_per_step = train_cfg.batch_size * model_cfg.seq_len
-    c_per_token = train_flops_per_token(model_cfg)
-    unigram = data.unigram_entropy()
-    diverge_at = DIVERGENCE_FACTOR * math.log(model_cfg.vocab_size)
+    # A checkpoint that cannot be read raises here (the caller may hold an older one); building
+    # the model and everything after it happens inside the run, so a model too large for the
+    # device ends as a "failed" result rather than an exception.
+    run = _Run(model_cfg, data_cfg, train_cfg, parallel, t0, resume_from)
+    try:
+        run.build()
+        run.loop(report, checkpoint_dir)
+    except _FromCaller as wrapped:
+        # the caller's exception exactly as raised (`from` would replace its own cause)
+        raise wrapped.exc  # noqa: B904
+    except Exception as exc:  # a failed run is a result, not a crash of the caller
+        if run.dp is not None:
+            raise
+        run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
+    finally:
+        if run.batches is not None:
+            run.batches.close()
+    return run.result()
 
-    # A checkpoint that cannot be read raises (the caller may hold an older one); building the
-    # model and everything after it happens inside the run, so a model too large for the device
-    # ends as a "failed" result rather than an exception.
-    state = load_checkpoint(resume_from) if resume_from is not None else None
-    step, curve, wall_offset = 0, [], 0.0
-    if state is not None:
-        step, curve, wall_offset = int(state["step"]), json.loads(state["curve"]), float(state["wall_s"])
-    amp = (torch.autocast(device.type, dtype=torch.bfloat16) if train_cfg.precision == "bf16"
-           else nullcontext())
-    model = fwd = opt = batches = None
-    rows = dp.shard if dp is not None else None
-    scalar = dp.mean if dp is not None else (lambda t: t.item() if isinstance(t, torch.Tensor) else t)
 
-    def loss_of(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        with amp:
-            logits = fwd(x)
+class _Run:
+    """The state of one training run and its steps, in the order `train` takes them: build the
+    model (from a checkpoint when resuming), loop over steps, evaluate, checkpoint and report
+    every `eval_every` steps, and sum it all up in a RunResult."""
+
+    def __init__(self, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
+                 parallel: Parallel | None, t0: float, resume_from: str | os.PathLike | None):
+        self.model_cfg, self.data = resolve(model_cfg, data_cfg)
+        self.cfg, self.t0 = train_cfg, t0
+        self.dp = parallel if parallel is not None and parallel.world > 1 else None
+        self.device = (torch.device(parallel.device) if parallel and parallel.device
+                       else pick_device(train_cfg.device))
+        self.counts = count_params(self.model_cfg)
+        self.tokens_per_step = train_cfg.batch_size * self.model_cfg.seq_len
+        self.c_per_token = train_flops_per_token(self.model_cfg)
+        self.unigram = self.data.unigram_entropy()
+        self.diverge_at = DIVERGENCE_FACTOR * math.log(self.model_cfg.vocab_size)
+        self.state = load_checkpoint(resume_from) if resume_from is not None else None
+        self.step, self.curve, self.wall_offset = 0, [], 0.0
+        if self.state is not None:
+            self.step, self.curve = int(self.state["step"]), json.loads(self.state["curve"])
+            self.wall_offset = float(self.state["wall_s"])
+        self.amp = (torch.autocast(self.device.type, dtype=torch.bfloat16)
+                    if train_cfg.precision == "bf16" else nullcontext())
+        self.model = self.fwd = self.opt = self.batches = None
+        self.rows = self.dp.shard if self.dp is not None else None
+        # Kerg et al. 2020's claim that ρ governs gradient stability is about training: the
+        # recurrent families measure ‖∂L/∂h_t‖ at every evaluation, not only at the end.
+        self.probe_during = self.model_cfg.family in RECURRENT_FAMILIES
+        self.status, self.error = "ok", ""
+        self.last = self.curve[-1] if self.curve else {}
+        self.n_evals = len(self.curve)
+
+    def scalar(self, t: Any) -> float:
+        """A loss as a float; under data parallelism, the mean over every worker's shard."""
+        if self.dp is not None:
+            return self.dp.mean(t)
+        return t.item() if isinstance(t, torch.Tensor) else t
+
+    def build(self) -> None:
+        """The model and optimizer, from the seed or from the checkpoint resumed."""
+        torch.manual_seed(self.cfg.seed)
+        model = build_model(self.model_cfg).to(self.device)
+        if self.dp is not None:  # every rank built the same weights from the seed; DDP checks it
+            model = self.dp.wrap(model, self.device)
+        self.model, self.opt = model, make_optimizer(_unwrap(model), self.cfg)
+        if self.state is not None:
+            if self.dp is not None:
+                self.dp.load(model, self.opt, self.state)
+            else:
+                model.load_state_dict(self.state["model"])
+                self.opt.load_state_dict(self.state["optimizer"])
+            torch.set_rng_state(self.state["rng"])
+            self.state = None  # the model holds it now
+        self.fwd = torch.compile(model) if self.cfg.compile else model
+        # On a GPU the next batches are drawn while the current step runs (the PCFG makes 2–3M
+        # tokens/s on one core, fewer than a GPU consumes at small widths).
+        self.batches = TrainBatches(self.data, self.cfg.batch_size, self.step, self.device,
+                                    ahead=2 if self.device.type == "cuda" else 0, rows=self.rows)
+
+    def loss_of(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with self.amp:
+            logits = self.fwd(x)
         return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1)), logits
 
-    @torch.no_grad()
-    def evaluate() -> dict[str, float]:
-        model.eval()
-        losses, extras = [], []
-        for i in range(train_cfg.eval_batches):
-            x, y = data.batch("val", i, train_cfg.batch_size)
-            if rows is not None:
-                x, y = rows(x), rows(y)
-            x, y = x.to(device), y.to(device)
-            loss, logits = loss_of(x, y)
-            losses.append(scalar(loss))
-            extra = data.extra_metrics(logits.float(), y)
-            extras.append({k: scalar(v) for k, v in extra.items()} if dp is not None else extra)
+    def loop(self, report: Report | None, checkpoint_dir: str | os.PathLike | None) -> None:
+        """Steps until the budget, a divergence, or an error; an evaluation every eval_every."""
+        cfg, model, opt = self.cfg, self.model, self.opt
+        acc_loss, acc_n = 0.0, 0
         model.train()
+        while self.step < cfg.steps:
+            lr = get_lr(self.step, cfg)
+            for g in opt.param_groups:
+                g["lr"] = lr * g["lr_scale"]
+            x, y = self.batches.get()
+            loss, _ = self.loss_of(x, y)
+            value = self.scalar(loss)
+            if not math.isfinite(value) or value > self.diverge_at:
+                self.status, self.error = "diverged", f"train loss {value:.4g} at step {self.step}"
+                return
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            self.step += 1
+            acc_loss, acc_n = acc_loss + value, acc_n + 1
+            if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
+                self.evaluation(acc_loss / acc_n, lr, report, checkpoint_dir)
+                acc_loss, acc_n = 0.0, 0
+                if self.status != "ok":
+                    return
+
+    def evaluation(self, train_loss: float, lr: float, report: Report | None,
+                   checkpoint_dir: str | os.PathLike | None) -> None:
+        """One point of the curve: validation metrics, a checkpoint when due, the report."""
+        step = self.step
+        ev = self.evaluate()
+        metrics = {"step": step, "tokens": step * self.tokens_per_step,
+                   "flops": step * self.tokens_per_step * self.c_per_token, "train_loss": train_loss,
+                   "lr": lr, "wall_s": self.wall_offset + time.perf_counter() - self.t0, **ev}
+        self.n_evals += 1
+        if not math.isfinite(ev["val_loss"]) or ev["val_loss"] > self.diverge_at:
+            self.status, self.error = "diverged", f"val loss {ev['val_loss']:.4g} at step {step}"
+        elif self.probe_during:
+            metrics.update(_grad_profile(_unwrap(self.model), self.data, self.cfg.batch_size, self.device))
+        self.curve.append(metrics)
+        saved = None
+        if checkpoint_dir is not None and self.status == "ok" and (
+                self.n_evals % self.cfg.checkpoint_every == 0 or step == self.cfg.steps
+                or checkpoint_requested()):
+            saved = self.checkpoint(Path(checkpoint_dir), metrics["wall_s"])
+        self.last = metrics
+        if report is not None:
+            try:  # the per-step profile stays in the curve; callers get scalars
+                scalars = {k: v for k, v in metrics.items() if not isinstance(v, list)}
+                if saved is None:
+                    report(scalars)
+                else:
+                    report(scalars, checkpoint=saved)
+            except BaseException as exc:  # the caller's own exception: let it through
+                raise _FromCaller(exc) from exc
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        self.model.eval()
+        losses, extras = [], []
+        for i in range(self.cfg.eval_batches):
+            x, y = self.data.batch("val", i, self.cfg.batch_size)
+            if self.rows is not None:
+                x, y = self.rows(x), self.rows(y)
+            x, y = x.to(self.device), y.to(self.device)
+            loss, logits = self.loss_of(x, y)
+            losses.append(self.scalar(loss))
+            extra = self.data.extra_metrics(logits.float(), y)
+            extras.append({k: self.scalar(v) for k, v in extra.items()} if self.dp is not None else extra)
+        self.model.train()
         out = {"val_loss": sum(losses) / len(losses)}
         for k in extras[0]:
             out[k] = sum(e[k] for e in extras) / len(extras)
         return out
 
-    # Kerg et al. 2020's claim that ρ governs gradient stability is about training: the
-    # recurrent families measure ‖∂L/∂h_t‖ at every evaluation, not only at the end.
-    probe_during = model_cfg.family in RECURRENT_FAMILIES
-    status, error, acc_loss, acc_n = "ok", "", 0.0, 0
-    last = curve[-1] if curve else {}
-    n_evals = len(curve)
-    try:
-        torch.manual_seed(train_cfg.seed)
-        model = build_model(model_cfg).to(device)
-        if dp is not None:  # every rank built the same weights from the seed; DDP checks it
-            model = dp.wrap(model, device)
-        opt = make_optimizer(_unwrap(model), train_cfg)
-        if state is not None:
-            if dp is not None:
-                dp.load(model, opt, state)
-            else:
-                model.load_state_dict(state["model"])
-                opt.load_state_dict(state["optimizer"])
-            torch.set_rng_state(state["rng"])
-            state = None  # the model holds it now
-        fwd = torch.compile(model) if train_cfg.compile else model
-        # On a GPU the next batches are drawn while the current step runs (the PCFG makes 2–3M
-        # tokens/s on one core, fewer than a GPU consumes at small widths).
-        batches = TrainBatches(data, train_cfg.batch_size, step, device,
-                               ahead=2 if device.type == "cuda" else 0, rows=rows)
-        model.train()
-        while step < train_cfg.steps:
-            lr = get_lr(step, train_cfg)
-            for g in opt.param_groups:
-                g["lr"] = lr * g["lr_scale"]
-            x, y = batches.get()
-            loss, _ = loss_of(x, y)
-            value = scalar(loss)  # under data parallelism, the mean over every worker's shard
-            if not math.isfinite(value) or value > diverge_at:
-                status, error = "diverged", f"train loss {value:.4g} at step {step}"
-                break
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if train_cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
-            opt.step()
-            step += 1
-            acc_loss, acc_n = acc_loss + value, acc_n + 1
-            if step % train_cfg.eval_every == 0 or step == train_cfg.steps:
-                ev = evaluate()
-                metrics = {"step": step, "tokens": step * tokens_per_step,
-                           "flops": step * tokens_per_step * c_per_token,
-                           "train_loss": acc_loss / acc_n, "lr": lr,
-                           "wall_s": wall_offset + time.perf_counter() - t0, **ev}
-                acc_loss, acc_n = 0.0, 0
-                n_evals += 1
-                if not math.isfinite(ev["val_loss"]) or ev["val_loss"] > diverge_at:
-                    status, error = "diverged", f"val loss {ev['val_loss']:.4g} at step {step}"
-                elif probe_during:
-                    metrics.update(_grad_profile(_unwrap(model), data, train_cfg.batch_size, device))
-                curve.append(metrics)
-                saved = None
-                if checkpoint_dir is not None and status == "ok" and (
-                        n_evals % train_cfg.checkpoint_every == 0 or step == train_cfg.steps
-                        or checkpoint_requested()):
-                    weights, moments = (dp.state(model, opt) if dp is not None
-                                        else (model.state_dict(), opt.state_dict()))
-                    if dp is None or dp.rank == 0:
-                        _save(Path(checkpoint_dir), {
-                            "model": weights, "optimizer": moments, "rng": torch.get_rng_state(),
-                            "step": step, "curve": json.dumps(curve), "wall_s": metrics["wall_s"]})
-                        saved = str(checkpoint_dir)
-                    if dp is not None:  # no rank goes on (or stops) before the checkpoint exists
-                        dp.barrier()
-                last = metrics
-                if report is not None:
-                    try:  # the per-step profile stays in the curve; callers get scalars
-                        scalars = {k: v for k, v in metrics.items() if not isinstance(v, list)}
-                        if saved is None:
-                            report(scalars)
-                        else:
-                            report(scalars, checkpoint=saved)
-                    except BaseException as exc:  # the caller's own exception: let it through
-                        raise _FromCaller(exc) from exc
-                if status != "ok":
-                    break
-    except _FromCaller as wrapped:
-        raise wrapped.exc
-    except Exception as exc:  # a failed run is a result, not a crash of the caller
-        if dp is not None:
-            raise
-        status, error = "failed", f"{type(exc).__name__}: {exc}"
-    finally:
-        if batches is not None:
-            batches.close()
+    def checkpoint(self, folder: Path, wall_s: float) -> str | None:
+        """Rank 0 (or the only process) saves; the folder, where this process saved."""
+        dp, saved = self.dp, None
+        weights, moments = (dp.state(self.model, self.opt) if dp is not None
+                            else (self.model.state_dict(), self.opt.state_dict()))
+        if dp is None or dp.rank == 0:
+            _save(folder, {"model": weights, "optimizer": moments, "rng": torch.get_rng_state(),
+                           "step": self.step, "curve": json.dumps(self.curve), "wall_s": wall_s})
+            saved = str(folder)
+        if dp is not None:  # no rank goes on (or stops) before the checkpoint exists
+            dp.barrier()
+        return saved
 
-    extra = {k: v for k, v in last.items() if k not in
-             ("step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")
-             and not isinstance(v, list)}
-    extra.update(_profiles_over_training(curve))
-    if status == "ok" and model_cfg.family in RECURRENT_FAMILIES:
-        # Kerg et al. 2020: the per-step gradient profile and step cost, kept with the run
-        from depthwidth.gradprobe import end_of_run_metrics
-        try:
-            extra.update(end_of_run_metrics(_unwrap(model), data, train_cfg.batch_size, device))
-        except Exception as exc:  # the probe must not cost a finished run
-            extra["probe_error"] = f"{type(exc).__name__}: {exc}"
-    return RunResult(
-        status=status, final_train_loss=float(last.get("train_loss", math.nan)),
-        final_val_loss=float(last.get("val_loss", math.nan)), steps=step,
-        tokens=step * tokens_per_step, flops=step * tokens_per_step * c_per_token,
-        wall_s=wall_offset + time.perf_counter() - t0, n_params=counts.n_params,
-        n_params_total=counts.n_params_total, flops_per_token=flops_per_token(model_cfg),
-        device=str(device), torch_version=torch.__version__, depthwidth_version=__version__,
-        unigram_entropy=unigram, vocab_size=model_cfg.vocab_size,
-        curve=curve,
-        metrics=extra, error=error)
+    def result(self) -> RunResult:
+        cfg, last, step = self.model_cfg, self.last, self.step
+        extra = {k: v for k, v in last.items() if k not in
+                 ("step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")
+                 and not isinstance(v, list)}
+        extra.update(_profiles_over_training(self.curve))
+        if self.status == "ok" and cfg.family in RECURRENT_FAMILIES:
+            # Kerg et al. 2020: the per-step gradient profile and step cost, kept with the run
+            from depthwidth.gradprobe import end_of_run_metrics
+            try:
+                extra.update(end_of_run_metrics(_unwrap(self.model), self.data, self.cfg.batch_size,
+                                                self.device))
+            except Exception as exc:  # the probe must not cost a finished run
+                extra["probe_error"] = f"{type(exc).__name__}: {exc}"
+        counts = self.counts
+        return RunResult(
+            status=self.status, final_train_loss=float(last.get("train_loss", math.nan)),
+            final_val_loss=float(last.get("val_loss", math.nan)), steps=step,
+            tokens=step * self.tokens_per_step, flops=step * self.tokens_per_step * self.c_per_token,
+            wall_s=self.wall_offset + time.perf_counter() - self.t0, n_params=counts.n_params,
+            n_params_total=counts.n_params_total, flops_per_token=flops_per_token(cfg),
+            device=str(self.device), torch_version=torch.__version__, depthwidth_version=__version__,
+            unigram_entropy=self.unigram, vocab_size=cfg.vocab_size,
+            curve=self.curve, metrics=extra, error=self.error)

@@ -6,11 +6,12 @@ attention-context term; docs/science.md §2), with D = steps x batch_size x seq_
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from depthwidth.config import DataConfig, ModelConfig, TrainConfig
-from sweeps.errors import SpecError, fail, number
+from sweeps.errors import SpecError, fail, known_table, number
 
 BUDGET_KINDS = ("steps", "tokens", "compute", "tokens_per_param")
 BUDGET_OPTIONS = ("evals", "min_steps", "warmup_fraction")
@@ -30,12 +31,7 @@ def parse_budget(doc: Mapping[str, Any], path: str) -> Budget | None:
     table = doc.get("budget")
     if table is None:
         return None
-    if not isinstance(table, Mapping):
-        raise fail(path, "budget", table, "expected a table")
-    for k in table:
-        if k not in BUDGET_KINDS + BUDGET_OPTIONS:
-            raise SpecError(f"{path}: [budget] has no key {k!r}; known keys: "
-                            f"{', '.join(BUDGET_KINDS + BUDGET_OPTIONS)}.")
+    table = known_table(table, path, "budget", BUDGET_KINDS + BUDGET_OPTIONS)
     kinds = [k for k in BUDGET_KINDS if k in table]
     if len(kinds) != 1:
         raise fail(path, "budget", dict(table), f"give exactly one of {', '.join(BUDGET_KINDS)}")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from depthwidth.clitools import reason
+from sweeps import ray_compat
 from sweeps.spec import Resources, SpecError, SweepSpec
 from sweeps.store import ResultStore
 
@@ -56,10 +57,9 @@ def connect(address: str | None, verbose: bool = False) -> bool:
         # how `ray start` decides for a new head).
         os.environ["RAY_AUTH_MODE"] = "token"
         if "ray" in sys.modules:  # imported already (a caller inside Python): reload the mode
-            from ray._raylet import Config
-            Config.initialize("")
+            _guarded(ray_compat.reload_auth_mode)
     if not addr:
-        _loopback_only()
+        _guarded(ray_compat.loopback_only)
     import ray
     from ray.exceptions import AuthenticationError
 
@@ -67,16 +67,15 @@ def connect(address: str | None, verbose: bool = False) -> bool:
         return False
     kwargs: dict[str, Any] = dict(log_to_driver=False, logging_level=logging.WARNING)
     if not addr:
-        # Workers Ray starts import torch and the trainable before they take work, so the first
-        # trials start in a warm process (~3 s less per worker on 2 cores); meanwhile this
-        # process imports Tune (docs/bench/sweeps.md, "fixed cost")
+        # Workers Ray starts import torch and the trainable before they take work (see
+        # ray_compat.worker_preload); meanwhile this process imports Tune
         early = threading.Thread(target=_import_driver_modules, daemon=True)
         early.start()
         started = False
         try:
             with _captured_stderr() as captured:
                 ray.init(include_dashboard=False,
-                         _system_config={"preload_python_modules": list(WORKER_PRELOAD)}, **kwargs)
+                         _system_config=ray_compat.worker_preload(WORKER_PRELOAD), **kwargs)
             started = True
         finally:
             if verbose or not started:  # a failed start shows what Ray said
@@ -102,46 +101,20 @@ def connect(address: str | None, verbose: bool = False) -> bool:
     raise ClusterError(f"--address = {addr!r} is invalid: no Ray cluster answered there ({failure}).")
 
 
-# Ray takes a single-machine cluster's node IP to be the loopback address when this is "0" (its
-# default on macOS and Windows); its GCS, raylet, workers and agents then listen on 127.0.0.1
-# only. On Linux the default is the machine's network address, with the gRPC servers on every
-# interface. ray.init(_node_ip_address="127.0.0.1") does not help: Ray replaces a loopback
-# address with the network one. docs/cluster.md lists what listens.
-LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
-
-
-def _loopback_only() -> None:
-    """Keep an embedded Ray on the loopback interface. The variable is read when ray is first
-    imported, and by every Ray process this one starts (they inherit the environment)."""
-    os.environ[LOCAL_ONLY_ENV] = "0"
-    if "ray" in sys.modules:  # imported already (a caller inside Python): set what it read
-        from ray._private import ray_constants
-        ray_constants.ENABLE_RAY_CLUSTER = False
+def _guarded(patch) -> None:
+    try:
+        patch()
+    except ray_compat.RayCompatError as exc:
+        raise ClusterError(f"{exc}.") from exc
 
 
 def stop(started: bool) -> threading.Thread:
     """Shut down the Ray this process started, in the background: its teardown (~0.4 s,
-    see _shutdown) runs while the sweep prints its summary and runs the analysis. Join the
+    see ray_compat.shutdown) runs while the sweep prints its summary and runs the analysis. Join the
     returned thread before the process ends."""
-    t = threading.Thread(target=_shutdown if started else (lambda: None), name="ray-shutdown")
+    t = threading.Thread(target=ray_compat.shutdown if started else (lambda: None), name="ray-shutdown")
     t.start()
     return t
-
-
-def _shutdown() -> None:
-    """ray.shutdown(), less its slowest second: Ray stops its processes one by one, giving each
-    a second to exit on SIGTERM, and the autoscaler monitor of a Ray started by ray.init sleeps
-    through that second and is then killed anyway. It is killed first here (0.4 s in all instead
-    of 1.4 s, docs/bench/sweeps.md). A Ray this process only joined has no such process."""
-    import ray
-    from ray._private import worker
-
-    node = getattr(worker, "_global_node", None)
-    for info in (getattr(node, "all_processes", None) or {}).get("monitor", []):
-        with contextlib.suppress(Exception):
-            info.process.kill()
-            info.process.wait(timeout=1)
-    ray.shutdown()
 
 
 @contextlib.contextmanager

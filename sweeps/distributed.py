@@ -22,15 +22,14 @@ from typing import Any
 import ray
 
 from depthwidth.results import TUNE_DIR, Location
-from sweeps.trainable import (FINAL_KEY, RESUME_NOTE_KEY, _first_loadable, _hook_hold, _hook_note,
-                              train_configs)
+from sweeps import ray_compat
+from sweeps.trainable import FINAL_KEY, RESUME_NOTE_KEY, first_loadable, train_configs, trial_hook
 
 # The Tune trial only drives the Train run and holds no model: it asks for no CPU, so that N
 # workers of one CPU fit a node of N CPUs, only for the memory its process takes (Ray, Train and
 # torch imported; a Tune request needs some resource). The workers' own resources are Train's
 # placement group.
 DRIVER = {"memory": 512 * 2 ** 20}
-HEALTH_CHECK_ENV, HEALTH_CHECK_S = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2"
 
 
 def run_workers(config: dict[str, Any]) -> None:
@@ -40,10 +39,7 @@ def run_workers(config: dict[str, Any]) -> None:
     from ray.tune.integration.ray_train import TuneReportCallback
 
     trial, run = config["trial"], config["run"]
-    # Train's controller polls its workers every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by
-    # default) and takes their reports at each poll, so every evaluation of the trial waited up
-    # to 2 s (docs/bench/scale.md, "two data-parallel workers"). A value the user set is kept.
-    os.environ.setdefault(HEALTH_CHECK_ENV, HEALTH_CHECK_S)
+    ray_compat.fast_train_health_check()
     ask = dict(trial["resources"])  # per worker
     use_gpu = ask.get("GPU", 0) > 0
     store = Location(run["store"])
@@ -83,11 +79,11 @@ def worker_loop(config: dict[str, Any]) -> None:
     try:
         candidates = [ray_train.get_checkpoint()]  # the Train run's last, after a worker restart
         candidates += [tune.Checkpoint(uri) for uri in trial.get("resume_uris", [])]  # older runs'
-        resume_from, resumed_step, note = _first_loadable([c for c in candidates if c is not None],
+        resume_from, resumed_step, note = first_loadable([c for c in candidates if c is not None],
                                                           work, load_checkpoint)
-        hook = run.get("hook_dir") or ""
-        if rank == 0:
-            _hook_note(hook, f"start {tid} {resumed_step} {os.getpid()} {world}\n")
+        hook = trial_hook(run)
+        if hook and rank == 0:
+            hook.started(run["hook"][1], tid, resumed_step, os.getpid(), world)
 
         def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
             metrics = {**metrics, "trial_id": tid, "progress": metrics["step"] / train_cfg.steps,
@@ -97,8 +93,8 @@ def worker_loop(config: dict[str, Any]) -> None:
                 saved = tune.Checkpoint.from_directory(checkpoint)
                 saved.set_metadata({"trial_id": tid, "step": int(metrics["step"])})
             ray_train.report(metrics, checkpoint=saved)  # every rank, every evaluation
-            if saved is not None:
-                _hook_hold(hook, tid, resumed_step, int(metrics["step"]))
+            if saved is not None and hook:
+                hook.checkpointed(run["hook"][1], tid, resumed_step, int(metrics["step"]))
 
         result = train(model, data, train_cfg, report=report,
                        checkpoint_dir=os.path.join(work, "checkpoint"), resume_from=resume_from,

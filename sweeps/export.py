@@ -9,29 +9,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, Iterable
+from typing import Any
 
 from depthwidth.clitools import OutputError, check_output_dir, fail
-from sweeps.tracking import Tracking, Trackers, TrialInfo, WANDB_MODES, check_available
+from sweeps.progress import trial_label
+from sweeps.tracking import WANDB_MODES, Trackers, Tracking, TrialInfo, check_available
 
 
 def trial_info(trial, sweep: str) -> TrialInfo:
     """A spec Trial as the trackers see it."""
-    from sweeps.service import label
-    return TrialInfo(trial.trial_id, label(trial), sweep, tuple(trial.axes), trial.config_dict())
-
-
-def _spec_versions(text: str) -> list[str]:
-    """The store's spec.toml: the first spec, then each later, different one (kept as a
-    commented block after an extension mark)."""
-    from sweeps.store import _EXTENSION_MARK
-    first, *blocks = text.split(_EXTENSION_MARK)
-    out = [first]
-    for block in blocks:
-        lines = block.splitlines()[1:]
-        out.append("\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in lines))
-    return out
+    return TrialInfo(trial.trial_id, trial_label(trial), sweep, tuple(trial.axes), trial.config_dict())
 
 
 def stored_infos(store, runs) -> dict[str, TrialInfo]:
@@ -39,11 +28,12 @@ def stored_infos(store, runs) -> dict[str, TrialInfo]:
     still parses, otherwise the config fields that vary across the store."""
     from depthwidth.results import SPEC
     from sweeps.spec import SpecError, parse_spec
+    from sweeps.store import spec_versions
 
     sweep = str(runs["sweep"].iloc[0]) if "sweep" in runs and len(runs) else store.loc.name
     infos: dict[str, TrialInfo] = {}
     if store.exists(SPEC):
-        for text in _spec_versions(store.loc.read_text(SPEC)):
+        for text in spec_versions(store.loc.read_text(SPEC)):
             try:
                 spec = parse_spec(text, store.display(SPEC))
             except (SpecError, ValueError):

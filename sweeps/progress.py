@@ -14,7 +14,6 @@ import sys
 import time
 from typing import TextIO
 
-
 # A training step's fixed cost (Python, kernel launches, the optimizer) in FLOP-equivalents:
 # ~25 ms at ~20 GFLOP/s on a laptop core. Below it a step costs about the same whatever the size.
 STEP_OVERHEAD_FLOPS = 5e8
@@ -22,6 +21,14 @@ STEP_OVERHEAD_FLOPS = 5e8
 
 def trial_cost(steps: int, flops: float) -> float:
     return steps * (1.0 + flops / max(steps, 1) / STEP_OVERHEAD_FLOPS)
+
+
+def trial_label(trial) -> str:
+    """A spec Trial's name in the view and in the trackers: its shape and its other axes."""
+    m = trial.model
+    parts = [f"d{m.depth} w{m.width}"]
+    parts += [f"{k}={v}" for k, v in trial.axes if k not in ("depth", "width")]
+    return " ".join(parts)
 
 
 def fmt_duration(seconds: float) -> str:

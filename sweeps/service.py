@@ -14,7 +14,9 @@ import logging
 import math
 import os
 import sys
-from typing import Any, Iterable, TextIO
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
 
 from depthwidth.results import SPEC, STATUSES, Location, StoreError
 from sweeps.spec import SpecError, SweepSpec, tomllib
@@ -25,93 +27,58 @@ from sweeps.tracking import FLUSH_TIMEOUT_S, Tracking, check_available
 # progress view replace them, and they cost ~0.3 s per trial on 2 CPUs.
 _QUIET_ENV = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1", "RAY_AIR_NEW_OUTPUT": "0",
               "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
-CHUNK_TRIALS = 1000  # trials per Tune run (see _tune)
+CHUNK_TRIALS = 1000  # trials per Tune run (see _fit_in_chunks)
 _QUIET_LOGGERS = ("ray.tune.analysis.experiment_analysis", "ray.tune.tune", "ray.tune.impl.tuner_internal")
 # Without --verbose, trial errors reach the user as the closing paragraph, not as Tune's tracebacks.
 _SILENT_LOGGERS = ("ray.tune", "ray.train", "ray.air")
 
 
-@contextlib.contextmanager
-def _quiet_tune(verbose: bool = False):
-    saved = {k: os.environ.get(k) for k in _QUIET_ENV}
-    names = _QUIET_LOGGERS + (() if verbose else _SILENT_LOGGERS)
-    levels = {n: logging.getLogger(n).level for n in names}
-    os.environ.update(_QUIET_ENV)
-    for n in names:
-        logging.getLogger(n).setLevel(logging.ERROR if verbose else logging.CRITICAL)
+def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | None = None,
+              max_concurrent: int | None = None, rerun: Iterable[str] = (), analyze: bool = True,
+              out: TextIO | None = None, tracking: Tracking | None = None, verbose: bool = False,
+              command: str | None = None) -> int:
+    """Run what the store lacks. Returns 0 when every trial of the spec is in the store.
+    `tracking` (default: the spec's) names the experiment trackers; `command` is what the user
+    types to continue an unfinished sweep (default: `depthwidth sweep run` with these options).
+
+    The steps, each below in this order: check everything that needs no cluster (`prepare`);
+    start or join Ray and check the cluster against the trials (`_plan_on_cluster`); run the
+    trials on Tune, the driver storing each as it finishes (`_tune`); fold the store, stop Ray,
+    print the summary and analyse (`_finish`)."""
+    from sweeps.outcome import continue_command
+
+    tracking = spec.tracking if tracking is None else tracking
+    check_available(tracking)
+    store, todo, again = prepare(spec, storage, rerun)
+    run = _Run(spec, store, out or sys.stdout, tracking, verbose, max_concurrent,
+               command or continue_command(spec.source_path, storage, address, max_concurrent))
+    if not todo:
+        return _nothing_to_run(run, analyze)
+
+    from sweeps import cluster
+    started_ray = cluster.connect(address, verbose=verbose)
     try:
-        yield
+        plans, nodes = _plan_on_cluster(run, todo)
+        code = _tune(run, todo, again, plans, nodes)
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        for n, lvl in levels.items():
-            logging.getLogger(n).setLevel(lvl)
-
-
-def _lighter_tune() -> None:
-    """Two costs Tune adds to every sweep that depthwidth does not need (docs/bench/sweeps.md,
-    "fixed cost"); without these module attributes (another Ray) nothing changes but speed.
-
-    - Tune gives every trainable a runtime_env holding PL_DISABLE_FORK=1, for PyTorch Lightning,
-      which depthwidth does not use. An actor with any runtime_env gets a new worker process, not
-      one of the idle workers Ray started with torch and the trainable preloaded: ~3 s before the
-      first trial runs, on 2 cores. The variables Tune forwards on purpose (cloud credentials,
-      Ray Train's settings) still make a runtime_env when they are set.
-    - Tune's usage tag counts the run's callbacks by class name, and imports its MLflow, W&B,
-      Comet and Aim integrations to learn their names: with mlflow and wandb installed that is
-      ~3 s of imports on every sweep, trackers on or off. The sweep's callbacks are none of
-      those, so they are counted as Tune counts any other callback, without the imports."""
-    from sweeps.driver import StoreWriter, TrackerFeed
+        store.close()  # folds the parts this run wrote into runs.parquet and curves.parquet
+        stopping = cluster.stop(started_ray)
     try:
-        from ray.air._internal import usage
-        from ray.tune.execution import class_cache
-    except ImportError:
-        return
-    defaults = getattr(class_cache, "DEFAULT_ENV_VARS", None)
-    if isinstance(defaults, dict):
-        defaults.pop("PL_DISABLE_FORK", None)
-    count = getattr(usage, "_count_callbacks", None)
-    if count is None or getattr(count, "_depthwidth", False):
-        return
-
-    def count_callbacks(given):
-        given = list(given or [])
-        if given and all(isinstance(c, (StoreWriter, TrackerFeed)) for c in given):
-            return {"CustomCallback": len(given)}
-        return count(given)
-
-    count_callbacks._depthwidth = True
-    usage._count_callbacks = count_callbacks
+        return _finish(store, analyze, run.out, code)
+    finally:
+        stopping.join()
 
 
-def label(trial) -> str:
-    m = trial.model
-    parts = [f"d{m.depth} w{m.width}"]
-    parts += [f"{k}={v}" for k, v in trial.axes if k not in ("depth", "width")]
-    return " ".join(parts)
-
-
-def select_trials(spec: SweepSpec, store: ResultStore, rerun: Iterable[str]) -> tuple[list, set[str]]:
-    """(trials to run, ids to rerun from scratch). --rerun takes trial ids or a status."""
-    runs = store.runs()
-    finished = set(runs["trial_id"])
-    ids = {t.trial_id for t in spec.trials}
-    again: set[str] = set()
-    for item in rerun:
-        if item == "all":
-            again |= ids & finished
-        elif item in STATUSES:
-            again |= ids & set(runs.loc[runs["status"] == item, "trial_id"])
-        elif item in ids:
-            again.add(item)
-        else:
-            raise SpecError(f"--rerun = {item!r} is invalid: it is neither a trial_id of this sweep "
-                            f"nor one of all, {', '.join(STATUSES)}.")
-    todo = [t for t in spec.trials if t.trial_id not in finished or t.trial_id in again]
-    return todo, again
+@dataclass
+class _Run:
+    """One `sweep run`: the spec, its store, and how the user asked for it."""
+    spec: SweepSpec
+    store: ResultStore
+    out: TextIO
+    tracking: Tracking
+    verbose: bool
+    max_concurrent: int | None
+    command: str  # what the user types to continue it
 
 
 def prepare(spec: SweepSpec, storage: str | None, rerun: Iterable[str] = ()) -> tuple[ResultStore, list, set[str]]:
@@ -139,68 +106,53 @@ def prepare(spec: SweepSpec, storage: str | None, rerun: Iterable[str] = ()) -> 
     return store, todo, again
 
 
-def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | None = None,
-              max_concurrent: int | None = None, rerun: Iterable[str] = (), analyze: bool = True,
-              out: TextIO | None = None, tracking: Tracking | None = None, verbose: bool = False,
-              command: str | None = None) -> int:
-    """Run what the store lacks. Returns 0 when every trial of the spec is in the store.
-    `tracking` (default: the spec's) names the experiment trackers; `command` is what the user
-    types to continue an unfinished sweep (default: `depthwidth sweep run` with these options)."""
-    from sweeps.outcome import continue_command
+def select_trials(spec: SweepSpec, store: ResultStore, rerun: Iterable[str]) -> tuple[list, set[str]]:
+    """(trials to run, ids to rerun from scratch). --rerun takes trial ids or a status."""
+    runs = store.runs()
+    finished = set(runs["trial_id"])
+    ids = {t.trial_id for t in spec.trials}
+    again: set[str] = set()
+    for item in rerun:
+        if item == "all":
+            again |= ids & finished
+        elif item in STATUSES:
+            again |= ids & set(runs.loc[runs["status"] == item, "trial_id"])
+        elif item in ids:
+            again.add(item)
+        else:
+            raise SpecError(f"--rerun = {item!r} is invalid: it is neither a trial_id of this sweep "
+                            f"nor one of all, {', '.join(STATUSES)}.")
+    todo = [t for t in spec.trials if t.trial_id not in finished or t.trial_id in again]
+    return todo, again
 
-    out = out or sys.stdout
-    tracking = spec.tracking if tracking is None else tracking
-    check_available(tracking)
-    store, todo, again = prepare(spec, storage, rerun)
-    command = command or continue_command(spec.source_path, storage, address, max_concurrent)
-    n_done = len(spec.trials) - len(todo)
-    if not todo:
-        print(f"[{spec.name}] all {len(spec.trials)} trials are already in {store.location}; "
-              f"nothing to run.", file=out)
-        store.write_spec(spec.text, spec.source_path)
-        if tracking.enabled:
-            _catch_up(spec, store, tracking, out)
-        _clear_finished(store)
-        return _finish(store, analyze, out, 0)
 
+def _nothing_to_run(run: _Run, analyze: bool) -> int:
+    spec, store = run.spec, run.store
+    print(f"[{spec.name}] all {len(spec.trials)} trials are already in {store.location}; "
+          f"nothing to run.", file=run.out)
+    store.write_spec(spec.text, spec.source_path)
+    if run.tracking.enabled:
+        _catch_up(spec, store, run.tracking, run.out)
+    _clear_finished(store)
+    return _finish(store, analyze, run.out, 0)
+
+
+def _plan_on_cluster(run: _Run, todo: list) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """Every check against the Ray nodes (resources, memory, GPU shares, shared storage), then
+    the store is locked and its spec written: (each trial's plan, the nodes)."""
     from sweeps import cluster
-    started_ray = cluster.connect(address, verbose=verbose)
-    try:
-        nodes = cluster.alive_nodes()
-        cluster.check_resources(spec.resources, nodes)
-        _check_node_memory(spec, todo, nodes)
-        plans = cluster.plan_on(spec, todo, nodes)  # GPU shares and memory asks per trial
-        cluster.check_shared_storage(store, nodes)
-        store.lock()
-        store.write_spec(spec.text, spec.source_path)
-        print(f"[{spec.name}] {len(todo)} trials to run ({n_done} already in the store), "
-              f"{_describe(nodes)}; results in {store.location}", file=out, flush=True)
-        code = _tune(spec, store, todo, again, max_concurrent, out, tracking, verbose, command,
-                     plans, nodes)
-    finally:
-        store.close()  # folds the parts this run wrote into runs.parquet and curves.parquet
-        stopping = cluster.stop(started_ray)
-    try:
-        return _finish(store, analyze, out, code)
-    finally:
-        stopping.join()
 
-
-def _trackers(spec: SweepSpec, store: ResultStore, tracking: Tracking):
-    """The sweep's trackers, first sent the spec's trials the store already holds (those a
-    tracker lacks, e.g. after a driver was killed between storing a trial and sending it)."""
-    from sweeps.export import build, send_stored, trial_info
-
-    infos = {t.trial_id: trial_info(t, spec.name) for t in spec.trials}
-    trackers = build(tracking, spec.name, store)
-    send_stored(trackers, store, infos, only=infos)
-    return trackers, infos
-
-
-def _catch_up(spec: SweepSpec, store: ResultStore, tracking: Tracking, out: TextIO) -> None:
-    trackers, _ = _trackers(spec, store, tracking)
-    for message in trackers.close(FLUSH_TIMEOUT_S):
-        print(message, file=out)
+    spec, store = run.spec, run.store
+    nodes = cluster.alive_nodes()
+    cluster.check_resources(spec.resources, nodes)
+    _check_node_memory(spec, todo, nodes)
+    plans = cluster.plan_on(spec, todo, nodes)  # GPU shares and memory asks per trial
+    cluster.check_shared_storage(store, nodes)
+    store.lock()
+    store.write_spec(spec.text, spec.source_path)
+    print(f"[{spec.name}] {len(todo)} trials to run ({len(spec.trials) - len(todo)} already in "
+          f"the store), {_describe(nodes)}; results in {store.location}", file=run.out, flush=True)
+    return plans, nodes
 
 
 def _check_node_memory(spec: SweepSpec, todo: list, nodes: list[dict[str, Any]]) -> None:
@@ -215,104 +167,154 @@ def _check_node_memory(spec: SweepSpec, todo: list, nodes: list[dict[str, Any]])
                           "the largest Ray node had free when Ray started")
 
 
-def _clear_finished(store: ResultStore) -> None:
-    """Delete the checkpoints of every stored trial, including those a killed driver had
-    recorded but not yet cleared."""
+def _tune(run: _Run, todo: list, again: set[str], plans: dict[str, dict[str, Any]],
+          nodes: list[dict[str, Any]]) -> int:
+    """The trials still to do, on Ray Tune; 0 when all of them are stored, else 1 after the
+    paragraph that says why not (sweeps/outcome.py)."""
+    from sweeps import ray_compat
+    from sweeps.driver import StoreWriter, TrackerFeed
     from sweeps.resume import clear_checkpoints
-    clear_checkpoints(store, store.finished_ids())
 
-
-def _describe(nodes: list[dict[str, Any]]) -> str:
-    cpus = sum(n["Resources"].get("CPU", 0) for n in nodes)
-    gpus = sum(n["Resources"].get("GPU", 0) for n in nodes)
-    return (f"Ray: {len(nodes)} node{'s' if len(nodes) != 1 else ''}, {cpus:g} CPUs"
-            + (f", {gpus:g} GPUs" if gpus else ""))
-
-
-def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
-          max_concurrent: int | None, out: TextIO, tracking: Tracking, verbose: bool,
-          command: str, plans: dict[str, dict[str, Any]], nodes: list[dict[str, Any]]) -> int:
-    from ray import tune
-
-    from sweeps.cluster import concurrent_trials, trial_resources
-    from sweeps.driver import StopOnStoreFailure, StoreWriter, TrackerFeed, TrialFeed
+    _clear_finished(run.store)  # also a rerun's trials, which start from scratch
+    trials, resume = _trial_configs(run.store, todo, again, plans)
+    feed = _Feed(run, todo, plans, resume)
+    ray_compat.lighter_tune((StoreWriter, TrackerFeed))
+    limit = run.max_concurrent or run.spec.resources.max_concurrent or _concurrent_limit(
+        run.spec, plans, nodes)
+    ended = _fit_in_chunks(run, trials, feed, limit)
+    feed.view.close()
+    clear_checkpoints(run.store, feed.driver.written)
+    missing = [t for t in todo if t.trial_id not in feed.driver.written]
+    feed.close_trackers(missing)
+    if not missing:
+        return 0
     from sweeps.outcome import paragraph
-    from sweeps.plan import ray_resources
-    from sweeps.progress import ProgressView, trial_cost
-    from sweeps.resume import clear_checkpoints, find_checkpoints
-    from sweeps.trainable import HOOK_ENV, run_trial
 
-    _clear_finished(store)  # also a rerun's trials, which start from scratch
+    r, view = run.spec.resources, feed.view
+    errors = {feed.labels[t]: view.errors.get(t, "") for t, s in view.status.items() if s == "error"}
+    print(paragraph(run.spec.name, n_todo=len(todo), n_missing=len(missing),
+                    n_stored=len(run.store.runs()), store=run.store.location, command=run.command,
+                    store_failure=feed.driver.failure, errors=errors, max_failures=r.max_failures,
+                    crash=ended.get("crash"), interrupted=ended.get("interrupted", False)), file=run.out)
+    return 1
+
+
+def _trial_configs(store: ResultStore, todo: list, again: set[str],
+                   plans: dict[str, dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, list]]:
+    """Each trial's config as its Tune function reads it, with the checkpoints in the store it
+    may resume from (furthest first); a trial to rerun gets none."""
+    from sweeps.resume import find_checkpoints
+
     resume = find_checkpoints(store, [t.trial_id for t in todo if t.trial_id not in again])
-    r = spec.resources
     trials = [{"trial_id": t.trial_id, **t.config_dict(),
                "resume_uris": [uri for uri, _ in resume.get(t.trial_id, [])], **_asks(plans[t.trial_id])}
               for t in todo]
-    labels = {t.trial_id: label(t) for t in todo}
-    view = ProgressView(spec.name, {k: trial_cost(p["steps"], p["flops"]) for k, p in plans.items()},
-                        labels, out)
-    for tid, candidates in resume.items():
-        view.note(f"trial {labels[tid]} resumes from its checkpoint at step {candidates[0][1]}")
+    return trials, resume
 
-    driver = StoreWriter(spec.name, store, view, labels)
-    callbacks: list = [driver]
-    trackers = None
-    if tracking.enabled:
-        trackers, infos = _trackers(spec, store, tracking)
-        callbacks.append(TrackerFeed(trackers, infos, driver))
-    _lighter_tune()
-    exp = f"{spec.name}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}"
-    hook = os.environ.get(HOOK_ENV, "")
-    limit = max_concurrent if max_concurrent else (r.max_concurrent or concurrent_trials(
-        [ray_resources(p) for p in plans.values()], r.workers, nodes))
-    # Tune keeps every trial of a run in memory (~100 KB each, and rewrites them all at every
-    # experiment checkpoint), so a sweep of thousands is several Tune runs in a row
+
+@dataclass
+class _Feed:
+    """Where the trials' reports go: the progress view, the store's writer and the trackers."""
+    run: _Run
+    todo: list
+    plans: dict[str, dict[str, Any]]
+    resume: dict[str, list]
+    callbacks: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        from sweeps.driver import StoreWriter, TrackerFeed
+        from sweeps.progress import ProgressView, trial_cost, trial_label
+
+        run = self.run
+        self.labels = {t.trial_id: trial_label(t) for t in self.todo}
+        self.view = ProgressView(run.spec.name, {k: trial_cost(p["steps"], p["flops"])
+                                                 for k, p in self.plans.items()}, self.labels, run.out)
+        for tid, candidates in self.resume.items():
+            self.view.note(f"trial {self.labels[tid]} resumes from its checkpoint at step {candidates[0][1]}")
+        self.driver = StoreWriter(run.spec.name, run.store, self.view, self.labels)
+        self.callbacks = [self.driver]
+        self.trackers = None
+        if run.tracking.enabled:
+            self.trackers, self.infos = _trackers(run.spec, run.store, run.tracking)
+            self.callbacks.append(TrackerFeed(self.trackers, self.infos, self.driver))
+
+    def unfinished(self, part: list[dict[str, Any]]) -> bool:
+        """Whether a trial of this Tune run is neither stored nor failed."""
+        return any(t["trial_id"] not in self.driver.written
+                   and self.view.status.get(t["trial_id"]) != "error" for t in part)
+
+    def close_trackers(self, missing: list) -> None:
+        if self.trackers is None:
+            return
+        for t in missing:
+            self.trackers.release(self.infos[t.trial_id])
+        for message in self.trackers.close(FLUSH_TIMEOUT_S):
+            print(message, file=self.run.out)
+
+
+def _concurrent_limit(spec: SweepSpec, plans: dict[str, dict[str, Any]],
+                      nodes: list[dict[str, Any]]) -> int | None:
+    from sweeps.cluster import concurrent_trials
+    from sweeps.plan import ray_resources
+
+    return concurrent_trials([ray_resources(p) for p in plans.values()], spec.resources.workers, nodes)
+
+
+def _fit_in_chunks(run: _Run, trials: list[dict[str, Any]], feed: _Feed, limit: int | None) -> dict[str, Any]:
+    """Tune keeps every trial of a run in memory (~100 KB each, and rewrites them all at every
+    experiment checkpoint), so a sweep of thousands is several Tune runs in a row, the next
+    started only when the last ended with each of its trials stored or failed. Returns how the
+    last one ended: {"crash": exc} (an error inside Tune), {"interrupted": True} or {}."""
+    from sweeps.trainable import HOOK_DIR_ENV, HOOK_FILE_ENV
+
+    r = run.spec.resources
+    exp = f"{run.spec.name}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}"
+    hook = [os.environ.get(HOOK_FILE_ENV, ""), os.environ.get(HOOK_DIR_ENV, "")]
     chunks = [trials[i:i + CHUNK_TRIALS] for i in range(0, len(trials), CHUNK_TRIALS)]
-    crash: BaseException | None = None
-    interrupted = False
+    ended: dict[str, Any] = {}
     for k, part in enumerate(chunks):
         name = exp if len(chunks) == 1 else f"{exp}-{k + 1}"
-        run = {"cpus": r.cpus, "hook_dir": hook, "workers": r.workers, "sharding": r.sharding,
-               "max_failures": r.max_failures, "store": store.location, "experiment": name,
-               "cwd": os.getcwd()}
-        tuner = tune.Tuner(
-            tune.with_resources(run_trial, trial_resources),  # each trial's own GPU share and memory
-            tune_config=tune.TuneConfig(
-                search_alg=TrialFeed([{"trial": t, "run": run} for t in part]), num_samples=len(part),
-                reuse_actors=True, max_concurrent_trials=limit,
-                trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
-            run_config=tune.RunConfig(
-                name=name, storage_path=store.tune_storage, storage_filesystem=store.fs, verbose=0,
-                callbacks=callbacks, stop=StopOnStoreFailure(driver),
-                failure_config=tune.FailureConfig(max_failures=r.max_failures),
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
-        with _quiet_tune(verbose):
+        settings = {"cpus": r.cpus, "hook": hook if all(hook) else None, "workers": r.workers,
+                    "sharding": r.sharding, "max_failures": r.max_failures, "store": run.store.location,
+                    "experiment": name, "cwd": os.getcwd()}
+        tuner = _tuner(run, [{"trial": t, "run": settings} for t in part], name, feed, limit)
+        with _quiet_tune(run.verbose):
             try:
-                tuner.fit()  # Tune turns Ctrl-C into a graceful stop; the trials left are reported below
+                tuner.fit()  # Tune turns Ctrl-C into a graceful stop; the trials left are reported
             except KeyboardInterrupt:
-                interrupted = True
-            except Exception as exc:  # an error inside Tune: told in the paragraph below
-                crash = exc
-        if interrupted or crash is not None or driver.failure is not None or any(
-                t["trial_id"] not in driver.written and view.status.get(t["trial_id"]) != "error"
-                for t in part):
+                ended = {"interrupted": True}
+            except Exception as exc:  # an error inside Tune: told in the closing paragraph
+                ended = {"crash": exc}
+        if ended or feed.driver.failure is not None or feed.unfinished(part):
             break  # stopped before the end: the later Tune runs do not start
-    view.close()
-    clear_checkpoints(store, driver.written)
-    missing = [t for t in todo if t.trial_id not in driver.written]
-    if trackers is not None:
-        for t in missing:
-            trackers.release(infos[t.trial_id])
-        for message in trackers.close(FLUSH_TIMEOUT_S):
-            print(message, file=out)
-    if missing:
-        errors = {labels[t]: view.errors.get(t, "") for t, s in view.status.items() if s == "error"}
-        print(paragraph(spec.name, n_todo=len(todo), n_missing=len(missing),
-                        n_stored=len(store.runs()), store=store.location, command=command,
-                        store_failure=driver.failure, errors=errors, max_failures=r.max_failures,
-                        crash=crash, interrupted=interrupted), file=out)
-        return 1
-    return 0
+    return ended
+
+
+def _tuner(run: _Run, configs: list[dict[str, Any]], name: str, feed: _Feed, limit: int | None):
+    """One Tune run of these trials: each trial's own resources, handed over one at a time,
+    reused actors, checkpoints in the store's tune/ folder."""
+    from ray import tune
+
+    from sweeps.cluster import trial_resources
+    from sweeps.driver import StopOnStoreFailure, TrialFeed
+    from sweeps.trainable import run_trial
+
+    r, store = run.spec.resources, run.store
+    if r.workers > 1:  # N data-parallel workers per trial, through Ray Train
+        from sweeps.distributed import run_workers as trainable
+    else:
+        trainable = run_trial
+    return tune.Tuner(
+        tune.with_resources(trainable, trial_resources),  # each trial's own GPU share and memory
+        tune_config=tune.TuneConfig(
+            search_alg=TrialFeed(configs), num_samples=len(configs),
+            reuse_actors=True, max_concurrent_trials=limit,
+            trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
+        run_config=tune.RunConfig(
+            name=name, storage_path=store.tune_storage, storage_filesystem=store.fs, verbose=0,
+            callbacks=feed.callbacks, stop=StopOnStoreFailure(feed.driver),
+            failure_config=tune.FailureConfig(max_failures=r.max_failures),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
 
 
 def _trial_name(trial) -> str:
@@ -361,3 +363,54 @@ def _analyze(store: ResultStore, out: TextIO) -> None:
     else:
         where = store.display("analysis/report.md")
     print(f"{verdict_line(result)}; report: {where}", file=out)
+
+
+def _trackers(spec: SweepSpec, store: ResultStore, tracking: Tracking):
+    """The sweep's trackers, first sent the spec's trials the store already holds (those a
+    tracker lacks, e.g. after a driver was killed between storing a trial and sending it)."""
+    from sweeps.export import build, send_stored, trial_info
+
+    infos = {t.trial_id: trial_info(t, spec.name) for t in spec.trials}
+    trackers = build(tracking, spec.name, store)
+    send_stored(trackers, store, infos, only=infos)
+    return trackers, infos
+
+
+def _catch_up(spec: SweepSpec, store: ResultStore, tracking: Tracking, out: TextIO) -> None:
+    trackers, _ = _trackers(spec, store, tracking)
+    for message in trackers.close(FLUSH_TIMEOUT_S):
+        print(message, file=out)
+
+
+def _clear_finished(store: ResultStore) -> None:
+    """Delete the checkpoints of every stored trial, including those a killed driver had
+    recorded but not yet cleared."""
+    from sweeps.resume import clear_checkpoints
+    clear_checkpoints(store, store.finished_ids())
+
+
+def _describe(nodes: list[dict[str, Any]]) -> str:
+    cpus = sum(n["Resources"].get("CPU", 0) for n in nodes)
+    gpus = sum(n["Resources"].get("GPU", 0) for n in nodes)
+    return (f"Ray: {len(nodes)} node{'s' if len(nodes) != 1 else ''}, {cpus:g} CPUs"
+            + (f", {gpus:g} GPUs" if gpus else ""))
+
+
+@contextlib.contextmanager
+def _quiet_tune(verbose: bool = False):
+    saved = {k: os.environ.get(k) for k in _QUIET_ENV}
+    names = _QUIET_LOGGERS + (() if verbose else _SILENT_LOGGERS)
+    levels = {n: logging.getLogger(n).level for n in names}
+    os.environ.update(_QUIET_ENV)
+    for n in names:
+        logging.getLogger(n).setLevel(logging.ERROR if verbose else logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        for n, lvl in levels.items():
+            logging.getLogger(n).setLevel(lvl)

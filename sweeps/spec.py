@@ -35,14 +35,15 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
 from sweeps import datapath
 from sweeps.budget import Budget, apply_budget, model_stats, parse_budget, resolve_model
-from sweeps.errors import SpecError, fail, number
+from sweeps.errors import SpecError, choice, fail, known_table, number, text
 from sweeps.tracking import Tracking, parse_tracking
 from sweeps.expand import MAX_TRIALS, _cheap_sources, grid_trials
 from sweeps.where import WhereError, compile_where, evaluate_where, where_names
@@ -184,25 +185,15 @@ def _flatten_axes(table: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 
 def _fixed(doc: Mapping[str, Any], section: str, path: str) -> dict[str, Any]:
-    table = doc.get(section, {})
-    if not isinstance(table, Mapping):
-        raise fail(path, section, table, "expected a table")
+    table = known_table(doc.get(section, {}), path, section, tuple(FIELDS[section]), noun="field")
     for k, v in table.items():
-        if k not in FIELDS[section]:
-            raise SpecError(f"{path}: [{section}] has no field {k!r}; known fields: "
-                            f"{', '.join(FIELDS[section])}.")
         if isinstance(v, (list, Mapping)):
             raise fail(path, f"{section}.{k}", v, "fixed fields take one value; sweep lists in [grid]")
     return dict(table)
 
 
 def _resources(doc: Mapping[str, Any], path: str) -> Resources:
-    table = doc.get("resources", {})
-    if not isinstance(table, Mapping):
-        raise fail(path, "resources", table, "expected a table")
-    for k in table:
-        if k not in RESOURCE_KEYS:
-            raise SpecError(f"{path}: [resources] has no key {k!r}; known keys: {', '.join(RESOURCE_KEYS)}.")
+    table = known_table(doc.get("resources", {}), path, "resources", RESOURCE_KEYS)
     r = Resources()
     kw: dict[str, Any] = {}
     for k, v in table.items():
@@ -211,13 +202,9 @@ def _resources(doc: Mapping[str, Any], path: str) -> Resources:
         elif k == "workers":
             kw[k] = int(number(path, "resources.workers", v, integer=True))
         elif k == "sharding":
-            if v not in SHARDINGS:
-                raise fail(path, "resources.sharding", v, f"expected one of {', '.join(SHARDINGS)}")
-            kw[k] = v
+            kw[k] = choice(path, "resources.sharding", v, SHARDINGS)
         elif k == "gpus" and isinstance(v, str):
-            if v != "auto":
-                raise fail(path, "resources.gpus", v, 'expected a fraction in [0, 1] or "auto"')
-            kw[k] = v
+            kw[k] = choice(path, "resources.gpus", v, ("auto",), 'expected a fraction in [0, 1] or "auto"')
         elif k == "gpus":
             kw[k] = float(number(path, "resources.gpus", v, positive=False))
             if kw[k] > 1:
@@ -236,15 +223,9 @@ def _resources(doc: Mapping[str, Any], path: str) -> Resources:
 
 
 def _storage(doc: Mapping[str, Any], name: str, path: str) -> str:
-    table = doc.get("storage", {})
-    if not isinstance(table, Mapping):
-        raise fail(path, "storage", table, "expected a table")
-    for k in table:
-        if k != "path":
-            raise SpecError(f"{path}: [storage] has no key {k!r}; the only key is 'path'.")
+    table = known_table(doc.get("storage", {}), path, "storage", ("path",))
     value = table.get("path", f"results/{name}")
-    if not isinstance(value, str) or not value.strip():
-        raise fail(path, "storage.path", value, "expected a non-empty path or URI")
+    text(path, "storage.path", value, "expected a non-empty path or URI")
     return value
 
 
@@ -331,6 +312,30 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path} is not valid TOML: {exc}.") from None
+    name, description = _name(doc, path)
+    base = {s: _fixed(doc, s, path) for s in CONFIGS}
+    budget = parse_budget(doc, path)
+    resources = _resources(doc, path)
+    storage = _storage(doc, name, path)
+    tracking = parse_tracking(doc, path)
+    axes = _axes(doc, path, base)
+    _check_budget_owns(budget, base, axes, path)
+    where = _where(doc, path)
+    points = doc.get("points", [])
+    if not isinstance(points, list) or not all(isinstance(p, Mapping) for p in points):
+        raise fail(path, "points", points, "expected [[points]] tables")
+    trials = _grid(base, axes, budget, path, where.compiled, where.used, base_dir)
+    if axes and not trials:
+        raise fail(path, "where", where.raw, "it leaves no grid point to run")
+    trials = _unique(trials + [_point_trial(i, p, base, budget, path, base_dir)
+                               for i, p in enumerate(points)])
+    _check_workers(trials, resources, path)
+    return SweepSpec(name, description, source_path, text, tuple(trials), resources, storage, budget,
+                     tracking)
+
+
+def _name(doc: Mapping[str, Any], path: str) -> tuple[str, str]:
+    """The spec's top-level keys are known ones; its name and description."""
     for k in doc:
         if k not in TOP_KEYS:
             raise SpecError(f"{path}: unknown key {k!r}; known keys: {', '.join(TOP_KEYS)}.")
@@ -342,19 +347,29 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
     description = doc.get("description", "")
     if not isinstance(description, str):
         raise fail(path, "description", description, "expected a string")
-    base = {s: _fixed(doc, s, path) for s in CONFIGS}
-    budget = parse_budget(doc, path)
-    resources = _resources(doc, path)
-    storage = _storage(doc, name, path)
-    tracking = parse_tracking(doc, path)
-    axes = _axes(doc, path, base)
+    return name, description
+
+
+def _check_budget_owns(budget: Budget | None, base: Mapping[str, Mapping[str, Any]],
+                       axes: Mapping[str, Any], path: str) -> None:
+    """A [budget] that sets steps (and warmup) is their only source."""
     for fname, owner_key in (("steps", "kind"), ("warmup_steps", "warmup_fraction")):
         if budget is None or (owner_key == "warmup_fraction" and budget.warmup_fraction is None):
             continue
         if fname in base["train"] or any(resolve_axis(a, path) == ("train", fname) for a in axes):
             raise fail(path, f"train.{fname}", base["train"].get(fname, "[grid]"),
-                        f"[budget] sets {fname}; give it in one place")
+                       f"[budget] sets {fname}; give it in one place")
 
+
+@dataclass(frozen=True)
+class _Where:
+    raw: Any  # as written, for messages
+    compiled: list
+    used: set[str]  # the names the expressions read
+
+
+def _where(doc: Mapping[str, Any], path: str) -> _Where:
+    """The `where` filters, compiled, each name they read checked."""
     raw_where = doc.get("where", [])
     exprs = [raw_where] if isinstance(raw_where, str) else raw_where
     if not isinstance(exprs, list) or not all(isinstance(e, str) for e in exprs):
@@ -368,27 +383,25 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
         if n not in ("n_params", "aspect"):
             expr = next(c.text for c in compiled if n in where_names(c))
             resolve_axis(n, f"{path}: where = {expr!r} is invalid", kind="the name")
+    return _Where(raw_where, compiled, used)
 
-    points = doc.get("points", [])
-    if not isinstance(points, list) or not all(isinstance(p, Mapping) for p in points):
-        raise fail(path, "points", points, "expected [[points]] tables")
 
-    trials = _grid(base, axes, budget, path, compiled, used, base_dir)
-    seen = {t.trial_id for t in trials}
-    if axes and not trials:
-        raise fail(path, "where", raw_where, "it leaves no grid point to run")
-    for i, point in enumerate(points):
-        flat = _flatten_axes(point, f"{path} [[points]] #{i + 1}")
-        for k, v in flat.items():
-            if isinstance(v, (list, Mapping)):
-                raise fail(path, f"points[{i + 1}].{k}", v, "a point gives one value per field")
-        trial = _make_trial(base, flat, budget, f"{path} [[points]] #{i + 1}", base_dir)
-        if trial.trial_id not in seen:
-            seen.add(trial.trial_id)
-            trials.append(trial)
-    _check_workers(trials, resources, path)
-    return SweepSpec(name, description, source_path, text, tuple(trials), resources, storage, budget,
-                     tracking)
+def _point_trial(i: int, point: Mapping[str, Any], base: dict[str, dict[str, Any]],
+                 budget: Budget | None, path: str, base_dir: str | None = None) -> Trial:
+    """One [[points]] table: one value per field."""
+    flat = _flatten_axes(point, f"{path} [[points]] #{i + 1}")
+    for k, v in flat.items():
+        if isinstance(v, (list, Mapping)):
+            raise fail(path, f"points[{i + 1}].{k}", v, "a point gives one value per field")
+    return _make_trial(base, flat, budget, f"{path} [[points]] #{i + 1}", base_dir)
+
+
+def _unique(trials: list[Trial]) -> list[Trial]:
+    """The first trial of each trial_id, in order."""
+    first: dict[str, Trial] = {}
+    for t in trials:
+        first.setdefault(t.trial_id, t)
+    return list(first.values())
 
 
 def _grid(base, axes, budget, path, compiled, used, base_dir=None) -> list[Trial]:

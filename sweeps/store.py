@@ -241,3 +241,14 @@ def runs_table_text(df: pd.DataFrame) -> str:
             if c in df.columns]
     view = df[cols].sort_values([c for c in ("family", "depth", "width", "seed") if c in cols])
     return view.to_string(index=False, float_format=lambda x: f"{x:.4f}")
+
+
+def spec_versions(text: str) -> list[str]:
+    """The store's spec.toml: the first spec, then each later, different one (kept as a
+    commented block after an extension mark)."""
+    first, *blocks = text.split(_EXTENSION_MARK)
+    out = [first]
+    for block in blocks:
+        lines = block.splitlines()[1:]
+        out.append("\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in lines))
+    return out

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import queue
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
-from sweeps.errors import SpecError, fail
+from sweeps.errors import SpecError, choice, fail, known_table, text
 
 TRACKING_KEYS = ("mlflow", "wandb", "tensorboard")
 WANDB_KEYS = ("project", "mode", "entity")
@@ -49,7 +51,7 @@ class Tracking:
 
     def with_flags(self, mlflow: str | None = None, wandb: str | None = None,
                    wandb_mode: str | None = None, tensorboard: str | bool | None = None,
-                   wandb_entity: str | None = None) -> "Tracking":
+                   wandb_entity: str | None = None) -> Tracking:
         t = self
         if mlflow:
             t = replace(t, mlflow=mlflow)
@@ -66,38 +68,22 @@ class Tracking:
 
 def parse_tracking(doc: Mapping[str, Any], path: str) -> Tracking:
     """The spec's optional [tracking] table; raises SpecError (one sentence) on bad input."""
-    table = doc.get("tracking", {})
-    if not isinstance(table, Mapping):
-        raise fail(path, "tracking", table, "expected a table")
-    for k in table:
-        if k not in TRACKING_KEYS:
-            raise SpecError(f"{path}: [tracking] has no key {k!r}; known keys: {', '.join(TRACKING_KEYS)}.")
+    table = known_table(doc.get("tracking", {}), path, "tracking", TRACKING_KEYS)
     kw: dict[str, Any] = {}
-    uri = table.get("mlflow")
-    if uri is not None:
-        if not isinstance(uri, str) or not uri.strip():
-            raise fail(path, "tracking.mlflow", uri, "expected a tracking URI such as "
-                       "\"sqlite:///mlruns.db\" or \"http://HOST:5000\"")
-        kw["mlflow"] = uri.strip()
+    if table.get("mlflow") is not None:
+        kw["mlflow"] = text(path, "tracking.mlflow", table["mlflow"], "expected a tracking URI such "
+                            "as \"sqlite:///mlruns.db\" or \"http://HOST:5000\"")
     wb = table.get("wandb")
     if wb is not None:
-        if not isinstance(wb, Mapping):
-            raise fail(path, "tracking.wandb", wb, "expected a table such as "
-                       "{ project = \"depthwidth\", mode = \"offline\" }")
-        for k in wb:
-            if k not in WANDB_KEYS:
-                raise SpecError(f"{path}: tracking.wandb has no key {k!r}; known keys: "
-                                f"{', '.join(WANDB_KEYS)}.")
-        project = wb.get("project")
-        if not isinstance(project, str) or not project.strip():
-            raise fail(path, "tracking.wandb.project", project, "expected a project name")
-        mode = wb.get("mode", "online")
-        if mode not in WANDB_MODES:
-            raise fail(path, "tracking.wandb.mode", mode, "expected \"online\" or \"offline\"")
+        wb = known_table(wb, path, "tracking.wandb", WANDB_KEYS, label="tracking.wandb",
+                         what="expected a table such as { project = \"depthwidth\", mode = \"offline\" }")
+        project = text(path, "tracking.wandb.project", wb.get("project"), "expected a project name")
+        mode = choice(path, "tracking.wandb.mode", wb.get("mode", "online"), WANDB_MODES,
+                      "expected \"online\" or \"offline\"")
         entity = wb.get("entity")
-        if entity is not None and (not isinstance(entity, str) or not entity.strip()):
-            raise fail(path, "tracking.wandb.entity", entity, "expected a W&B entity (user or team)")
-        kw.update(wandb_project=project.strip(), wandb_mode=mode, wandb_entity=entity)
+        if entity is not None:
+            text(path, "tracking.wandb.entity", entity, "expected a W&B entity (user or team)")
+        kw.update(wandb_project=project, wandb_mode=mode, wandb_entity=entity)
     tb = table.get("tensorboard")
     if tb is not None:
         if not isinstance(tb, (bool, str)) or (isinstance(tb, str) and not tb.strip()):
@@ -150,7 +136,7 @@ def eval_metrics(values: Mapping[str, Any], skip: Iterable[str] = ()) -> dict[st
     drop = {"trial_id", "step", "progress", *skip}
     return {k: float(v) for k, v in values.items()
             if k not in drop and isinstance(v, (int, float)) and not isinstance(v, bool)
-            and (k in _EVAL_KEYS or v == v)}
+            and (k in _EVAL_KEYS or not math.isnan(v))}
 
 
 def final_metrics(row: Mapping[str, Any]) -> dict[str, float]:

@@ -1,6 +1,6 @@
 """The function trainable every sweep trial runs: `depthwidth.train.train` inside Ray Tune.
 
-Ray Tune's canonical shape (STYLE.md): a function that reports each evaluation with
+Ray Tune's canonical shape for a function trainable: a function that reports each evaluation with
 `tune.report(metrics, checkpoint=...)`; on a restart it resumes from `tune.get_checkpoint()`,
 or, when a previous driver was interrupted, from the trial's checkpoints in the store, the
 furthest one that loads (a damaged one is passed over, and the run says so in RESUME_NOTE_KEY).
@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from typing import Any
 
 import ray
@@ -23,7 +22,10 @@ from depthwidth.clitools import reason
 
 FINAL_KEY = "final_result"  # the last report of a trial: RunResult.to_dict() as JSON
 RESUME_NOTE_KEY = "resume_note"  # why a trial resumed from an older checkpoint than its newest
-HOOK_ENV = "DEPTHWIDTH_TEST_HOOK_DIR"  # tests: where trials note their pid and wait on `hold`
+# A test harness's hook: a Python file (HOOK_FILE_ENV) whose `started` and `checkpointed` every
+# trial calls with a folder (HOOK_DIR_ENV), so a test sees trials start and holds one at a known
+# checkpoint (tests/trial_hook.py). Unset in normal use; the driver forwards both to the trials.
+HOOK_FILE_ENV, HOOK_DIR_ENV = "DEPTHWIDTH_TRIAL_HOOK", "DEPTHWIDTH_TEST_HOOK_DIR"
 
 
 def train_configs(trial: dict[str, Any], run: dict[str, Any]):
@@ -48,11 +50,9 @@ def train_configs(trial: dict[str, Any], run: dict[str, Any]):
 
 
 def run_trial(config: dict[str, Any]) -> None:
+    """The Tune function of a one-process trial (sweeps/distributed.py runs a trial of several)."""
     from depthwidth.train import load_checkpoint, train
 
-    if config["run"].get("workers", 1) > 1:  # N data-parallel workers through Ray Train
-        from sweeps.distributed import run_workers
-        return run_workers(config)
     trial, run = config["trial"], config["run"]
     tid = trial["trial_id"]
     model, data, train_cfg = train_configs(trial, run)
@@ -61,10 +61,11 @@ def run_trial(config: dict[str, Any]) -> None:
     try:
         candidates = [tune.get_checkpoint()]  # this run's own, after a lost worker
         candidates += [tune.Checkpoint(uri) for uri in trial.get("resume_uris", [])]  # older runs'
-        resume_from, resumed_step, note = _first_loadable([c for c in candidates if c is not None],
+        resume_from, resumed_step, note = first_loadable([c for c in candidates if c is not None],
                                                           work, load_checkpoint)
-        hook = run.get("hook_dir") or ""
-        _hook_note(hook, f"start {tid} {resumed_step} {os.getpid()}\n")
+        hook = trial_hook(run)
+        if hook:
+            hook.started(run["hook"][1], tid, resumed_step, os.getpid())
         ckpt_dir = os.path.join(work, "checkpoint")
 
         def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
@@ -76,7 +77,8 @@ def run_trial(config: dict[str, Any]) -> None:
             c = tune.Checkpoint.from_directory(checkpoint)
             c.set_metadata({"trial_id": tid, "step": int(metrics["step"])})
             tune.report(metrics, checkpoint=c)  # persisted to the store's tune/ before returning
-            _hook_hold(hook, tid, resumed_step, int(metrics["step"]))
+            if hook:
+                hook.checkpointed(run["hook"][1], tid, resumed_step, int(metrics["step"]))
 
         result = train(model, data, train_cfg, report=report, checkpoint_dir=ckpt_dir,
                        resume_from=resume_from)
@@ -90,7 +92,7 @@ def run_trial(config: dict[str, Any]) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _first_loadable(candidates: list, work: str, load) -> tuple[str | None, int, str]:
+def first_loadable(candidates: list, work: str, load) -> tuple[str | None, int, str]:
     """(local folder, step, note) of the first checkpoint that downloads and loads, furthest
     first; the note names each one passed over and why ("" when the first one loads)."""
     skipped = []
@@ -112,33 +114,13 @@ def _first_loadable(candidates: list, work: str, load) -> tuple[str | None, int,
     return None, 0, "; ".join(skipped)
 
 
-def _hook_note(hook: str, line: str) -> None:
-    if hook:
-        with open(os.path.join(hook, "starts.log"), "a") as f:
-            f.write(line)
+def trial_hook(run: dict[str, Any]):
+    """The test harness's hook module that run["hook"] ([file, folder]) names, or None."""
+    if not run.get("hook"):
+        return None
+    import importlib.util
 
-
-def _hook_hold(hook: str, tid: str, resumed_step: int, step: int) -> None:
-    """Test hook: after a first-attempt checkpoint, publish the pid and wait while the file
-    `hold` exists (and lists this trial, or nothing), so a test can kill this worker or the
-    driver at a known point; `ID@STEP` in `hold` waits at the checkpoint of that step instead of
-    the first. Inactive unless the driver sets DEPTHWIDTH_TEST_HOOK_DIR."""
-    if not hook or resumed_step > 0:
-        return
-    hold = os.path.join(hook, "hold")
-    try:
-        with open(hold) as f:
-            named = dict(n.partition("@")[::2] for n in f.read().split())  # id -> step or ""
-    except FileNotFoundError:
-        return
-    if named and (tid not in named or (named[tid] and int(named[tid]) != step)):
-        return
-    pid_file = os.path.join(hook, f"{tid}.pid")
-    if os.path.exists(pid_file):
-        return
-    with open(pid_file + ".tmp", "w") as f:
-        f.write(str(os.getpid()))
-    os.replace(pid_file + ".tmp", pid_file)
-    deadline = time.monotonic() + 120
-    while os.path.exists(hold) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    spec = importlib.util.spec_from_file_location("depthwidth_trial_hook", run["hook"][0])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

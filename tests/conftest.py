@@ -23,6 +23,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 # The reference data (docs/data.md): ../shared/data beside the repository, or DEPTHWIDTH_DATA.
 SHARED_DATA = Path(os.environ.get("DEPTHWIDTH_DATA") or REPO.parent / "shared" / "data")
+# the trials' test hook (tests/trial_hook.py), active in a sweep whose environment also names a
+# folder in DEPTHWIDTH_TEST_HOOK_DIR; the sweeps the tests start inherit this environment
+os.environ["DEPTHWIDTH_TRIAL_HOOK"] = str(REPO / "tests" / "trial_hook.py")
 
 
 def free_ports(n: int) -> list[int]:

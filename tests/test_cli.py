@@ -27,7 +27,7 @@ def test_train_prints_progress_and_final_losses_beside_unigram_entropy(tmp_path)
             "--steps", "20", "--batch-size", "8", "--threads", "1", "--json", str(out))
     assert r.returncode == 0, r.stderr
     assert "step     20/20" in r.stdout
-    line = [l for l in r.stdout.splitlines() if l.startswith("final train loss")][0]
+    line = [s for s in r.stdout.splitlines() if s.startswith("final train loss")][0]
     assert "val loss" in line and "unigram entropy" in line
     import json
     result = json.loads(out.read_text())

@@ -1,11 +1,11 @@
 """Config validation: every bad field is rejected with one sentence naming the field and value."""
 
+import dataclasses
 import json
 
 import pytest
 
-from depthwidth.config import (PRESETS, ConfigError, DataConfig, ModelConfig, TrainConfig,
-                               from_name)
+from depthwidth.config import PRESETS, ConfigError, DataConfig, ModelConfig, TrainConfig, from_name
 
 BAD = [
     (ModelConfig, dict(width=30, heads=4), "ModelConfig.width = 30", "divisible by heads = 4"),
@@ -74,7 +74,7 @@ def test_round_trip_dict_json_toml(cfg):
 
 def test_configs_are_frozen():
     cfg = ModelConfig()
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.depth = 5  # type: ignore[misc]
 
 

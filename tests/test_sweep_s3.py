@@ -59,7 +59,7 @@ def s3(tmp_path_factory):
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                raise RuntimeError(f"moto_server did not start:\n{log.read_text()[-2000:]}")
+                raise RuntimeError(f"moto_server did not start:\n{log.read_text()[-2000:]}") from None
             time.sleep(0.2)
     creds = dict(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **creds}

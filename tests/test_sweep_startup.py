@@ -28,12 +28,12 @@ from ray import tune
 from ray.air._internal import usage
 from ray.tune.execution import class_cache
 from sweeps.driver import StoreWriter, TrackerFeed
-from sweeps.service import _lighter_tune
+from sweeps.ray_compat import lighter_tune
 
 class Trainable: pass
 before = class_cache._ActorClassCache().get(Trainable)._default_options.get("runtime_env")
-_lighter_tune()
-_lighter_tune()  # a second sweep in the same process
+lighter_tune((StoreWriter, TrackerFeed))
+lighter_tune((StoreWriter, TrackerFeed))  # a second sweep in the same process
 class Trainable2: pass
 after = class_cache._ActorClassCache().get(Trainable2)._default_options.get("runtime_env")
 ours = [StoreWriter("s", None, None, {}), TrackerFeed.__new__(TrackerFeed)]

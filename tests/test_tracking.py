@@ -88,7 +88,7 @@ def live_step(db: Path, store: Path, tid: str) -> bool:
         return (sqlite_steps(db, tid) == [5]
                 and wandb_runs(store).get(tid, {}).get("steps") == [5]
                 and tensorboard_runs(store / "tensorboard").get(tid, {}).get("steps") == [5])
-    except Exception as exc:  # noqa: BLE001 - a database or file still being created
+    except Exception:  # a database or file still being created
         return False
 
 

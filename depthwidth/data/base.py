@@ -15,7 +15,6 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
-SPLITS = ("train", "val")
 _SPLIT_ID = {"train": 0, "val": 1}
 
 

@@ -1,0 +1,119 @@
+"""The code's shape, read from its source with ast: no two files of depthwidth/, sweeps/ and
+analysis/ import each other through any chain (imports inside functions count), and no function
+there is longer than 100 lines, so each package reads from the top down.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("depthwidth", "sweeps", "analysis")
+MAX_LINES = 100
+
+
+def _modules(root: Path = REPO) -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for f in sorted((root / pkg).rglob("*.py")):
+            name = ".".join(f.relative_to(root).with_suffix("").parts)
+            out[name.removesuffix(".__init__")] = f
+    return out
+
+
+def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The project modules `name` imports anywhere in its file (a `from package import module`
+    counts as importing the module)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)
+    out = set()
+    for target in found:
+        while target and target not in known:
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            out.add(target)
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_planted_cycle_through_a_function_level_import(tmp_path):
+    for pkg in PACKAGES:
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / "sweeps" / "a.py").write_text("from sweeps import b\n")
+    (tmp_path / "sweeps" / "b.py").write_text("def f():\n    from .c import g\n")
+    (tmp_path / "sweeps" / "c.py").write_text("import sweeps.a\n")
+    (tmp_path / "sweeps" / "d.py").write_text("from sweeps.a import x\n")
+    known = _modules(tmp_path)
+    graph = {n: _imports(n, p, known) for n, p in known.items()}
+    assert _cycles(graph) == [["sweeps.a", "sweeps.b", "sweeps.c"]]
+
+
+def test_no_two_files_import_each_other_through_any_chain():
+    known = _modules()
+    graph = {n: _imports(n, p, known) for n, p in known.items()}
+    assert len(graph) > 50 and graph["sweeps.service"]  # the packages were read
+    assert _cycles(graph) == []
+
+
+def test_no_function_is_longer_than_100_lines():
+    long = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_LINES:
+                    long.append(f"{name}.{node.name}: {lines} lines")
+    assert long == []
