@@ -484,14 +484,16 @@ def describe(opts: JobOptions) -> list[str]:
 
 
 def cmd_slurm(args: argparse.Namespace) -> int:
-    from depthwidth.clitools import fail
-    from sweeps.cli import _errors
+    from depthwidth.clitools import OutputError, fail
+    from depthwidth.config import ConfigError
+    from depthwidth.results import StoreError
+    from sweeps.cluster import ClusterError
     try:
         spec, opts, store, folder, path, notes = prepare_job(args)
         text = render(spec, opts, os.path.abspath(args.spec), store, folder)
         write_script(path, text)
         job = submit(path, folder) if args.submit else None
-    except (*_errors(), OSError) as exc:
+    except (SpecError, StoreError, ClusterError, ConfigError, OutputError, OSError) as exc:
         return fail(str(exc))
     print(f"sweep {spec.name!r}: sbatch options")
     print("\n".join(describe(opts)))
@@ -573,7 +575,9 @@ def sweep_progress(location: str) -> list[str]:
 def cmd_status(args: argparse.Namespace) -> int:
     from depthwidth.clitools import fail
     from depthwidth.results import StoreError, is_remote, local_path
-    from sweeps.cli import _errors
+    from depthwidth.clitools import OutputError
+    from depthwidth.config import ConfigError
+    from sweeps.cluster import ClusterError
 
     location = args.store
     folder = (os.path.join(os.path.abspath(local_path(location)), SCRIPT_FOLDER)
@@ -591,7 +595,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         if not jobs:
             raise StoreError(f"store = {location!r} is invalid: no job was submitted for it with "
                              f"`depthwidth sweep slurm --submit`; give the job id with --job.")
-    except _errors() as exc:
+    except (SpecError, StoreError, ClusterError, ConfigError, OutputError) as exc:
         return fail(str(exc))
     earlier = f" (earlier: {', '.join(jobs[:-1])})" if len(jobs) > 1 else ""
     print(f"store {location}")
