@@ -142,8 +142,9 @@ def prepare(spec: SweepSpec, storage: str | None, rerun: Iterable[str] = ()) -> 
 def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | None = None,
               max_concurrent: int | None = None, rerun: Iterable[str] = (), analyze: bool = True,
               out: TextIO | None = None, tracking: Tracking | None = None, verbose: bool = False,
-              command: str | None = None) -> int:
+              command: str | None = None, adaptive: bool = False) -> int:
     """Run what the store lacks. Returns 0 when every trial of the spec is in the store.
+    `adaptive` (or an [adaptive] table in the spec) runs only the trials sweeps/adaptive.py chooses.
     `tracking` (default: the spec's) names the experiment trackers; `command` is what the user
     types to continue an unfinished sweep (default: `depthwidth sweep run` with these options)."""
     from sweeps.outcome import continue_command
@@ -151,6 +152,8 @@ def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | Non
     out = out or sys.stdout
     tracking = spec.tracking if tracking is None else tracking
     check_available(tracking)
+    from sweeps.adaptive import parse_adaptive
+    chooser = parse_adaptive(spec.text, spec.source_path, enable=adaptive)
     store, todo, again = prepare(spec, storage, rerun)
     command = command or continue_command(spec.source_path, storage, address, max_concurrent)
     n_done = len(spec.trials) - len(todo)
@@ -176,7 +179,7 @@ def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | Non
         print(f"[{spec.name}] {len(todo)} trials to run ({n_done} already in the store), "
               f"{_describe(nodes)}; results in {store.location}", file=out, flush=True)
         code = _tune(spec, store, todo, again, max_concurrent, out, tracking, verbose, command,
-                     plans, nodes)
+                     plans, nodes, chooser)
     finally:
         store.close()  # folds the parts this run wrote into runs.parquet and curves.parquet
         stopping = cluster.stop(started_ray)
@@ -231,7 +234,8 @@ def _describe(nodes: list[dict[str, Any]]) -> str:
 
 def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
           max_concurrent: int | None, out: TextIO, tracking: Tracking, verbose: bool,
-          command: str, plans: dict[str, dict[str, Any]], nodes: list[dict[str, Any]]) -> int:
+          command: str, plans: dict[str, dict[str, Any]], nodes: list[dict[str, Any]],
+          chooser=None) -> int:
     from ray import tune
 
     from sweeps.cluster import concurrent_trials, trial_resources
@@ -268,6 +272,10 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
     # Tune keeps every trial of a run in memory (~100 KB each, and rewrites them all at every
     # experiment checkpoint), so a sweep of thousands is several Tune runs in a row
     chunks = [trials[i:i + CHUNK_TRIALS] for i in range(0, len(trials), CHUNK_TRIALS)]
+    feeds: list = []  # an adaptive sweep is one Tune run: its searcher makes trials as it chooses
+    if chooser is not None:
+        from sweeps.adaptive_search import AdaptiveSearch
+        chunks = [trials]
     crash: BaseException | None = None
     interrupted = False
     for k, part in enumerate(chunks):
@@ -275,10 +283,13 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
         run = {"cpus": r.cpus, "hook_dir": hook, "workers": r.workers, "sharding": r.sharding,
                "max_failures": r.max_failures, "store": store.location, "experiment": name,
                "cwd": os.getcwd()}
+        configs = [{"trial": t, "run": run} for t in part]
+        feeds.append(TrialFeed(configs) if chooser is None else
+                     AdaptiveSearch(configs, spec, store, chooser, view.note))
         tuner = tune.Tuner(
             tune.with_resources(run_trial, trial_resources),  # each trial's own GPU share and memory
             tune_config=tune.TuneConfig(
-                search_alg=TrialFeed([{"trial": t, "run": run} for t in part]), num_samples=len(part),
+                search_alg=feeds[-1], num_samples=len(part),
                 reuse_actors=True, max_concurrent_trials=limit,
                 trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
             run_config=tune.RunConfig(
@@ -299,7 +310,8 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
             break  # stopped before the end: the later Tune runs do not start
     view.close()
     clear_checkpoints(store, driver.written)
-    missing = [t for t in todo if t.trial_id not in driver.written]
+    missing = [t for t in todo if t.trial_id not in driver.written
+               and (chooser is None or t.trial_id in feeds[-1].chosen)]  # an adaptive sweep: its choices
     if trackers is not None:
         for t in missing:
             trackers.release(infos[t.trial_id])
