@@ -149,6 +149,7 @@ class Policy:
                 and (not c.max_compute or flops + cell.cost <= c.max_compute * (1 + 1e-9)))
 
     def decide(self, runs: pd.DataFrame, done: set[tuple]) -> Decision:
+        self._done = set(done)
         n, flops = self.spent(done)
         left = [c for k, c in self.cells.items() if k not in done]
         affordable = [c for c in left if self._fits_budget(c, n, flops)]
@@ -167,6 +168,13 @@ class Policy:
         return self._finish(Decision(picks[: self.cfg.batch], estimate=est), left, affordable)
 
     def _finish(self, d: Decision, left: list[Cell], affordable: list[Cell]) -> Decision:
+        n, flops = self.spent(self._done)
+        kept = []
+        for cell, why in d.picks:  # the round as a whole stays within the budget
+            if self._fits_budget(cell, n, flops):
+                kept.append((cell, why))
+                n, flops = n + len(cell.trial_ids), flops + cell.cost
+        d.picks = kept
         if not d.picks:
             d.stop = ("every trial of the grid has run" if not left else
                       f"budget spent: none of the {len(left)} cells left fits in "
