@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from analysis import adaptive_report
 from analysis.markdown_sections import (_ci, _g, accounting_md, chinchilla_md, design_md, inputs_md,
                                        is_absent)
 from depthwidth.published import LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE
@@ -194,6 +195,7 @@ def render(r: dict) -> str:
 
     L += _learning_curves_md(r)
     L += _kaplan_md(r)
+    L += adaptive_report.markdown(r.get("adaptive"))
     L += _tail(r)
     return "\n".join(L)
 

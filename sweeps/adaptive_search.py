@@ -1,5 +1,5 @@
 """The adaptive sweep's Ray Tune Searcher: hands Tune the trials sweeps.adaptive.Policy chooses,
-one round at a time, refitting b on the store after each round (docs/design.md "Adaptive sweeps").
+one round at a time, refitting b on the store after each round (sweeps/README.md, "Adaptive sweeps").
 
 The store is its state: on a rerun it is rebuilt from the stored runs and <store>/adaptive.jsonl,
 finishes the trials chosen before an interruption, then continues choosing.

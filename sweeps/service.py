@@ -289,7 +289,8 @@ def _tune(spec: SweepSpec, store: ResultStore, todo: list, again: set[str],
         tuner = tune.Tuner(
             tune.with_resources(run_trial, trial_resources),  # each trial's own GPU share and memory
             tune_config=tune.TuneConfig(
-                search_alg=feeds[-1], num_samples=len(part),
+                # one suggestion more for an adaptive sweep: the last refit says why it stops
+                search_alg=feeds[-1], num_samples=len(part) + (chooser is not None),
                 reuse_actors=True, max_concurrent_trials=limit,
                 trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
             run_config=tune.RunConfig(

@@ -135,6 +135,16 @@ def test_adaptive_sweep_on_ray_stops_at_its_target(ray_cluster, tmp_path):
     est = [r for r in log if r["kind"] == "estimate" and r["ci"]][-1]
     assert est["width"] <= 1.0 and est["ci"][0] <= 3.0 <= est["ci"][1]
     assert "adaptive: stopped, target reached" in out
+    # the report names the runs the sweep chose and why
+    p = subprocess.run([sys.executable, "-m", "analysis", "analyze", str(store), "--bootstrap", "20"],
+                       capture_output=True, text=True, timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr
+    md = (store / "analysis" / "report.md").read_text()
+    section = md[md.index("## Adaptive sweep"):]
+    assert "It stopped: target reached" in section
+    assert "first batch: the grid's diagonals" in section and "bootstrap variance of ln b" in section
+    report = json.loads((store / "analysis" / "report.json").read_text())
+    assert len(report["adaptive"]["choices"]) == len([r for r in log if r["kind"] == "choice"])
 
 
 @pytest.mark.slow
@@ -183,7 +193,7 @@ def test_killed_adaptive_sweep_resumes_and_stops_on_its_budget(ray_cluster, tmp_
 @pytest.mark.slow
 def test_adaptive_flag_runs_real_trials(ray_cluster, tmp_path):
     """`--adaptive` without an [adaptive] table: the defaults, on the real trainable; a 2 x 2
-    grid is all first batch for seed 0, then the policy chooses among the seed-1 cells."""
+    grid of one seed is all first batch, after which the searcher says why it stops."""
     spec = tmp_path / "flag.toml"
     spec.write_text(spec_text("flag", depths=[1, 2], widths=[8, 16]).replace("seed = [0, 1]", "seed = [0]"))
     store = tmp_path / "store"

@@ -28,6 +28,7 @@ LAST_WORDS = {
     "report_html.py": "rows shown after the filter:", "cpu_threads.py": "cells in",
     "sweep_scale.py": "overhead_per_trial_s", "gpu_sweeps.py": "ddp_max_relative_difference",
     "transfer.py": "Target: the CompleteP optimum moves by at most one grid step",
+    "design.py": "adaptive vs grid done in",
 }
 NEEDS_BROWSER = {"report_html.py"}
 
