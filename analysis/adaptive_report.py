@@ -6,8 +6,6 @@ by the sweep's searcher, one JSON object per line: kind = estimate, choice or st
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
 LOG = "adaptive.jsonl"
 MAX_ROWS = 40  # choices listed in report.md; report.json keeps them all
 
@@ -52,8 +50,8 @@ def markdown(a: dict | None) -> list[str]:
             "It has not stopped yet: `sweep run` again continues it."), ""]
     est = [e for e in a["estimates"] if e.get("ci")]
     if est:
-        L += ["b after each round: " + "; ".join(
-            f"round {e['round']}: {e['base']:.3g} [{e['ci'][0]:.3g}, {e['ci'][1]:.3g}]" for e in est) + ".", ""]
+        steps = [f"round {e['round']}: {e['base']:.3g} [{e['ci'][0]:.3g}, {e['ci'][1]:.3g}]" for e in est]
+        L += ["b after each round: " + "; ".join(steps) + ".", ""]
     L += ["| round | depth | width | seed | trials | why |", "|---|---|---|---|---|---|"]
     for c in a["choices"][:MAX_ROWS]:
         L.append(f"| {c['round']} | {c['depth']} | {c['width']} | {c['seed']} | {len(c['trial_ids'])} "

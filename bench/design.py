@@ -172,7 +172,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=8, help="cells chosen per refit")
     ap.add_argument("--effects", default="2.2,3.0,4.5,null")
     ap.add_argument("--out", default="docs/bench/design.md")
-    ap.add_argument("--smoke", action="store_true", help="2 replicates of b = 3 on a 5 x 3 grid; writes nothing")
+    ap.add_argument("--smoke", action="store_true",
+                    help="2 replicates of b = 3 on a 5 x 3 grid; writes nothing")
     args = ap.parse_args(argv)
     t0 = time.time()
     if args.smoke:
@@ -191,7 +192,8 @@ def main(argv=None) -> int:
     meta = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} {os.cpu_count()} cores",
             "python": platform.python_version(), "seconds": round(time.time() - t0),
             "load": os.getloadavg()}
-    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "summary": table.to_dict("records")}, indent=1))
+    record = {"meta": meta, "summary": table.to_dict("records")}
+    out.with_suffix(".json").write_text(json.dumps(record, indent=1))
     print(json.dumps(meta))
     return 0
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -226,7 +226,8 @@ class Policy:
             return []
         fit, draws = est["fit"], est["draws"]
         b_hat = est.get("base") or est.get("b_fit")
-        cols = {"N": np.array([c.n_params for c in cells]), "depth": np.array([c.key[0] for c in cells], float),
+        cols = {"N": np.array([c.n_params for c in cells]),
+                "depth": np.array([c.key[0] for c in cells], float),
                 "width": np.array([c.key[1] for c in cells], float)}
         with np.errstate(all="ignore"):
             pred = np.log(fit.predict(theta=np.asarray(fit.boot_theta), **cols))  # (B, cells)
@@ -287,6 +288,3 @@ def read_log(text: str) -> list[dict[str, Any]]:
             continue
     return out
 
-
-def with_flag(cfg: Adaptive | None, enable: bool) -> Adaptive | None:
-    return cfg if cfg is not None or not enable else replace(Adaptive())

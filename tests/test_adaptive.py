@@ -46,7 +46,8 @@ PLANTED_DRIVER = ("import sys, sweeps.trainable as t, sweeps.planted as p; t.run
 
 
 def spec_text(name: str, adaptive: str = "", depths=DEPTHS, widths=WIDTHS) -> str:
-    return SPEC.format(name=name, depths=depths, widths=widths) + (f"[adaptive]\n{adaptive}\n" if adaptive else "")
+    table = f"[adaptive]\n{adaptive}\n" if adaptive else ""
+    return SPEC.format(name=name, depths=depths, widths=widths) + table
 
 
 def planted_runs(spec) -> pd.DataFrame:
@@ -89,7 +90,8 @@ def test_bad_adaptive_table_exits_2_and_writes_nothing(tmp_path, table, field):
 def test_policy_on_planted_losses_narrows_b_and_keeps_its_budget():
     from sweeps.spec import parse_spec
     spec = parse_spec(spec_text("policy"))
-    target = parse_adaptive(spec_text("policy", "target_width = 1.0\ninitial = 8\nbatch = 4\nbootstrap = 50"), "p")
+    target = parse_adaptive(spec_text("policy", "target_width = 1.0\ninitial = 8\nbatch = 4\n"
+                                                "bootstrap = 50"), "p")
     d, done, picks = replay(spec, target)
     assert d.stop.startswith("target reached") and len(done) < len(spec.trials)
     lo, hi = d.estimate["ci"]
