@@ -176,7 +176,8 @@ def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | Non
         cluster.check_shared_storage(store, nodes)
         store.lock()
         store.write_spec(spec.text, spec.source_path)
-        print(f"[{spec.name}] {len(todo)} trials to run ({n_done} already in the store), "
+        print(f"[{spec.name}] {len(todo)} trials to "
+              f"{'run' if chooser is None else 'choose from, adaptively,'} ({n_done} already in the store), "
               f"{_describe(nodes)}; results in {store.location}", file=out, flush=True)
         code = _tune(spec, store, todo, again, max_concurrent, out, tracking, verbose, command,
                      plans, nodes, chooser)

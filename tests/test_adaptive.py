@@ -204,6 +204,7 @@ def test_adaptive_flag_runs_real_trials(ray_cluster, tmp_path):
                        env=ray_cluster.env, capture_output=True, text=True, timeout=400)
     assert p.returncode == 0, p.stdout + p.stderr
     runs, log = stored(store), log_of(store)
+    assert "4 trials to choose from, adaptively, (0 already in the store)" in p.stdout
     assert len(runs) == 4 and (runs["status"] == "ok").all()
     assert log[-1] == {**log[-1], "kind": "stop", "reason": "every trial of the grid has run"}
 
