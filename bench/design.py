@@ -2,7 +2,8 @@
 the two-regime law of docs/science.md §4, and a null where loss depends on N alone) and each
 replicate, the grid's b interval and the adaptive searcher's (sweeps/adaptive.Policy, driven
 directly without Ray on the same planted losses; its Ray path is tested in tests/test_adaptive.py).
-Run by hand:  python bench/design.py [--replicates 20] [--out docs/bench/design.md]
+Run by hand:  python bench/design.py [--replicates 20] [--out docs/bench/design.md], or one process
+per effect (--effects 3.0 --out part.md) and then --merge part_*.csv.
 `--smoke` runs the whole flow on 2 replicates of one effect and a small grid, writing nothing.
 """
 
@@ -82,13 +83,15 @@ def run(effects, depths, widths, reps: int, n_boot: int, batch: int) -> pd.DataF
     cells = spec_cells(spec)
     grid_flops = sum(c.cost for c in cells)
     rows, grid = [], {}
-    for effect in effects:  # the grid first: its median width is the adaptive target
+    # the grid first: its median width is the adaptive target (the null is held to b = 3's)
+    for effect in effects + (["3.0"] if "null" in effects and "3.0" not in effects else []):
         for r in range(reps):
             runs = planted(effect, depths, widths, r)
             est = estimate(runs, n_boot, r)
             grid[(effect, r)] = runs
             rows.append(_row(effect, r, "grid", est, grid_flops, grid_flops, len(runs), 1, "all"))
     df = pd.DataFrame(rows)
+    rows = [row for row in rows if row["effect"] in effects]
     widths_ok = df[(df["design"] == "grid") & df["claimed"]]
     for effect in effects:
         ref = "3.0" if effect == "null" else effect  # the null is held to b = 3's target
@@ -106,6 +109,13 @@ def run(effects, depths, widths, reps: int, n_boot: int, batch: int) -> pd.DataF
             print(f"{effect} rep {r}: {rows[-1]['compute_fraction']:.2f} of the grid, "
                   f"width {rows[-1]['width']:.3g} (target {target:.3g}), {out['stop'][:40]}", flush=True)
     return pd.DataFrame(rows)
+
+
+def merge(parts: list[str]) -> pd.DataFrame:
+    """The rows of several runs over disjoint effects (e.g. one process per effect)."""
+    df = pd.concat([pd.read_csv(p, dtype={"effect": str}) for p in parts], ignore_index=True)
+    df["effect"] = [e if e == "null" else f"{float(e):.1f}" for e in df["effect"]]
+    return df.replace({"covers": {"True": True, "False": False}})
 
 
 def _row(effect, r, design, est, flops, grid_flops, trials, rounds, stop, target=math.nan, secs=0.0):
@@ -172,12 +182,16 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=8, help="cells chosen per refit")
     ap.add_argument("--effects", default="2.2,3.0,4.5,null")
     ap.add_argument("--out", default="docs/bench/design.md")
+    ap.add_argument("--merge", nargs="+", metavar="CSV",
+                    help="summarise the CSVs of earlier runs (one per effect) instead of running")
     ap.add_argument("--smoke", action="store_true",
                     help="2 replicates of b = 3 on a 5 x 3 grid; writes nothing")
     args = ap.parse_args(argv)
     t0 = time.time()
     if args.smoke:
         df = run(["3.0"], *SMALL, reps=2, n_boot=30, batch=args.batch)
+    elif args.merge:
+        df = merge(args.merge)
     else:
         df = run(args.effects.split(","), *FULL, reps=args.replicates, n_boot=args.bootstrap,
                  batch=args.batch)
@@ -188,7 +202,8 @@ def main(argv=None) -> int:
         return 0
     out = Path(args.out)
     df.to_csv(out.with_suffix(".csv"), index=False)
-    figure(df, out.with_suffix(".png"))
+    if len([e for e in df["effect"].unique() if e != "null"]):
+        figure(df, out.with_suffix(".png"))
     meta = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} {os.cpu_count()} cores",
             "python": platform.python_version(), "seconds": round(time.time() - t0),
             "load": os.getloadavg()}

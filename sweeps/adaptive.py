@@ -124,7 +124,7 @@ def estimate(runs: pd.DataFrame, n_boot: int = 100, seed: int = 0) -> dict[str, 
 @dataclass
 class Decision:
     picks: list[tuple[Cell, str]] = field(default_factory=list)
-    stop: str | None = None  # why the sweep stops ("" never)
+    stop: str | None = None  # why the sweep stops; None: it goes on with `picks`
     estimate: dict = field(default_factory=dict)
 
 
@@ -149,14 +149,13 @@ class Policy:
                 and (not c.max_compute or flops + cell.cost <= c.max_compute * (1 + 1e-9)))
 
     def decide(self, runs: pd.DataFrame, done: set[tuple]) -> Decision:
-        self._done = set(done)
         n, flops = self.spent(done)
         left = [c for k, c in self.cells.items() if k not in done]
         affordable = [c for c in left if self._fits_budget(c, n, flops)]
         if len(done) < self.initial_n:
             est = {"status": "initial", "width": math.inf}
             picks = self._initial(affordable, done)[: self.initial_n - len(done)]
-            return self._finish(Decision(picks, estimate=est), left, affordable)
+            return self._finish(Decision(picks, estimate=est), left, n, flops)
         est = estimate(runs, self.cfg.bootstrap, self.cfg.seed)
         if est["width"] <= self.cfg.target_width:
             return Decision(stop=f"target reached: b's 95% interval is {_ci(est)}, width "
@@ -165,10 +164,9 @@ class Policy:
             picks = self._near_threshold(affordable, done, est)
         else:
             picks = self._fill(affordable, done, "b is not fitted yet")
-        return self._finish(Decision(picks[: self.cfg.batch], estimate=est), left, affordable)
+        return self._finish(Decision(picks[: self.cfg.batch], estimate=est), left, n, flops)
 
-    def _finish(self, d: Decision, left: list[Cell], affordable: list[Cell]) -> Decision:
-        n, flops = self.spent(self._done)
+    def _finish(self, d: Decision, left: list[Cell], n: int, flops: float) -> Decision:
         kept = []
         for cell, why in d.picks:  # the round as a whole stays within the budget
             if self._fits_budget(cell, n, flops):
