@@ -78,14 +78,18 @@ def adaptive_run(cells, runs: pd.DataFrame, cfg: Adaptive) -> dict:
     return {"est": est, "flops": flops, "trials": n, "rounds": rounds, "stop": d.stop}
 
 
-def run(effects, depths, widths, reps: int, n_boot: int, batch: int) -> pd.DataFrame:
+def run(effects, depths, widths, reps: int, n_boot: int, batch: int, start: int = 0,
+        target: float | None = None) -> pd.DataFrame:
+    """`start`: the first replicate's number (replicates are numbered, so runs split over
+    processes draw what one run would); `target`: the adaptive target, instead of the grid's."""
     spec = parse_spec(SPEC.format(depths=depths, widths=widths), "design-bench")
     cells = spec_cells(spec)
     grid_flops = sum(c.cost for c in cells)
     rows, grid = [], {}
     # the grid first: its median width is the adaptive target (the null is held to b = 3's)
-    for effect in effects + (["3.0"] if "null" in effects and "3.0" not in effects else []):
-        for r in range(reps):
+    extra = ["3.0"] if "null" in effects and "3.0" not in effects and target is None else []
+    for effect in effects + extra:
+        for r in range(start, start + reps):
             runs = planted(effect, depths, widths, r)
             est = estimate(runs, n_boot, r)
             grid[(effect, r)] = runs
@@ -96,18 +100,18 @@ def run(effects, depths, widths, reps: int, n_boot: int, batch: int) -> pd.DataF
     for effect in effects:
         ref = "3.0" if effect == "null" else effect  # the null is held to b = 3's target
         w = widths_ok.loc[widths_ok["effect"] == ref, "width"]
-        target = float(w.median()) if len(w) else 0.5
+        goal = target if target is not None else float(w.median()) if len(w) else 0.5
         # a replicate still short of the target at CAP of the grid's compute counts as a miss; the
         # null has no width to reach and runs until half the grid's compute is spent
         budget = grid_flops * (0.5 if effect == "null" else CAP)
-        cfg = Adaptive(target_width=target, max_compute=budget, batch=batch, bootstrap=n_boot)
-        for r in range(reps):
+        cfg = Adaptive(target_width=goal, max_compute=budget, batch=batch, bootstrap=n_boot)
+        for r in range(start, start + reps):
             t0 = time.perf_counter()
             out = adaptive_run(cells, grid[(effect, r)], cfg)
             rows.append(_row(effect, r, "adaptive", out["est"], out["flops"], grid_flops, out["trials"],
-                             out["rounds"], out["stop"], target, time.perf_counter() - t0))
+                             out["rounds"], out["stop"], goal, time.perf_counter() - t0))
             print(f"{effect} rep {r}: {rows[-1]['compute_fraction']:.2f} of the grid, "
-                  f"width {rows[-1]['width']:.3g} (target {target:.3g}), {out['stop'][:40]}", flush=True)
+                  f"width {rows[-1]['width']:.3g} (target {goal:.3g}), {out['stop'][:40]}", flush=True)
     return pd.DataFrame(rows)
 
 
@@ -181,6 +185,8 @@ def main(argv=None) -> int:
     ap.add_argument("--bootstrap", type=int, default=60)
     ap.add_argument("--batch", type=int, default=8, help="cells chosen per refit")
     ap.add_argument("--effects", default="2.2,3.0,4.5,null")
+    ap.add_argument("--replicate-start", type=int, default=0)
+    ap.add_argument("--target", type=float, help="the adaptive target width (default: the grid's median)")
     ap.add_argument("--out", default="docs/bench/design.md")
     ap.add_argument("--merge", nargs="+", metavar="CSV",
                     help="summarise the CSVs of earlier runs (one per effect) instead of running")
@@ -194,7 +200,7 @@ def main(argv=None) -> int:
         df = merge(args.merge)
     else:
         df = run(args.effects.split(","), *FULL, reps=args.replicates, n_boot=args.bootstrap,
-                 batch=args.batch)
+                 batch=args.batch, start=args.replicate_start, target=args.target)
     table = summary(df)
     print(markdown(table))
     print(f"adaptive vs grid done in {time.time() - t0:.0f} s")
