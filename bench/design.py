@@ -147,6 +147,7 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
                     "reached target": (f"{int(reached.sum())}/{len(g)}" if design == "adaptive" else "—"),
                     "reached within 50%": (f"{int((reached & (g['compute_fraction'] <= 0.5)).sum())}/{len(g)}"
                                            if design == "adaptive" else "—"),
+                    "median compute to reach target": _reach(g, reached) if design == "adaptive" else "—",
                     "median trials": f"{np.median(g['trials']):.0f}"})
     return pd.DataFrame(out)
 
@@ -155,6 +156,13 @@ def markdown(table: pd.DataFrame) -> str:
     cols = list(table.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     return "\n".join(lines + ["| " + " | ".join(str(v) for v in row) + " |" for row in table.values])
+
+
+def _reach(g: pd.DataFrame, reached: pd.Series) -> str:
+    """Median over replicates of the compute at which the target was reached, a miss counting as
+    more than the budget."""
+    m = float(np.median(np.where(reached, g["compute_fraction"], np.inf)))
+    return f"{m:.2f}" if math.isfinite(m) else f"> {g['compute_fraction'].max():.2f} (not reached)"
 
 
 def figure(df: pd.DataFrame, path: Path) -> None:
