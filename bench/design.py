@@ -118,6 +118,7 @@ def run(effects, depths, widths, reps: int, n_boot: int, batch: int, start: int 
 def merge(parts: list[str]) -> pd.DataFrame:
     """The rows of several runs over disjoint effects (e.g. one process per effect)."""
     df = pd.concat([pd.read_csv(p, dtype={"effect": str}) for p in parts], ignore_index=True)
+    df["effect"] = df["effect"].fillna("null")  # pandas reads the word null as missing
     df["effect"] = [e if e == "null" else f"{float(e):.1f}" for e in df["effect"]]
     return df.replace({"covers": {"True": True, "False": False}})
 
