@@ -222,6 +222,8 @@ def main(argv=None) -> int:
     meta = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} {os.cpu_count()} cores",
             "python": platform.python_version(), "seconds": round(time.time() - t0),
             "load": os.getloadavg()}
+    if args.merge:  # the time is that of the runs merged, not of this step
+        meta = {**meta, "seconds": None, "merged": [Path(p).name for p in args.merge]}
     record = {"meta": meta, "summary": table.to_dict("records")}
     out.with_suffix(".json").write_text(json.dumps(record, indent=1))
     print(json.dumps(meta))
