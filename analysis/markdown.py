@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from analysis import adaptive_report
 from analysis.markdown_sections import (_ci, _g, accounting_md, chinchilla_md, design_md, inputs_md,
                                        is_absent)
 from depthwidth.published import LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE
@@ -290,6 +291,11 @@ def _crossovers_md(r: dict) -> list[str]:
     return L
 
 
+def _adaptive_md(r: dict) -> list[str]:
+    """The runs an adaptive sweep chose, and why (absent for a grid)."""
+    return adaptive_report.markdown(r.get("adaptive"))
+
+
 def render(r: dict, design_power: dict | None = None) -> str:
     """report.md from a report dict, one section after another. `design_power` (or the report's
     own "design_power" entry) is the power summary of the plan the sweep ran, quoted in the
@@ -300,7 +306,7 @@ def render(r: dict, design_power: dict | None = None) -> str:
     if is_absent(r["threshold"]):
         return "\n".join(L + _shape_free_tail(r))
     for section in (_threshold_table_md, _laws_md, _power_laws_md, _crossovers_md,
-                    _learning_curves_md, _kaplan_md, _tail):
+                    _learning_curves_md, _kaplan_md, _adaptive_md, _tail):
         L += section(r)
     return "\n".join(L)
 

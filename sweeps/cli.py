@@ -70,11 +70,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                                             wandb_mode=args.wandb_mode, tensorboard=args.tensorboard,
                                             wandb_entity=args.wandb_entity)
         command = continue_command(args.spec, args.storage, args.address, args.max_concurrent,
-                                   _tracker_flags(args))
+                                   _tracker_flags(args) + (("--adaptive",) if args.adaptive else ()))
         return run_sweep(spec, address=args.address, storage=args.storage,
                          max_concurrent=args.max_concurrent, rerun=args.rerun or (),
                          analyze=not args.no_analyze, tracking=tracking, verbose=args.verbose,
-                         command=command)
+                         command=command, adaptive=args.adaptive)
     except _errors() as exc:
         return _fail(str(exc))
 
@@ -184,6 +184,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="rerun a stored trial from scratch: its trial_id, or all/ok/diverged/failed")
     p.add_argument("--verbose", action="store_true",
                    help="also show Ray's own start-up notices and Tune's logs")
+    p.add_argument("--adaptive", action="store_true",
+                   help="run only the trials that most narrow the threshold base b, round by round, "
+                        "until its interval is narrow enough or the budget is spent (the spec's "
+                        "[adaptive] table, or its defaults)")
     from sweeps.export import add_tracker_flags
     add_tracker_flags(p)
     p.set_defaults(func=cmd_run)

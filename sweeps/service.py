@@ -36,8 +36,9 @@ _SILENT_LOGGERS = ("ray.tune", "ray.train", "ray.air")
 def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | None = None,
               max_concurrent: int | None = None, rerun: Iterable[str] = (), analyze: bool = True,
               out: TextIO | None = None, tracking: Tracking | None = None, verbose: bool = False,
-              command: str | None = None) -> int:
+              command: str | None = None, adaptive: bool = False) -> int:
     """Run what the store lacks. Returns 0 when every trial of the spec is in the store.
+    `adaptive` (or an [adaptive] table in the spec) runs only the trials sweeps/adaptive.py chooses.
     `tracking` (default: the spec's) names the experiment trackers; `command` is what the user
     types to continue an unfinished sweep (default: `depthwidth sweep run` with these options).
 
@@ -45,13 +46,15 @@ def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | Non
     start or join Ray and check the cluster against the trials (`_plan_on_cluster`); run the
     trials on Tune, the driver storing each as it finishes (`_tune`); fold the store, stop Ray,
     print the summary and analyse (`_finish`)."""
+    from sweeps.adaptive import parse_adaptive
     from sweeps.outcome import continue_command
 
     tracking = spec.tracking if tracking is None else tracking
     check_available(tracking)
+    chooser = parse_adaptive(spec.text, spec.source_path, enable=adaptive)
     store, todo, again = prepare(spec, storage, rerun)
     run = _Run(spec, store, out or sys.stdout, tracking, verbose, max_concurrent,
-               command or continue_command(spec.source_path, storage, address, max_concurrent))
+               command or continue_command(spec.source_path, storage, address, max_concurrent), chooser)
     if not todo:
         return _nothing_to_run(run, analyze)
 
@@ -79,6 +82,7 @@ class _Run:
     verbose: bool
     max_concurrent: int | None
     command: str  # what the user types to continue it
+    chooser: Any = None  # an adaptive sweep's settings (sweeps/adaptive.py), else None
 
 
 def prepare(spec: SweepSpec, storage: str | None, rerun: Iterable[str] = ()) -> tuple[ResultStore, list, set[str]]:
@@ -150,7 +154,8 @@ def _plan_on_cluster(run: _Run, todo: list) -> tuple[dict[str, dict[str, Any]], 
     cluster.check_shared_storage(store, nodes)
     store.lock()
     store.write_spec(spec.text, spec.source_path)
-    print(f"[{spec.name}] {len(todo)} trials to run ({len(spec.trials) - len(todo)} already in "
+    verb = "run" if run.chooser is None else "choose from, adaptively,"
+    print(f"[{spec.name}] {len(todo)} trials to {verb} ({len(spec.trials) - len(todo)} already in "
           f"the store), {_describe(nodes)}; results in {store.location}", file=run.out, flush=True)
     return plans, nodes
 
@@ -184,7 +189,8 @@ def _tune(run: _Run, todo: list, again: set[str], plans: dict[str, dict[str, Any
     ended = _fit_in_chunks(run, trials, feed, limit)
     feed.view.close()
     clear_checkpoints(run.store, feed.driver.written)
-    missing = [t for t in todo if t.trial_id not in feed.driver.written]
+    missing = [t for t in todo if t.trial_id not in feed.driver.written  # adaptive: its choices only
+               and (feed.searcher is None or t.trial_id in feed.searcher.chosen)]
     feed.close_trackers(missing)
     if not missing:
         return 0
@@ -220,6 +226,7 @@ class _Feed:
     plans: dict[str, dict[str, Any]]
     resume: dict[str, list]
     callbacks: list = field(default_factory=list)
+    searcher: Any = None  # an adaptive sweep's AdaptiveSearch, once its Tune run is built
 
     def __post_init__(self) -> None:
         from sweeps.driver import StoreWriter, TrackerFeed
@@ -271,6 +278,8 @@ def _fit_in_chunks(run: _Run, trials: list[dict[str, Any]], feed: _Feed, limit: 
     exp = f"{run.spec.name}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}"
     hook = [os.environ.get(HOOK_FILE_ENV, ""), os.environ.get(HOOK_DIR_ENV, "")]
     chunks = [trials[i:i + CHUNK_TRIALS] for i in range(0, len(trials), CHUNK_TRIALS)]
+    if run.chooser is not None:  # an adaptive sweep is one Tune run: its searcher makes trials as it chooses
+        chunks = [trials]
     ended: dict[str, Any] = {}
     for k, part in enumerate(chunks):
         name = exp if len(chunks) == 1 else f"{exp}-{k + 1}"
@@ -300,6 +309,12 @@ def _tuner(run: _Run, configs: list[dict[str, Any]], name: str, feed: _Feed, lim
     from sweeps.trainable import run_trial
 
     r, store = run.spec.resources, run.store
+    if run.chooser is None:
+        search, samples = TrialFeed(configs), len(configs)
+    else:  # one suggestion more: the last refit says why the adaptive sweep stops
+        from sweeps.adaptive_search import AdaptiveSearch
+        search = feed.searcher = AdaptiveSearch(configs, run.spec, store, run.chooser, feed.view.note)
+        samples = len(configs) + 1
     if r.workers > 1:  # N data-parallel workers per trial, through Ray Train
         from sweeps.distributed import run_workers as trainable
     else:
@@ -307,7 +322,7 @@ def _tuner(run: _Run, configs: list[dict[str, Any]], name: str, feed: _Feed, lim
     return tune.Tuner(
         tune.with_resources(trainable, trial_resources),  # each trial's own GPU share and memory
         tune_config=tune.TuneConfig(
-            search_alg=TrialFeed(configs), num_samples=len(configs),
+            search_alg=search, num_samples=samples,
             reuse_actors=True, max_concurrent_trials=limit,
             trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
         run_config=tune.RunConfig(

@@ -19,6 +19,8 @@ A sweep is a grid of depth x width (x any other config field) in the sense of Le
     [storage] path = "results/smoke"                  # local path or pyarrow URI (s3://, gs://, file://)
     [tracking] mlflow = "sqlite:///mlruns.db", wandb = { project = "p", mode = "offline" },
                tensorboard = true                     # optional experiment trackers
+    [adaptive] target_width = 0.5, max_trials = 40, max_compute = 1e15, initial = 12, batch = 2
+                                                      # optional: run only the trials that narrow b
 
 Axis names are fields of ModelConfig, DataConfig or TrainConfig. A field in several configs
 must be qualified (`model.vocab_size`, `data.vocab_size`), except the rule `seed` = train.seed:
@@ -63,7 +65,7 @@ EXECUTION_FIELDS = {"train": ("device", "threads", "compile", "checkpoint_every"
 # out of the id at that value, so an existing store's trials keep their ids (and are not rerun).
 LATER_FIELDS = {"model": {"base_depth": 2, "depth_alpha": 1.0}, "train": {"eps": 1e-8}}
 TOP_KEYS = ("name", "description", "where", "model", "data", "train", "grid", "points",
-            "budget", "resources", "storage", "tracking")
+            "budget", "resources", "storage", "tracking", "adaptive")  # [adaptive]: sweeps/adaptive.py
 RESOURCE_KEYS = ("cpus", "gpus", "workers", "sharding", "max_concurrent", "max_failures",
                  "gpu_memory_gb", "gpu_tflops", "cpu_gflops")
 MIN_THROUGHPUT = 1e-6  # gpu_tflops, cpu_gflops: below it FLOPs / throughput can overflow to inf

@@ -29,6 +29,7 @@ LAST_WORDS = {
     "sweep_scale.py": "overhead_per_trial_s", "gpu_sweeps.py": "ddp_max_relative_difference",
     "transfer.py": "Target: the CompleteP optimum moves by at most one grid step",
     "analysis_rows.py": "report: ", "plan_scale.py": "load average after:",
+    "design.py": "adaptive vs grid done in",
 }
 NEEDS_BROWSER = {"report_html.py"}
 

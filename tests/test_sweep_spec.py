@@ -51,7 +51,7 @@ def sub(old: str, new: str) -> str:
 BAD_SPECS = [
     ("name = \n", "{p} is not valid TOML: Invalid value (at line 1, column 8)."),
     (BASE + "[grids]\ndepth = [1]\n", "{p}: unknown key 'grids'; known keys: name, description, where, "
-     "model, data, train, grid, points, budget, resources, storage, tracking."),
+     "model, data, train, grid, points, budget, resources, storage, tracking, adaptive."),
     (sub('name = "t"\n', ""), '{p}: name is missing; every sweep needs a name (e.g. name = "smoke").'),
     (sub('name = "t"', 'name = "a b"'), "{p}: name = 'a b' is invalid: use 1-100 letters, digits, "
      "'-', '_' or '.'."),

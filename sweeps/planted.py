@@ -1,0 +1,63 @@
+"""A planted trainable: a Tune function trial whose final loss is drawn from the two-regime law of
+docs/science.md §4 (analysis.synthetic) instead of trained, so a sweep's machinery (the adaptive
+searcher, resume, budgets) can be exercised on real Ray in seconds with a known b. It reports
+exactly what sweeps/trainable.py's run_trial reports. Set PLANTED_ENV to a JSON object of law
+parameters (E, A_kappa, alpha_kappa, b, noise) to change the defaults.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+
+import numpy as np
+
+PLANTED_ENV = "DEPTHWIDTH_PLANTED_LAW"
+DEFAULT_LAW = {"E": 1.5, "A_kappa": 20.0, "alpha_kappa": 0.3, "b": 3.0, "noise": 0.02}
+
+
+def planted_result(trial: dict, law: dict | None = None) -> dict:
+    """The RunResult dict of a trial (Trial.config_dict() + trial_id) under the planted law."""
+    from analysis.synthetic import planted_loss
+    from depthwidth.accounting import count_params, train_flops_per_token
+    from depthwidth.config import DataConfig, ModelConfig, TrainConfig
+    from sweeps.budget import resolve_model
+
+    p = {**DEFAULT_LAW, **(law or {})}
+    model = resolve_model(ModelConfig.from_dict(trial["model"]), DataConfig.from_dict(trial["data"]))
+    train = TrainConfig.from_dict(trial["train"])
+    counts = count_params(model)
+    # seeded by the trial id: a rerun of the same trial draws the same loss
+    rng = np.random.default_rng(int(hashlib.sha256(trial["trial_id"].encode()).hexdigest()[:8], 16))
+    clean = float(planted_loss("two_regime", [model.depth], [model.width], p)[0])
+    loss = clean * float(np.exp(rng.normal(0.0, p["noise"])))
+    tokens = train.steps * train.batch_size * model.seq_len
+    curve = [{"step": train.steps, "tokens": tokens, "train_loss": loss, "val_loss": loss, "lr": train.lr}]
+    return {"status": "ok", "final_train_loss": loss, "final_val_loss": loss, "steps": train.steps,
+            "tokens": tokens, "flops": train_flops_per_token(model) * tokens, "wall_s": 0.0,
+            "n_params": counts.n_params, "n_params_total": counts.n_params_total,
+            "flops_per_token": train_flops_per_token(model), "device": "planted",
+            "torch_version": "", "depthwidth_version": "planted", "unigram_entropy": float("nan"),
+            "vocab_size": model.vocab_size, "curve": curve, "metrics": {}, "error": ""}
+
+
+def planted_trial(config: dict) -> None:
+    """Drop-in for sweeps.trainable.run_trial."""
+    from ray import tune
+
+    from sweeps.trainable import FINAL_KEY, RESUME_NOTE_KEY, trial_hook
+
+    trial, run = config["trial"], config["run"]
+    law = json.loads(os.environ.get(PLANTED_ENV) or "{}")
+    hook = trial_hook(run)
+    if hook:  # a test notes the start and may hold the trial here
+        hook.started(run["hook"][1], trial["trial_id"], 0, os.getpid())
+        hook.checkpointed(run["hook"][1], trial["trial_id"], 0, 0)
+    time.sleep(float(law.pop("sleep_s", 0.0)))
+    result = planted_result(trial, law)
+    tune.report({"trial_id": trial["trial_id"], "step": result["steps"], "progress": 1.0,
+                 RESUME_NOTE_KEY: "",
+                 FINAL_KEY: json.dumps({"result": result, "node": {}, "resumed_from_step": 0,
+                                        "resume_note": ""})})
