@@ -103,9 +103,9 @@ def _cost(m: dict[str, Any]) -> str:
 
 
 def _spread(acc: float, lo: float, hi: float, n: int) -> str:
-    """'median 0.995 over 3 seeds, spread 0.99–1.00' (min–max), or the one run's accuracy."""
+    """'median 0.995 over 3 seeds, spread 0.989–1.000' (min–max), or the one run's accuracy."""
     if n > 1:
-        return f"median {acc:.3f} over {n} seeds, spread {lo:.2f}–{hi:.2f}"
+        return f"median {acc:.3f} over {n} seeds, spread {lo:.3f}–{hi:.3f}"
     return f"{acc:.3f}, 1 seed"
 
 

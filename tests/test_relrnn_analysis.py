@@ -185,9 +185,9 @@ def test_comparison_in_words_and_gradients_during_training(tmp_path):
     assert heads["digits"]["margin"] == pytest.approx(0.4) and not heads["digits"]["holds"]  # 0.8 < 0.9
     words = "\n".join(r["comparison_text"])
     assert "copy, T = 800 (chance 0.125): " in words
-    assert ("relrnn ν=10 ρ=15 solved it (accuracy median 1.000 over 2 seeds, spread 1.00–1.00; "
+    assert ("relrnn ν=10 ρ=15 solved it (accuracy median 1.000 over 2 seeds, spread 1.000–1.000; "
             "100 steps × 10") in words
-    assert "lstm stayed near chance (accuracy median 0.125 over 2 seeds, spread 0.12–0.12" in words
+    assert "lstm stayed near chance (accuracy median 0.125 over 2 seeds, spread 0.125–0.125" in words
     assert "relrnn ν=5 ρ=3 partly learned it (accuracy median 0.600" in words
     from analysis.relrnn_compare import _verdict
     assert _verdict(0.0, 0.125) == "stayed below chance" and _verdict(0.1, 0.125) == "stayed near chance"
@@ -238,13 +238,13 @@ def test_report_states_the_median_and_spread_over_seeds():
     assert relrnn["accuracy_mean"] == pytest.approx((0.98 + 0.43 + 1.0) / 3)
     assert comp["lstm"]["accuracy"] == pytest.approx(0.13)
     md = r["markdown"]
-    assert "relrnn ν=10 ρ=15 learned it (accuracy median 0.980 over 3 seeds, spread 0.43–1.00;" in md
-    assert "lstm stayed near chance (accuracy median 0.130 over 3 seeds, spread 0.12–0.16;" in md
+    assert "relrnn ν=10 ρ=15 learned it (accuracy median 0.980 over 3 seeds, spread 0.430–1.000;" in md
+    assert "lstm stayed near chance (accuracy median 0.130 over 3 seeds, spread 0.120–0.160;" in md
     head = r["headline"]["by_task"][0]
     assert head["holds"] and not head["holds_every_seed"]
     assert head["worst_margin"] == pytest.approx(0.43 - 0.16)
-    assert ("reaches median 0.980 over 3 seeds, spread 0.43–1.00 against the LSTM's median 0.130 "
-            "over 3 seeds, spread 0.12–0.16 with the same training budget, a margin of +0.850 in the "
+    assert ("reaches median 0.980 over 3 seeds, spread 0.430–1.000 against the LSTM's median 0.130 "
+            "over 3 seeds, spread 0.120–0.160 with the same training budget, a margin of +0.850 in the "
             "median and +0.270 between its worst seed and the LSTM's best: the claim (screened ≥ 0.9, "
             "LSTM ≥ 0.2 below) holds here in the median but not on every seed.") in md
 
