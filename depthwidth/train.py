@@ -272,6 +272,20 @@ def checkpoint_requested() -> bool:
     return bool(flag) and os.path.exists(flag)
 
 
+def deterministic_kernels(device: torch.device) -> None:
+    """On CPU, torch's deterministic kernels (a warning, never a failure, for an op without one):
+    with the seed (the only RNG a trial draws from besides the data's own keyed generators) and a
+    fixed `threads`, a trial then repeats bit for bit on one machine. Across CPUs the last bits of
+    sums still differ (the BLAS kernel chosen for the CPU, its vector width, how a reduction is
+    split over threads), and training can amplify them (docs/bench/relrnn.md). Off again for
+    another device if this set it (warn-only is its mark), so a later CUDA run is not slowed."""
+    if device.type == "cpu":
+        if not torch.are_deterministic_algorithms_enabled():
+            torch.use_deterministic_algorithms(True, warn_only=True)
+    elif torch.is_deterministic_algorithms_warn_only_enabled():
+        torch.use_deterministic_algorithms(False)
+
+
 def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
           report: Report | None = None, checkpoint_dir: str | os.PathLike | None = None,
           resume_from: str | os.PathLike | None = None, parallel: Parallel | None = None) -> RunResult:
@@ -314,6 +328,7 @@ class _Run:
         self.dp = parallel if parallel is not None and parallel.world > 1 else None
         self.device = (torch.device(parallel.device) if parallel and parallel.device
                        else pick_device(train_cfg.device))
+        deterministic_kernels(self.device)
         self.counts = count_params(self.model_cfg)
         self.tokens_per_step = train_cfg.batch_size * self.model_cfg.seq_len
         self.c_per_token = train_flops_per_token(self.model_cfg)
