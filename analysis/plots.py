@@ -453,7 +453,7 @@ def lr_curves(tuning: dict, max_panels: int = 12) -> Figure:
     col = {w: cmap(0.9 * i / max(1, len(widths) - 1)) for i, w in enumerate(widths)}
     for k, d in enumerate(depths):
         ax = fig.add_subplot(nrow, ncol, k + 1)
-        for (w, *rest), g in s[s["depth"] == d].groupby(["width"] + [c for c in ("tokens",)
+        for (w, *_), g in s[s["depth"] == d].groupby(["width"] + [c for c in ("tokens",)
                                                                      if c in tuning["shape_columns"]]):
             g = g.sort_values("lr")
             ax.plot(g["lr"], g["loss"], marker="o", ms=3, color=col[w], lw=1.2,

@@ -52,12 +52,12 @@ def _matmul_mod(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
     return out
 
 
-def _inv_unit_lower(l: np.ndarray, p: int) -> np.ndarray:
-    """Inverse mod p of the unit lower-triangular matrix with strict lower part l (s x s)."""
-    s = l.shape[0]
+def _inv_unit_lower(low: np.ndarray, p: int) -> np.ndarray:
+    """Inverse mod p of the unit lower-triangular matrix with strict lower part low (s x s)."""
+    s = low.shape[0]
     x = np.eye(s, dtype=np.int64)
-    for t in range(1, s):  # row t of L^-1 is -sum_{u<t} l[t,u] * (row u of L^-1)
-        x[t, :t] = (-(((l[t, :t, None] * x[:t, :t]) % p).sum(axis=0))) % p
+    for t in range(1, s):  # row t of L^-1 is -sum_{u<t} low[t,u] * (row u of L^-1)
+        x[t, :t] = (-(((low[t, :t, None] * x[:t, :t]) % p).sum(axis=0))) % p
     return x
 
 

@@ -72,7 +72,7 @@ def test_figures_are_written_and_hold_data(smoke):
     figs, _ = plots.make_all(ds.runs, ds.curves, r)
     for name, fig in figs.items():
         artists = [a for ax in fig.axes for a in (*ax.lines, *ax.collections)]
-        points = sum(len(np.atleast_1d(getattr(a, "get_xdata", lambda: a.get_offsets())())) for a in artists)
+        points = sum(len(np.atleast_1d(getattr(a, "get_xdata", lambda a=a: a.get_offsets())())) for a in artists)
         assert points > 0, name
     assert any(len(c.get_paths()) == 12 for c in figs["learning_curves"].axes[0].collections)
 
