@@ -158,23 +158,63 @@ def _replicates(task: tuple) -> list[dict]:
 
 def simulate(trials: pd.DataFrame, effects, model: PlantModel, replicates: int,
              bootstrap: int = 200, seed: int = 0, jobs: int | None = None,
-             null: bool = True) -> pd.DataFrame:
-    """`replicates` planted sweeps per effect (and the null), each analysed as `analyze` would;
-    one row per replicate. Runs in `jobs` processes (default: the CPUs this process may use)."""
+             null: bool = True, start: int = 0) -> pd.DataFrame:
+    """Replicates `start` … `start + replicates − 1` of planted sweeps per effect (and the null),
+    each analysed as `analyze` would; one row per replicate. Replicate r of an effect is the
+    same sweep whatever else is simulated. Runs in `jobs` processes (default: this process's CPUs)."""
     if null and model.A_N is None:
         model = null_law(trials, model)
     cases = [float(b) for b in effects] + ([None] if null else [])
     jobs = jobs or len(os.sched_getaffinity(0))
-    per = max(1, math.ceil(replicates / max(1, 2 * jobs // max(1, len(cases)))))
-    tasks = [(trials, b, model, list(range(s, min(s + per, replicates))), seed, bootstrap)
-             for b in cases for s in range(0, replicates, per)]
+    per = max(1, math.ceil(replicates * len(cases) / (2 * jobs)))
+    stop = start + replicates
+    tasks = [(trials, b, model, list(range(s, min(s + per, stop))), seed, bootstrap)
+             for b in cases for s in range(start, stop, per)]
     if jobs <= 1 or len(tasks) == 1:
         rows = [r for t in tasks for r in _replicates(t)]
     else:
         import multiprocessing as mp
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
+        # fork: the workers inherit the loaded modules (a fresh interpreter would re-import the
+        # analysis, seconds each); nothing here runs threads of its own.
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as ex:
             rows = [r for out in ex.map(_replicates, tasks) for r in out]
     return pd.DataFrame(rows)
+
+
+def _settled(k: int, n: int, se: float) -> bool:
+    """Enough replicates: the Agresti–Coull standard error of k/n is at most `se` (never 0 at a
+    rate of 0 or 1, unlike the plain one)."""
+    p = (k + 2) / (n + 4)
+    return math.sqrt(p * (1 - p) / (n + 4)) <= se
+
+
+def power_runs(trials: pd.DataFrame, effects, model: PlantModel, replicates: int | None = None,
+               bootstrap: int = 200, seed: int = 0, jobs: int | None = None, batch: int = 25,
+               max_replicates: int = 100, se: float = 0.05) -> pd.DataFrame:
+    """The outcomes of every replicate. `replicates` given: exactly that many per case. Else
+    batches of `batch` per case until each case's rate (power, or false claims under the null)
+    has a Monte Carlo standard error ≤ `se`, at most `max_replicates`."""
+    if model.A_N is None:
+        model = null_law(trials, model)
+    if replicates is not None:
+        return simulate(trials, effects, model, replicates, bootstrap, seed, jobs)
+    open_cases = [float(b) for b in effects] + [None]
+    frames, done = [], 0
+    while open_cases and done < max_replicates:
+        n = min(batch, max_replicates - done)
+        effs = [b for b in open_cases if b is not None]
+        frames.append(simulate(trials, effs, model, n, bootstrap, seed, jobs,
+                               null=None in open_cases, start=done))
+        done += n
+        out = pd.concat(frames, ignore_index=True)
+        still = []
+        for b in open_cases:
+            g = out[out["effect"].astype(str) == (NULL if b is None else str(float(b)))]
+            k = int(g["claimed" if b is None else "detected"].sum())
+            if not _settled(k, len(g), se):
+                still.append(b)
+        open_cases = still
+    return pd.concat(frames, ignore_index=True)
 
 
 def rate(k: int, n: int) -> dict:
@@ -232,3 +272,213 @@ def summarize(outcomes: pd.DataFrame) -> dict:
     out.setdefault("false_claim", None)
     out["min_detectable_effect"] = min_detectable({float(k): v for k, v in out["power"].items()})
     return out
+
+
+def _depths_text(ds) -> str:
+    return ", ".join(str(int(d)) for d in ds)
+
+
+def shape_reasons(trials: pd.DataFrame, b: float) -> list[str]:
+    """Why the plan's shapes cannot locate a threshold of base `b`: all of them on one side of
+    L_th = log_b(width), too few widths straddling it, too few widths per depth."""
+    shapes = trials.drop_duplicates(["depth", "width"])
+    L, w = shapes["depth"].to_numpy(float), shapes["width"].to_numpy(float)
+    lth = np.log(w) / np.log(b)
+    above, below = L > lth, L < lth
+    out = []
+    if not above.any():
+        wmax = w.max()
+        out.append(f"no shape lies above L_th = log_{b:g}(width): widths ≤ {wmax:g} need depths "
+                   f"≥ {math.floor(np.log(wmax) / np.log(b)) + 1} to straddle it")
+    elif not below.any():
+        wmin = w.min()
+        need = math.ceil(np.log(wmin) / np.log(b)) - 1
+        out.append(f"no shape lies below L_th = log_{b:g}(width): widths ≥ {wmin:g} need depths "
+                   f"≤ {need} to straddle it" if need >= 1 else
+                   f"no shape lies below L_th = log_{b:g}(width): even depth 1 is past the "
+                   f"threshold of width {wmin:g}; widths above {b ** 2:g} are needed")
+    else:
+        both = [x for x in np.unique(w) if above[w == x].any() and below[w == x].any()]
+        if len(both) < 2:
+            out.append(f"only {len(both)} width{'s' if len(both) != 1 else ''} "
+                       f"({', '.join(f'{x:g}' for x in both) or 'none'}) ha{'ve' if len(both) != 1 else 's'} "
+                       f"depths on both sides of L_th = log_{b:g}(width)")
+    per_depth = shapes.groupby("depth")["width"].nunique()
+    if (per_depth >= 3).sum() < 3 and shapes["depth"].nunique() >= 3:
+        out.append(f"only {(per_depth >= 3).sum()} depths have the 3 widths a per-depth fit needs")
+    if shapes["depth"].nunique() < 3 or shapes["width"].nunique() < 2:
+        out.append(f"{shapes['depth'].nunique()} depths and {shapes['width'].nunique()} widths: "
+                   f"the threshold laws need at least 3 depths and 2 widths")
+    return out
+
+
+def lr_reasons(trials: pd.DataFrame, model: PlantModel) -> list[str]:
+    """Shapes whose planted best learning rate lies outside the swept lr range."""
+    if model.lr0 is None or "lr" not in trials:
+        return []
+    shapes = trials.drop_duplicates(["depth", "width"])
+    opt = np.log10(lr_optimum(shapes["depth"], shapes["width"], model))
+    lo, hi = np.log10(trials["lr"].min()), np.log10(trials["lr"].max())
+    out_of = int(((opt < lo - 0.25) | (opt > hi + 0.25)).sum())
+    if out_of == 0:
+        return []
+    swept = (f"the one lr swept ({10 ** lo:.2g})" if hi == lo else
+             f"the swept lrs [{10 ** lo:.2g}, {10 ** hi:.2g}]")
+    return [f"the assumed best learning rate of {out_of} of {len(shapes)} shapes lies more than a "
+            f"quarter decade beyond {swept}, so their losses carry an lr penalty that the "
+            f"threshold laws read as shape"]
+
+
+def seed_counts(trials: pd.DataFrame) -> tuple[int, int]:
+    """(seeds per setting, seeds per shape left for the fits after the split selection)."""
+    keys = [c for c in ("depth", "width", "lr", "tokens") if c in trials]
+    n = int(trials.groupby(keys).size().min()) if len(trials) else 0
+    tuned = "lr" in trials and trials.groupby(["depth", "width"])["lr"].nunique().max() > 1
+    return n, (n - n // 2 if tuned and n >= 2 else n)
+
+
+def noise_check(trials: pd.DataFrame, b: float, model: PlantModel, power: float,
+                replicates: int = 20, bootstrap: int = 200, seed: int = 0,
+                jobs: int | None = None) -> tuple[float, int]:
+    """Power at `b` with half the seed noise (replicates not shared with the main run): how much
+    of the shortfall the seeds cause. Returns (power at half noise, replicates)."""
+    half = replace(model, noise=model.noise / 2)
+    out = simulate(trials, [b], half, replicates, bootstrap, seed + 1, jobs, null=False)
+    return float(out["detected"].mean()), len(out)
+
+
+PARAM_WHY = {
+    "alpha_D": "the data term's exponent alpha_D is not identified (the token budget moves with N, "
+               "so D cannot be told from N): decouple tokens from N, e.g. two token budgets per "
+               "shape or one fixed budget",
+    "B_D": "the data term is not identified: decouple tokens from N",
+    "alpha_N": "the combined law's N term is not identified beside the threshold term",
+}
+
+
+def outcome_reasons(outcomes: pd.DataFrame) -> list[str]:
+    """The parameter the analysis most often found not identified in the replicates that
+    claimed nothing, when it blocks most of them, as a reason in words."""
+    miss = outcomes[(outcomes["effect"].astype(str) != NULL) & ~outcomes["claimed"]]
+    if miss.empty:
+        return []
+    import re
+    counts: dict[str, int] = {}
+    for text in miss["reason"].fillna(""):
+        for name in set(re.findall(r"\b(alpha_D|B_D|alpha_N|alpha_kappa|E|b): (?:its|the)", text)):
+            counts[name] = counts.get(name, 0) + 1
+    if not counts:
+        return []
+    name, k = max(counts.items(), key=lambda kv: kv[1])
+    if k < len(miss) / 2:
+        return []
+    why = PARAM_WHY.get(name, f"{name} is not identified")
+    return [f"in {k} of {len(miss)} replicates without a claim {why}"]
+
+
+def advice(trials: pd.DataFrame, summary: dict, model: PlantModel, noise_power=None,
+           outcomes: pd.DataFrame | None = None) -> str:
+    """One sentence when power is low at some effect (or false claims are frequent), naming the
+    reason: the shapes' place against L_th, the lr grid, or the seed noise. Empty otherwise.
+    `noise_power` is (b, power at b, power at half the noise, replicates) from noise_check."""
+    low = [float(k) for k, v in summary["power"].items() if v is not None and v < TARGET_POWER]
+    parts = []
+    fc = summary.get("false_claim") or {}
+    if fc.get("rate") is not None and fc["ci"][0] > 0.05:
+        parts.append(f"under the null a threshold is claimed in {fc['rate']:.0%} of replicates "
+                     f"(more than the 5% a 95% interval allows)")
+    if not low:
+        return "; ".join(parts) + ("." if parts else "")
+    reasons = []
+    for b in low:
+        for r in shape_reasons(trials, b):
+            if r not in reasons:
+                reasons.append(r)
+    reasons += lr_reasons(trials, model)
+    if outcomes is not None:
+        reasons += outcome_reasons(outcomes)
+    n, used = seed_counts(trials)
+    if noise_power is not None:
+        b, p, p_half, k = noise_power
+        if p_half - p >= 0.2:
+            reasons.append(f"{n} seed{'s' if n != 1 else ''} per setting ({used} per shape in the "
+                           f"fits): the interval is dominated by seed noise ({model.noise:.1%}); "
+                           f"at half that noise power at b = {b:g} rises from {p:.0%} to "
+                           f"{p_half:.0%} ({k} replicates), and 4x the seeds halve it")
+        elif not reasons:
+            reasons.append(f"halving the seed noise does not help (power at b = {b:g}: {p:.0%} "
+                           f"-> {p_half:.0%}, {k} replicates): the shapes and budgets, not the "
+                           f"seeds, limit it; `design --propose` searches other plans")
+    effects = ", ".join(f"{b:g}" for b in low)
+    head = f"power is below {TARGET_POWER:.0%} at b = {effects}"
+    return "; ".join(parts + [head + (": " + "; ".join(reasons) if reasons else "")]) + "."
+
+
+def model_from_pilot(runs: pd.DataFrame, model: PlantModel) -> tuple[PlantModel, dict]:
+    """The seed noise, loss scale and learning-rate curvature measured on a pilot's runs table
+    (columns depth, width, n_params, loss, seed [, lr, tokens]); returns the model and what was
+    measured. Raises ValueError naming what the pilot lacks."""
+    keys = [c for c in ("depth", "width", "lr", "tokens") if c in runs and runs[c].notna().all()]
+    logl = np.log(runs["loss"].to_numpy(float))
+    g = runs.assign(_l=logl).groupby(keys)["_l"]
+    n = g.transform("size")
+    if (n >= 2).sum() < 2:
+        raise ValueError("the pilot has no setting run with 2 or more seeds, so its seed noise "
+                         "cannot be measured")
+    dev = (runs.assign(_l=logl)["_l"] - g.transform("mean"))[n >= 2]
+    sizes = g.size()
+    dof = int((sizes[sizes >= 2] - 1).sum())  # pooled over the settings run with 2+ seeds
+    noise = float(np.sqrt(np.sum(dev ** 2) / max(dof, 1)))
+    found = {"noise": noise, "settings_with_seeds": int((g.size() >= 2).sum())}
+    m = replace(model, noise=max(noise, 1e-4))
+    clean = clean_losses(runs.drop(columns=[c for c in ("lr",) if c in runs]), 3.0,
+                         replace(m, lr0=None))
+    scale = float(np.median(runs["loss"]) / np.median(clean))
+    m = replace(m, E=m.E * scale, A=m.A * scale, B_D=m.B_D * scale)
+    found["loss_scale"] = scale
+    if "lr" in runs and runs.groupby(["depth", "width"])["lr"].nunique().max() >= 3:
+        curv, opt = [], []
+        for _, s in runs.assign(_l=logl).groupby(["depth", "width"]):
+            c = s.groupby("lr")["_l"].mean()
+            if len(c) >= 3:
+                a, bb, _ = np.polyfit(np.log10(c.index.to_numpy(float)), c.to_numpy(), 2)
+                if a > 0:
+                    curv.append(a)
+                    opt.append(-bb / (2 * a))
+        if curv:
+            m = replace(m, sharpness=float(np.median(curv)), lr0=float(10 ** np.median(opt)),
+                        lr_width_exp=0.0, lr_depth_exp=0.0)
+            found.update(sharpness=m.sharpness, lr0=m.lr0, shapes_with_lr_curve=len(curv))
+    return m, found
+
+
+def plot_power(summary: dict, path: str, title: str = "") -> None:
+    """Power against b with Monte Carlo 95% intervals, the 80% line and the null's false-claim
+    rate, written as a PNG."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bs = sorted(float(k) for k in summary["power"])
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    p = [summary["power"][str(b)] for b in bs]
+    ci = np.array([summary["power_mc"][str(b)]["ci"] for b in bs])
+    ax.errorbar(bs, p, yerr=[np.subtract(p, ci[:, 0]), ci[:, 1] - p], marker="o", capsize=3,
+                label="power (claimed, interval holds b)")
+    fc = summary.get("false_claim")
+    if fc and fc["rate"] is not None:
+        ax.errorbar([min(bs) * 0.9], [fc["rate"]], yerr=[[fc["rate"] - fc["ci"][0]],
+                    [fc["ci"][1] - fc["rate"]]], marker="s", color="C3", capsize=3,
+                    label="false claims under the null")
+    ax.axhline(TARGET_POWER, color="grey", ls="--", lw=0.8)
+    ax.axvline(3.0, color="grey", ls=":", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xticks(bs, [f"{b:g}" for b in bs])
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel("planted threshold base b (L_th = log_b width)")
+    ax.set_ylabel("rate over replicates")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
