@@ -52,7 +52,7 @@ def default_model(spec: SweepSpec, trials, noise: float | None):
 
     m = spec.trials[0].model
     lrs = np.unique(trials["lr"].to_numpy(float))
-    lr0 = float(np.exp(np.mean(np.log([lrs.min(), lrs.max()]))))
+    lr0 = float(np.median(lrs)) if len(lrs) % 2 else float(np.exp(np.mean(np.log(lrs))))
     base_w = float(m.base_width) if m.parametrization != "standard" else float(trials["width"].min())
     base_d = (float(m.base_depth) if m.parametrization == "completep"
               else float(trials["depth"].min()))
@@ -261,4 +261,11 @@ def register(sub) -> None:
     p.add_argument("--objective", choices=("power", "width"), default="power",
                    help="with --propose: most powerful at --target (ties: narrowest interval), "
                         "or narrowest median interval")
+    p.add_argument("--screen", type=int, default=20,
+                   help="with --propose: replicates per candidate in the first pass (default 20)")
+    p.add_argument("--candidates", type=int, default=12,
+                   help="with --propose: at most this many plans screened (default 12)")
+    p.add_argument("--finalists", type=int, default=2,
+                   help="with --propose: candidates rated in full after the screen (default 2; "
+                        "the plan as written is always rated)")
     p.set_defaults(func=cmd_design)
