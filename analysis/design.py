@@ -36,8 +36,8 @@ class PlantModel:
     E: float = 1.5
     A: float = 20.0
     alpha: float = 0.3
-    B_D: float = 60.0
-    alpha_D: float = 0.4
+    B_D: float = 410.7               # Hoffmann et al. 2022's fitted data term B/D^beta
+    alpha_D: float = 0.28
     noise: float = DEFAULT_NOISE
     sharpness: float = 0.15
     lr0: float | None = None          # None: no learning-rate penalty (no lr in the trials)
