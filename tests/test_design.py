@@ -86,6 +86,21 @@ def test_planted_losses_follow_the_law_and_the_noise():
     assert np.allclose(at, clean) and np.allclose(off / at, np.exp(lr.sharpness))
 
 
+def test_a_pilot_gives_back_the_noise_scale_and_lr_curvature_planted_in_it():
+    rows = [(L, w, lr, s) for L in [1, 2, 3, 4, 6] for w in [16, 32, 64]
+            for lr in [1e-3, 3e-3, 1e-2] for s in range(4)]
+    t = pd.DataFrame(rows, columns=["depth", "width", "lr", "seed"])
+    t = t.assign(n_params=12.0 * t["depth"] * t["width"] ** 2, tokens=1e6)
+    truth = dz.PlantModel(E=3.0, A=40.0, B_D=821.4, noise=0.03, lr0=3e-3, lr_depth_exp=0.0,
+                          sharpness=0.3)
+    pilot = dz.planted_table(t, 3.0, truth, np.random.default_rng(1))
+    m, found = dz.model_from_pilot(pilot, dz.PlantModel())
+    assert abs(m.noise / 0.03 - 1) < 0.15 and abs(m.sharpness / 0.3 - 1) < 0.15
+    assert abs(m.lr0 / 3e-3 - 1) < 0.1 and abs(found["loss_scale"] / 2 - 1) < 0.15
+    with pytest.raises(ValueError, match="2 or more seeds"):
+        dz.model_from_pilot(pilot[pilot["seed"] == 0], dz.PlantModel())
+
+
 def test_shapes_on_one_side_of_the_threshold_are_named():
     above = dz.shape_reasons(_trials([8, 10, 12], [16, 32, 64]), 3.0)
     assert "no shape lies below L_th" in above[0]
