@@ -94,7 +94,7 @@ def independent_check(spec_path: str, b: float, replicates: int, seed: int, boot
     spec = load_spec(spec_path)
     trials, _ = trials_frame(spec)
     model = dz.null_law(trials, default_model(spec, trials, None))
-    tasks = [(trials, b, model, r, seed, bootstrap) for r in range(replicates)]
+    tasks = [(trials, model, b, r, seed, bootstrap) for r in range(replicates)]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork")) as ex:
         rows = list(ex.map(_check_one, tasks))
