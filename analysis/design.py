@@ -190,10 +190,11 @@ def _settled(k: int, n: int, se: float) -> bool:
 
 def power_runs(trials: pd.DataFrame, effects, model: PlantModel, replicates: int | None = None,
                bootstrap: int = 200, seed: int = 0, jobs: int | None = None, batch: int = 25,
-               max_replicates: int = 100, se: float = 0.05) -> pd.DataFrame:
+               max_replicates: int = 100, se: float = 0.05, progress=None) -> pd.DataFrame:
     """The outcomes of every replicate. `replicates` given: exactly that many per case. Else
     batches of `batch` per case until each case's rate (power, or false claims under the null)
-    has a Monte Carlo standard error ≤ `se`, at most `max_replicates`."""
+    has a Monte Carlo standard error ≤ `se`, at most `max_replicates`. `progress` (a callable)
+    is told after each batch."""
     if model.A_N is None:
         model = null_law(trials, model)
     if replicates is not None:
@@ -214,6 +215,10 @@ def power_runs(trials: pd.DataFrame, effects, model: PlantModel, replicates: int
             if not _settled(k, len(g), se):
                 still.append(b)
         open_cases = still
+        if progress is not None:
+            progress(f"{done} replicates per case done; "
+                     + (f"{len(still)} case(s) still short of a Monte Carlo error of {se:g}"
+                        if still and done < max_replicates else "every rate settled"))
     return pd.concat(frames, ignore_index=True)
 
 

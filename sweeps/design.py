@@ -114,7 +114,8 @@ def rate_plan(spec: SweepSpec, trials, totals: dict, model, effects, replicates,
     """The design object `design --json` prints (without its noise source)."""
     from analysis import design as dz
 
-    outcomes = dz.power_runs(trials, effects, model, replicates, bootstrap, seed, jobs)
+    outcomes = dz.power_runs(trials, effects, model, replicates, bootstrap, seed, jobs,
+                             progress=lambda m: print(f"design: {m}", file=sys.stderr, flush=True))
     summary = dz.summarize(outcomes)
     low = [float(k) for k, v in summary["power"].items() if v is not None and v < dz.TARGET_POWER]
     check = None
