@@ -1,9 +1,8 @@
 """Power of a sweep plan before it runs: plant losses on its trials, analyse each replicate.
 
-Losses follow the two-regime law of docs/science.md §4 (threshold base b) or, as the null, a law
-of N alone, with a data term, a learning-rate penalty around a drifting optimum and seed noise
-(docs/design-power.md). Every replicate goes through the estimator path of `analyze`
-(tuning.apply, then analysis.report.build_report), and the outcomes are counted.
+Losses: the two-regime law (docs/science.md §4) or a null of N alone, with a data term, an lr
+penalty around a drifting optimum and seed noise (docs/design-power.md); each replicate goes
+through `analyze`'s estimator path (tuning.apply, analysis.report.build_report).
 """
 
 from __future__ import annotations
@@ -149,7 +148,8 @@ def _replicates(task: tuple) -> list[dict]:
         table = planted_table(trials, b, model, rng)
         try:
             thr = analyse_table(table, bootstrap, r)
-        except Exception as exc:  # a crash of the analysis is an outcome, not the end of the run
+        # A crash of the analysis is an outcome of the plan, not the end of the simulation.
+        except Exception as exc:  # noqa: BLE001
             thr = {"status": "failed", "claimed": False, "reason": f"{type(exc).__name__}: {exc}"}
         rows.append({"effect": NULL if b is None else float(b), "replicate": r,
                      **outcome(thr, b)})

@@ -13,8 +13,9 @@ import itertools
 import json
 import math
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from depthwidth.clitools import fail
 from sweeps.spec import SpecError, parse_spec
@@ -157,7 +158,7 @@ def _final(c: dict, model, target: float, args) -> None:
              replicates=int((out["effect"].astype(str) == k).sum()), stage="rated")
 
 
-def _table(cands: list[dict], unit: str) -> "pd.DataFrame":
+def _table(cands: list[dict], unit: str):
     import pandas as pd
     cols = ["id", "stage", "depth_cap", "tokens", "seeds", "lr_points", "n_trials", "flops", unit,
             "within_budget", "power", "power_se", "false_claim", "width", "replicates", "note"]
@@ -285,7 +286,7 @@ def _what(c: dict) -> str:
 
 def _markdown(table) -> str:
     def cell(v):
-        if v is None or (isinstance(v, float) and v != v):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
             return "-"
         return f"{v:.3g}" if isinstance(v, float) else str(v)
     rows = ["| " + " | ".join(map(str, table.columns)) + " |",
