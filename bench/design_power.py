@@ -147,15 +147,21 @@ def main() -> None:
         d, wall, cpu = run_design(a.spec, design_args)
     p, se = d["power"]["3.0"], d["power_mc"]["3.0"]["se"]
     z = (p - chk["power"]) / max(math.hypot(se, chk["se"]), 1e-9)
+    fc = d["false_claim"]
+    verdict = "agree" if abs(z) < 2 else "DISAGREE"
     rows = [("spec", Path(a.spec).name), ("design wall time (s)", f"{wall:.0f}"),
             ("design CPU time, all processes (s)", f"{cpu:.0f}"),
             ("load average at the start (1 min)", f"{load0:.1f}"),
-            ("design replicates per case", ", ".join(f"{k}: {v}" for k, v in d["replicates"].items())),
-            ("design power at b = 3", f"{p:.2f} ± {se:.2f}"),
-            ("design false claims under the null", f"{d['false_claim']['rate']:.2f} ± {d['false_claim']['se']:.2f}"),
-            ("independent check through analyze: power at b = 3",
-             f"{chk['power']:.2f} ± {chk['se']:.2f} ({chk['replicates']} replicates, {chk['wall_s']:.0f} s)"),
-            ("difference in Monte Carlo standard errors", f"{z:+.2f} ({'agree' if abs(z) < 2 else 'DISAGREE'})")]
+            ("design replicates per case",
+             ", ".join(f"{k}: {v}" for k, v in d["replicates"].items()))]
+    rows += [(f"design power at b = {k} (median interval width)",
+              f"{v:.2f} ± {d['power_mc'][k]['se']:.2f} ({d['median_interval_width'][k] or float('nan'):.3g})")
+             for k, v in d["power"].items()]
+    rows += [("design false claims under the null", f"{fc['rate']:.2f} ± {fc['se']:.2f}"),
+             ("independent check through analyze: power at b = 3",
+              f"{chk['power']:.2f} ± {chk['se']:.2f} ({chk['replicates']} replicates, "
+              f"{chk['wall_s']:.0f} s)"),
+             ("difference in Monte Carlo standard errors", f"{z:+.2f} ({verdict})")]
     table = "| quantity | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
     print(table)
     print("design power vs independent check:", "agree" if abs(z) < 2 else "disagree")

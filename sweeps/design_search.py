@@ -273,7 +273,8 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
               f"({budget:.3g} FLOPs); screened on {args.screen} replicates each, the best "
               f"{args.finalists} and the plan as written rated in full")
         print(verdict)
-        print(f"proposed spec: {toml_path} (cost: {cost_text({'flops': best['flops'], 'pf_days': best['flops'] / 8.64e19, unit: best[unit]})})")
+        cost = {"flops": best["flops"], "pf_days": best["flops"] / 8.64e19, unit: best[unit]}
+        print(f"proposed spec: {toml_path} (cost: {cost_text(cost)})")
         print(f"every candidate: {out / 'candidates.csv'}, {out / 'candidates.md'}")
     return 0
 
