@@ -195,6 +195,8 @@ def test_propose_writes_a_spec_that_plan_accepts_and_design_rates_as_claimed(tmp
     proposed = Path(r["proposed"])
     plan = _cli("sweep", "plan", proposed)
     assert plan.returncode == 0, plan.stderr
+    assert plan.stdout.strip().splitlines()[-1].startswith("what this plan can detect before it runs: "
+                                                           f"depthwidth design {proposed}")
     again = _cli("design", proposed, "--json", "--effects", "3", "--replicates", "2",
                  "--bootstrap", "10", "--jobs", "1")
     assert again.returncode == 0, again.stderr
