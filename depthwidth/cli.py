@@ -21,7 +21,8 @@ from depthwidth.config import (ATTENTIONS, DEVICES, FAMILIES, PARAMETRIZATIONS, 
 
 from depthwidth.clitools import EXIT_BAD_INPUT, check_output_file, fail
 
-SUBCOMMAND_MODULES = ("sweeps.cli", "sweeps.export", "analysis.cli", "depthwidth.theory_cli")
+SUBCOMMAND_MODULES = ("sweeps.cli", "sweeps.export", "sweeps.design", "analysis.cli",
+                      "depthwidth.theory_cli")
 
 
 def parse_data(spec: str, seed: int) -> DataConfig:

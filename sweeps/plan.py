@@ -209,4 +209,6 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
     if finished is not None:
         todo = sum(1 for row in rows if row["trial_id"] not in finished)
         lines.append(f"{len(rows) - todo} trials already in the store, {todo} to run")
+    lines.append(f"what this plan can detect before it runs: depthwidth design {spec.source_path} "
+                 f"(docs/design-power.md)")
     return "\n".join(lines)

@@ -21,7 +21,8 @@ STARTS_RAY = {"sweep_overhead.py", "cluster_overhead.py", "sweep_scale.py", "gpu
 CHECKED_ELSEWHERE = {"gpu.py"}
 # A line each smoke run prints when it has gone through to its end.
 LAST_WORDS = {
-    "analysis_speed.py": "threshold.base", "cluster_overhead.py": "| node loss:",
+    "analysis_speed.py": "threshold.base", "design_power.py": "design power vs independent check:",
+    "cluster_overhead.py": "| node loss:",
     "data_sources.py": "| tokens (2^16 uint16, memmap) |", "pcfg_learnability.py": "| 1 | 32 | 5 |",
     "relrnn_scaling.py": "| step | train loss | val loss |", "seprank_rank.py": "| depth 8 width 1 |",
     "sweep_overhead.py": "store_500_rows_read_s", "train_throughput.py": "| 1 | 16 |",

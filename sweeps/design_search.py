@@ -1,0 +1,296 @@
+"""`depthwidth design SPEC --propose --budget B`: the most powerful plan found within a budget.
+
+Candidates vary the spec's depth cap (depth ≤ m·log3(width)), token budget rule (as given, or one
+fixed budget decoupled from N), seeds and learning-rate points; each within the budget is costed
+by the planner (sweeps/plan.py) and screened on planted replicates, the best are rated in full
+(analysis/design.py), and the chosen one is written as a spec `sweep plan` accepts.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+import re
+from pathlib import Path
+
+import tomllib
+
+from depthwidth.clitools import fail
+from sweeps.spec import SpecError, parse_spec
+
+UNITS = {"gpu-h": "gpu_hours", "cpu-h": "cpu_core_hours", "flops": "flops", "pf-days": "pf_days"}
+_BUDGET_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(gpu-h|cpu-h|flops|pf-days)\s*$",
+                        re.IGNORECASE)
+
+
+def parse_budget_value(text: str | None, resources) -> float:
+    """'1000gpu-h', '4cpu-h', '3e18flops' or '2pf-days' -> FLOPs, at the throughput the spec
+    assumes (resources.gpu_tflops per GPU, resources.cpu_gflops per core), as `sweep plan` does."""
+    from depthwidth.published import PF_DAY
+
+    m = _BUDGET_RE.match(text or "")
+    if not m or float(m.group(1)) <= 0:
+        raise SpecError(f"--budget = {text!r} is invalid: give a positive number with its unit, "
+                        f"e.g. 1000gpu-h, 4cpu-h, 3e18flops or 2pf-days.")
+    v, unit = float(m.group(1)), m.group(2).lower()
+    if unit == "gpu-h":
+        return v * 3600 * resources.gpu_tflops * 1e12
+    if unit == "cpu-h":
+        return v * 3600 * resources.cpu_gflops * 1e9
+    return v * PF_DAY if unit == "pf-days" else v
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v) if isinstance(v, int) or math.isfinite(v) else json.dumps(str(v))
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} as TOML")
+
+
+def to_toml(doc: dict, prefix: str = "") -> str:
+    """A spec document as TOML: plain keys first, then one [table] per mapping, [[points]]."""
+    lines, tables = [], []
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            tables.append((k, v))
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            tables.append((k, v))
+        else:
+            lines.append(f"{k} = {_toml_value(v)}")
+    out = "\n".join(lines)
+    for k, v in tables:
+        name = f"{prefix}{k}"
+        if isinstance(v, list):
+            for item in v:
+                out += f"\n\n[[{name}]]\n" + to_toml(item, f"{name}.").strip()
+        else:
+            body = to_toml(v, f"{name}.")
+            out += f"\n\n[{name}]\n" + body.strip() if body.strip() else ""
+    return out.strip() + "\n"
+
+
+def candidate_docs(doc: dict, tokens: float) -> list[tuple[dict, dict]]:
+    """(spec document, what changed) for every combination of depth cap, token rule, seeds and
+    lr points, the spec as written first."""
+    grid = doc.get("grid", {})
+    lrs = list(grid.get("lr", [])) or [None]
+    seeds0 = list(grid.get("seed", [0]))
+    budget0 = doc.get("budget")
+    out = [(doc, {"depth_cap": "as written", "tokens": "as written", "seeds": len(seeds0),
+                  "lr_points": len(lrs) if lrs != [None] else 1})]
+    caps = ["as written", 3, 2]
+    rules = ["as written", "fixed"] if budget0 else ["as written"]
+    lr_sets = [lrs] + ([[lrs[len(lrs) // 2]]] if len(lrs) >= 3 else [])
+    for cap, rule, n_seeds, lr_set in itertools.product(caps, rules, (2, 3, 4), lr_sets):
+        d = copy.deepcopy(doc)
+        d.setdefault("grid", {})["seed"] = list(range(n_seeds))
+        if lr_set != [None]:
+            d["grid"]["lr"] = lr_set
+        if cap != "as written":
+            where = d.get("where", [])
+            d["where"] = ([where] if isinstance(where, str) else list(where)) + [
+                f"depth <= {cap} * log3(width)"]
+        if rule == "fixed":
+            keep = {k: v for k, v in budget0.items() if k in ("evals", "warmup_fraction")}
+            d["budget"] = {"tokens": float(f"{tokens:.3g}"), **keep}
+        what = {"depth_cap": cap, "tokens": rule if rule == "as written" else f"{tokens:.3g} fixed",
+                "seeds": n_seeds, "lr_points": len(lr_set)}
+        if what != out[0][1]:
+            out.append((d, what))
+    return out
+
+
+def _most_seeds(pool: list[dict], limit: int) -> list[dict]:
+    """Per structure (depth cap, token rule, lr points) the variant with the most seeds that fits
+    the budget (more seeds never cost power); then at most `limit` of them, costliest first, and
+    the plan as written whenever it fits."""
+    best: dict[tuple, dict] = {}
+    for c in pool:
+        key = (c["depth_cap"], c["tokens"], c["lr_points"])
+        if key not in best or c["seeds"] > best[key]["seeds"]:
+            best[key] = c
+    for c in pool:
+        if c not in best.values() and c["id"] != 0:
+            c.update(stage="skipped", note="a variant of this structure with more seeds fits")
+    keep = sorted(best.values(), key=lambda c: -c["flops"])[:limit]
+    base = [c for c in pool if c["id"] == 0 and c not in keep]
+    for c in best.values():
+        if c not in keep:
+            c.update(stage="skipped", note=f"beyond the {limit} candidates screened")
+    return keep + base
+
+
+def _rank_key(c: dict, objective: str):
+    # Powers within a Monte Carlo step of 0.05 tie; a plan that claims under the null ranks last.
+    p, w = round((c.get("power") or 0.0) / 0.05), c.get("width")
+    fc = (c.get("false_claim") or 0.0) > 0.1
+    w = math.inf if w is None else w
+    return (fc, -p, w, c["flops"]) if objective == "power" else (fc, w, -p, c["flops"])
+
+
+def _screen(c: dict, model, target: float, args) -> None:
+    from analysis import design as dz
+
+    out = dz.simulate(c["trials"], [target], model, args.screen, args.bootstrap, args.seed, args.jobs)
+    s = dz.summarize(out)
+    k = str(float(target))
+    c.update(power=s["power"][k], power_se=s["power_mc"][k]["se"],
+             false_claim=s["false_claim"]["rate"], width=s["median_interval_width"][k],
+             replicates=args.screen, stage="screened")
+
+
+def _final(c: dict, model, target: float, args) -> None:
+    from analysis import design as dz
+
+    out = dz.power_runs(c["trials"], [target], model, args.replicates, args.bootstrap, args.seed,
+                        args.jobs)
+    s = dz.summarize(out)
+    k = str(float(target))
+    c.update(power=s["power"][k], power_se=s["power_mc"][k]["se"],
+             false_claim=s["false_claim"]["rate"], width=s["median_interval_width"][k],
+             replicates=int((out["effect"].astype(str) == k).sum()), stage="rated")
+
+
+def _table(cands: list[dict], unit: str):
+    import pandas as pd
+    cols = ["id", "stage", "depth_cap", "tokens", "seeds", "lr_points", "n_trials", "flops", unit,
+            "within_budget", "power", "power_se", "false_claim", "width", "replicates", "note"]
+    return pd.DataFrame([{k: c.get(k) for k in cols} for c in cands], columns=cols)
+
+
+def propose(args, effects) -> int:
+    """Search, rate and write the chosen plan; returns the exit code."""
+    import numpy as np
+
+    from sweeps.design import build_model, cost_text, default_model, trials_frame
+    from sweeps.spec import load_spec
+
+    try:
+        spec = load_spec(args.spec)
+        base_trials, base_totals = trials_frame(spec)
+        budget = parse_budget_value(args.budget, spec.resources)
+        _, noise = build_model(spec, base_trials, args)
+        if args.screen < 1:
+            raise SpecError(f"--screen = {args.screen} is invalid: it must be a positive integer.")
+    except (SpecError, ValueError) as exc:
+        return fail(str(exc))
+    unit = "gpu_hours" if "gpu_hours" in base_totals else "cpu_core_hours"
+    tokens = float(np.exp(np.mean(np.log(base_trials["tokens"].to_numpy(float)))))
+    cands, seen = [], {}
+    for i, (doc, what) in enumerate(candidate_docs(tomllib.loads(spec.text), tokens)):
+        c = {"id": i, "doc": doc, **what, "stage": "rejected", "note": ""}
+        try:
+            s = parse_spec(to_toml(doc), spec.source_path)
+            c["trials"], tot = trials_frame(s)
+            c["spec"] = s
+        except SpecError as exc:
+            c["note"] = str(exc)
+            cands.append(c)
+            continue
+        c.update(n_trials=len(c["trials"]), flops=tot["flops"], **{unit: tot.get(unit)},
+                 within_budget=tot["flops"] <= budget * (1 + 1e-9))
+        key = frozenset(c["trials"]["trial_id"])
+        if key in seen:
+            c.update(stage="duplicate", within_budget=False, note=f"the same trials as candidate {seen[key]}")
+        elif not c["within_budget"]:
+            c.update(stage="over budget", note="over the budget")
+        seen.setdefault(key, i)
+        cands.append(c)
+    pool = [c for c in cands if c.get("within_budget")]
+    pool = _most_seeds(pool, args.candidates)
+    if not pool:
+        return fail(f"--budget = {args.budget!r} is invalid: no candidate plan fits it (the "
+                    f"cheapest costs {min(c['flops'] for c in cands if 'flops' in c):.3g} FLOPs).")
+    models = {c["id"]: build_model(c["spec"], c["trials"], args)[0] if args.pilot else
+              default_model(c["spec"], c["trials"], args.noise) for c in pool}
+    for c in pool:
+        _screen(c, models[c["id"]], args.target, args)
+    pool.sort(key=lambda c: _rank_key(c, args.objective))
+    finalists = pool[:args.finalists] + [c for c in pool[args.finalists:] if c["id"] == 0]
+    for c in finalists:
+        _final(c, models[c["id"]], args.target, args)
+    finalists.sort(key=lambda c: _rank_key(c, args.objective))
+    best = finalists[0]
+    return _write(args, spec, cands, best, unit, budget, noise, cost_text)
+
+
+def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
+    from depthwidth.results import atomic_file
+
+    out = Path(args.out or f"{spec.name}-proposal")
+    out.mkdir(parents=True, exist_ok=True)
+    doc = copy.deepcopy(best["doc"])
+    doc["name"] = f"{spec.name}-proposed"
+    if isinstance(doc.get("storage"), dict) and "path" in doc["storage"]:
+        doc["storage"]["path"] = doc["storage"]["path"].rstrip("/") + "-proposed"
+    base = next(c for c in cands if c["id"] == 0)
+    human = unit.replace("_", " ").replace("cpu core hours", "CPU core-hours").replace(
+        "gpu hours", "GPU-hours")
+    if best["id"] == 0:
+        verdict = (f"the plan as written is the best found: no candidate within "
+                   f"{args.budget} was more powerful at b = {args.target:g}"
+                   + (" or had a narrower interval" if args.objective == "power" else ""))
+    else:
+        verdict = (f"candidate {best['id']} ({_what(best)}) reaches power {best['power']:.2f} at "
+                   f"b = {args.target:g} for {best[unit]:.3g} {human}"
+                   + (f"; the plan as written: {base['power']:.2f} for {base[unit]:.3g}"
+                      if base.get("power") is not None else
+                      f"; the plan as written costs {base.get(unit, float('nan')):.3g} {human}"
+                      + (" (over the budget)" if not base.get("within_budget") else "")))
+    head = (f"# Proposed by `depthwidth design --propose` from {spec.source_path} for a budget of "
+            f"{args.budget}: {_what(best)}.\n# Rated on planted replicates (docs/design-power.md): "
+            f"power {best['power']:.2f} at b = {args.target:g}, false claims "
+            f"{best['false_claim']:.2f}, median interval width "
+            f"{'-' if best['width'] is None else format(best['width'], '.3g')} "
+            f"({best['replicates']} replicates, seed noise {noise['value']:.2%}, {noise['source']}).\n")
+    toml_path, table = out / "proposed.toml", _table(cands, unit)
+    text = head + to_toml(doc)
+    parse_spec(text, str(toml_path))  # what is written must parse
+    with atomic_file(toml_path, "w") as f:
+        f.write(text)
+    table.to_csv(out / "candidates.csv", index=False)
+    with atomic_file(out / "candidates.md", "w") as f:
+        f.write(_markdown(table.drop(columns=["note"])))
+    result = {"proposed": str(toml_path), "candidates": str(out / "candidates.csv"),
+              "chosen": best["id"], "verdict": verdict, "budget": args.budget,
+              "budget_flops": budget, "target": args.target, "objective": args.objective,
+              "power": best["power"], "power_se": best["power_se"],
+              "false_claim": best["false_claim"], "median_interval_width": best["width"],
+              "replicates": best["replicates"], "cost": {"flops": best["flops"], unit: best[unit]},
+              "noise": noise, "n_candidates": len(cands),
+              "n_within_budget": int(sum(bool(c.get("within_budget")) for c in cands))}
+    if args.json:
+        print(json.dumps(result, default=float))
+    else:
+        print(f"{len(cands)} candidate plans, {result['n_within_budget']} within {args.budget} "
+              f"({budget:.3g} FLOPs); screened on {args.screen} replicates each, the best "
+              f"{args.finalists} and the plan as written rated in full")
+        print(verdict)
+        cost = {"flops": best["flops"], "pf_days": best["flops"] / 8.64e19, unit: best[unit]}
+        print(f"proposed spec: {toml_path} (cost: {cost_text(cost)})")
+        print(f"every candidate: {out / 'candidates.csv'}, {out / 'candidates.md'}")
+    return 0
+
+
+def _what(c: dict) -> str:
+    cap = "depths as written" if c["depth_cap"] == "as written" else f"depth ≤ {c['depth_cap']}·log3(width)"
+    tok = "token budget as written" if c["tokens"] == "as written" else f"{c['tokens']} tokens per trial"
+    return f"{cap}, {tok}, {c['seeds']} seeds, {c['lr_points']} lr point{'s' if c['lr_points'] != 1 else ''}"
+
+
+def _markdown(table) -> str:
+    def cell(v):
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return "-"
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+    rows = ["| " + " | ".join(map(str, table.columns)) + " |",
+            "|" + "---|" * len(table.columns)]
+    rows += ["| " + " | ".join(cell(v) for v in r) + " |" for r in table.itertuples(index=False)]
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,205 @@
+"""`depthwidth design`: the planted generator, the power analysis through analyze's own path, the
+reasons it gives for low power, bad input, and `--propose` writing a spec that `sweep plan`
+accepts and `design` rates as claimed. Small specs and few replicates keep it cheap."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import design as dz
+
+SPEC = """name = "tiny"
+where = "depth <= 3 * log3(width)"
+[model]
+family = "transformer"
+heads = 2
+seq_len = 32
+parametrization = "completep"
+base_width = 16
+base_depth = 2
+[data]
+source = "pcfg"
+[train]
+batch_size = 8
+[grid]
+depth = {depths}
+width = {widths}
+lr = [1e-3, 3e-3, 1e-2]
+seed = [0, 1]
+[budget]
+tokens_per_param = 20
+min_steps = 50
+[storage]
+path = "results/tiny"
+"""
+
+
+def _spec(tmp_path: Path, depths="[1, 2, 3, 4, 6]", widths="[16, 32, 64]", name="tiny.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(SPEC.format(depths=depths, widths=widths))
+    return p
+
+
+EXE = str(Path(sys.executable).parent / "depthwidth")
+
+
+def _cli(*args, cwd=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([EXE, *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                          timeout=900, env=env)
+
+
+def _trials(depths, widths, seeds=(0, 1)):
+    rows = [(L, w, s) for L in depths for w in widths for s in seeds]
+    t = pd.DataFrame(rows, columns=["depth", "width", "seed"])
+    return t.assign(n_params=12.0 * t["depth"] * t["width"] ** 2, tokens=20 * 12.0 * t["depth"]
+                    * t["width"] ** 2, trial_id=[f"t{i}" for i in range(len(t))])
+
+
+def test_planted_losses_follow_the_law_and_the_noise():
+    """Clean losses: the two-regime law plus the data term; the null depends on N alone; the
+    seed noise has the requested relative spread; the lr penalty is zero at the optimum."""
+    t = _trials([1, 2, 3, 4, 6, 8], [16, 32, 64, 128])
+    m = dz.PlantModel(noise=0.03)
+    clean = dz.clean_losses(t, 3.0, m)
+    want = m.E + dz.kappa_term(t["depth"], t["width"], 3.0, m) + m.B_D * t["tokens"] ** -m.alpha_D
+    assert np.allclose(clean, want)
+    null = dz.null_law(t, m)
+    flat = dz.clean_losses(t.assign(tokens=np.nan), None, null)
+    n = t["n_params"].to_numpy()
+    assert np.allclose(flat, null.E + null.A_N * n ** -null.alpha_N) and null.alpha_N > 0
+    big = pd.concat([t] * 200, ignore_index=True)
+    noisy = dz.plant_losses(big, 3.0, m, np.random.default_rng(0))
+    sd = np.std(np.log(noisy / dz.clean_losses(big, 3.0, m)))
+    assert abs(sd - 0.03) < 0.002
+    lr = dz.replace(m, lr0=1e-3, lr_depth_exp=0.0, lr_width_exp=0.0)
+    at = dz.clean_losses(t.assign(lr=1e-3), 3.0, lr)
+    off = dz.clean_losses(t.assign(lr=1e-2), 3.0, lr)
+    assert np.allclose(at, clean) and np.allclose(off / at, np.exp(lr.sharpness))
+
+
+def test_a_pilot_gives_back_the_noise_scale_and_lr_curvature_planted_in_it():
+    rows = [(L, w, lr, s) for L in [1, 2, 3, 4, 6] for w in [16, 32, 64]
+            for lr in [1e-3, 3e-3, 1e-2] for s in range(4)]
+    t = pd.DataFrame(rows, columns=["depth", "width", "lr", "seed"])
+    t = t.assign(n_params=12.0 * t["depth"] * t["width"] ** 2, tokens=1e6)
+    truth = dz.PlantModel(E=3.0, A=40.0, B_D=821.4, noise=0.03, lr0=3e-3, lr_depth_exp=0.0,
+                          sharpness=0.3)
+    pilot = dz.planted_table(t, 3.0, truth, np.random.default_rng(1))
+    m, found = dz.model_from_pilot(pilot, dz.PlantModel())
+    assert abs(m.noise / 0.03 - 1) < 0.15 and abs(m.sharpness / 0.3 - 1) < 0.15
+    assert abs(m.lr0 / 3e-3 - 1) < 0.1 and abs(found["loss_scale"] / 2 - 1) < 0.15
+    with pytest.raises(ValueError, match="2 or more seeds"):
+        dz.model_from_pilot(pilot[pilot["seed"] == 0], dz.PlantModel())
+
+
+def test_shapes_on_one_side_of_the_threshold_are_named():
+    above = dz.shape_reasons(_trials([8, 10, 12], [16, 32, 64]), 3.0)
+    assert "no shape lies below L_th" in above[0]
+    below = dz.shape_reasons(_trials([1, 2, 3], [256, 512, 1024]), 3.0)
+    assert below[0].startswith("no shape lies above L_th") and "depths ≥ 7" in below[0]
+    assert dz.shape_reasons(_trials([1, 2, 3, 4, 6], [16, 32, 64]), 3.0) == []
+
+
+def test_rates_and_the_minimum_detectable_effect():
+    r = dz.rate(50, 100)
+    assert r["rate"] == 0.5 and abs(r["se"] - 0.05) < 1e-12 and r["ci"][0] < 0.5 < r["ci"][1]
+    mde = dz.min_detectable({2.2: 0.4, 3.0: 1.0, 4.5: 0.6})
+    assert 2.2 < mde["low"] < 3.0 < mde["high"] < 4.5 and not mde["low_open"]
+    assert dz.min_detectable({2.2: 0.1, 3.0: 0.5}) is None
+
+
+def test_design_json_agrees_with_analyze_on_the_same_planted_sweeps(tmp_path):
+    """Each replicate of `design` is the sweep the generator plants; `analyze` on that table (as a
+    CSV, in a subprocess) reaches the same claim and interval, so design's power is analyze's."""
+    spec = _spec(tmp_path)
+    out = tmp_path / "out"
+    res = _cli("design", spec, "--json", "--effects", "3", "--replicates", "2", "--bootstrap", "20",
+               "--jobs", "1", "--out", out)
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    for key in ("power", "false_claim", "median_interval_width", "min_detectable_effect",
+                "replicates", "noise", "cost"):
+        assert key in r
+    assert set(r["power"]) == {"3.0"} and r["replicates"] == {"3.0": 2, "null": 2}
+    assert r["noise"]["source"] == "assumed" and r["cost"]["flops"] > 0
+    assert (out / "power.png").stat().st_size > 0
+    outcomes = pd.read_csv(out / "outcomes.csv", keep_default_na=False)
+    from sweeps.design import default_model, trials_frame
+    from sweeps.spec import load_spec
+    s = load_spec(spec)
+    trials, _ = trials_frame(s)
+    model = dz.null_law(trials, default_model(s, trials, None))
+    for rep in (0, 1):
+        table = dz.planted_table(trials, 3.0, model, np.random.default_rng([0, 3000, rep]))
+        csv = tmp_path / f"rep{rep}.csv"
+        table.to_csv(csv, index=False)
+        a = _cli("analyze", csv, "--bootstrap", "20", "--seed", rep, "--out", tmp_path / f"a{rep}")
+        assert a.returncode == 0, a.stderr
+        thr = json.loads((tmp_path / f"a{rep}" / "report.json").read_text())["threshold"]
+        row = outcomes[(outcomes["effect"] == "3.0") & (outcomes["replicate"] == rep)].iloc[0]
+        assert str(row["claimed"]) == str(bool(thr["claimed"]))
+        if thr.get("base_ci"):
+            assert float(row["lo"]) == pytest.approx(thr["base_ci"][0], rel=1e-9)
+            assert float(row["hi"]) == pytest.approx(thr["base_ci"][1], rel=1e-9)
+
+
+def test_plan_on_one_side_of_the_threshold_reports_low_power_with_the_reason(tmp_path):
+    spec = _spec(tmp_path, depths="[1, 2, 3]", widths="[256, 512, 1024]")
+    spec.write_text(spec.read_text().replace('where = "depth <= 3 * log3(width)"\n', ""))
+    res = _cli("design", spec, "--effects", "3", "--replicates", "2", "--bootstrap", "10",
+               "--jobs", "1")
+    assert res.returncode == 0, res.stderr
+    assert "power is below 80% at b = 3" in res.stdout
+    assert "no shape lies above L_th = log_3(width): widths ≤ 1024 need depths ≥ 7" in res.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--noise", "2"], "--noise = 2.0 is invalid"),
+    (["--effects", "1.0,3"], "--effects = '1.0,3' is invalid"),
+    (["--budget", "10gpu-h"], "--budget is invalid without --propose"),
+    (["--propose", "--budget", "ten"], "--budget = 'ten' is invalid"),
+])
+def test_bad_arguments_exit_2_with_one_sentence(tmp_path, args, words):
+    res = _cli("design", _spec(tmp_path), *args)
+    assert res.returncode == 2 and words in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_plan_that_cannot_be_analysed_exits_2(tmp_path):
+    res = _cli("design", _spec(tmp_path, depths="[2]"))
+    assert res.returncode == 2
+    assert "needs at least 3 depths and 2 widths" in res.stderr
+    assert _cli("design", tmp_path / "missing.toml").returncode == 2
+
+
+def test_propose_writes_a_spec_that_plan_accepts_and_design_rates_as_claimed(tmp_path):
+    spec = _spec(tmp_path)
+    out = tmp_path / "prop"
+    res = _cli("design", spec, "--propose", "--budget", "2cpu-h", "--json", "--screen", "1",
+               "--replicates", "2", "--bootstrap", "10", "--candidates", "2", "--finalists", "1",
+               "--jobs", "1", "--out", out)
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    table = pd.read_csv(out / "candidates.csv")
+    assert len(table) == r["n_candidates"] > 10
+    assert {"flops", "power", "width", "within_budget"} <= set(table.columns)
+    assert r["budget_flops"] >= r["cost"]["flops"]
+    proposed = Path(r["proposed"])
+    plan = _cli("sweep", "plan", proposed)
+    assert plan.returncode == 0, plan.stderr
+    assert plan.stdout.strip().splitlines()[-1].startswith("what this plan can detect before it runs: "
+                                                           f"depthwidth design {proposed}")
+    again = _cli("design", proposed, "--json", "--effects", "3", "--replicates", "2",
+                 "--bootstrap", "10", "--jobs", "1")
+    assert again.returncode == 0, again.stderr
+    a = json.loads(again.stdout)
+    assert a["power"]["3.0"] == r["power"]
+    assert a["false_claim"]["rate"] == r["false_claim"]
