@@ -487,3 +487,4 @@ def plot_power(summary: dict, path: str, title: str = "") -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+

@@ -14,8 +14,19 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import (adaptive_report, chinchilla, kaplan, levine, plots, powerlaw, regimes,
-                      threshold, tokens, tuning)
+from analysis import (
+    adaptive_report,
+    chinchilla,
+    design_note,
+    kaplan,
+    levine,
+    plots,
+    powerlaw,
+    regimes,
+    threshold,
+    tokens,
+    tuning,
+)
 from analysis._blas import single_threaded
 from analysis.fitcore import bootstrap_bytes
 from analysis.inputs import Dataset, InputError, default_out, load, locate, nothing_to_fit
@@ -258,6 +269,7 @@ def build_report(ds: Dataset, bootstrap: int = 200, seed: int = 0,
         "regime_accounting": accounting,
         "kaplan": comp,
         **adaptive_report.entry(ds.source),  # the runs an adaptive sweep chose, and why
+        **design_note.entry(ds.source),  # the plan's power, when `design` rated it into the store
     }
     return powerlaw.json_safe(report)
 

@@ -151,6 +151,18 @@ def test_design_json_agrees_with_analyze_on_the_same_planted_sweeps(tmp_path):
             assert float(row["lo"]) == pytest.approx(thr["base_ci"][0], rel=1e-9)
             assert float(row["hi"]) == pytest.approx(thr["base_ci"][1], rel=1e-9)
 
+    # a store that holds the design's result gets the plan's power quoted in its report
+    store = tmp_path / "store"
+    (store / "design").mkdir(parents=True)
+    table.to_parquet(store / "runs.parquet", index=False)
+    (store / "design" / "design.json").write_text((out / "design.json").read_text())
+    a = _cli("analyze", store, "--bootstrap", "20", "--out", tmp_path / "quoted")
+    assert a.returncode == 0, a.stderr
+    quoted = json.loads((tmp_path / "quoted" / "report.json").read_text())["design_power"]
+    assert quoted["power_by_effect"] == r["power"]
+    md = (tmp_path / "quoted" / "report.md").read_text()
+    assert f"{r['power']['3.0']:.2f}" in md and "at b = 3" in md and "rated this plan before it ran" in md
+
 
 def test_plan_on_one_side_of_the_threshold_reports_low_power_with_the_reason(tmp_path):
     spec = _spec(tmp_path, depths="[1, 2, 3]", widths="[256, 512, 1024]")
