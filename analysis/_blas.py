@@ -14,10 +14,13 @@ from threadpoolctl import threadpool_limits
 
 def single_threaded(fn):
     """Run `fn` with every loaded BLAS limited to one thread, restoring the limits afterwards."""
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         import numpy  # noqa: F401  (load the libraries whose threads are limited)
         import scipy.linalg  # noqa: F401
+
         with threadpool_limits(limits=1, user_api="blas"):
             return fn(*args, **kwargs)
+
     return wrapper

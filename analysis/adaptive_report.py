@@ -6,6 +6,7 @@ by the sweep's searcher, one JSON object per line: kind = estimate, choice or st
 from __future__ import annotations
 
 import json
+
 LOG = "adaptive.jsonl"
 MAX_ROWS = 40  # choices listed in report.md; report.json keeps them all
 
@@ -13,6 +14,7 @@ MAX_ROWS = 40  # choices listed in report.md; report.json keeps them all
 def section(source) -> dict | None:
     """The adaptive log of a store folder (None for another input or a sweep that was not adaptive)."""
     from depthwidth.results import Location
+
     try:
         loc = Location(str(source))
         if not loc.exists(LOG):
@@ -29,8 +31,12 @@ def section(source) -> dict | None:
     choices = [r for r in records if r.get("kind") == "choice"]
     estimates = [r for r in records if r.get("kind") == "estimate"]
     stops = [r for r in records if r.get("kind") == "stop"]
-    return {"rounds": len(estimates), "choices": choices, "estimates": estimates,
-            "stop": stops[-1]["reason"] if stops else None}
+    return {
+        "rounds": len(estimates),
+        "choices": choices,
+        "estimates": estimates,
+        "stop": stops[-1]["reason"] if stops else None,
+    }
 
 
 def entry(source) -> dict:
@@ -42,20 +48,30 @@ def entry(source) -> dict:
 def markdown(a: dict | None) -> list[str]:
     if not a:
         return []
-    L = ["## Adaptive sweep", "",
-         f"The sweep chose its runs in {a['rounds']} rounds, refitting b after each "
-         f"({len(a['choices'])} cells of depth × width × seed). "
-         + (f"It stopped because the {a['stop']}." if a.get("stop") and a["stop"].startswith("budget")
-            else f"It stopped: {a['stop']}." if a.get("stop") else
-            "It has not stopped yet: `sweep run` again continues it."), ""]
+    L = [
+        "## Adaptive sweep",
+        "",
+        f"The sweep chose its runs in {a['rounds']} rounds, refitting b after each "
+        f"({len(a['choices'])} cells of depth × width × seed). "
+        + (
+            f"It stopped because the {a['stop']}."
+            if a.get("stop") and a["stop"].startswith("budget")
+            else f"It stopped: {a['stop']}."
+            if a.get("stop")
+            else "It has not stopped yet: `sweep run` again continues it."
+        ),
+        "",
+    ]
     est = [e for e in a["estimates"] if e.get("ci")]
     if est:
         steps = [f"round {e['round']}: {e['base']:.3g} [{e['ci'][0]:.3g}, {e['ci'][1]:.3g}]" for e in est]
         L += ["b after each round: " + "; ".join(steps) + ".", ""]
     L += ["| round | depth | width | seed | trials | why |", "|---|---|---|---|---|---|"]
     for c in a["choices"][:MAX_ROWS]:
-        L.append(f"| {c['round']} | {c['depth']} | {c['width']} | {c['seed']} | {len(c['trial_ids'])} "
-                 f"| {c['reason']} |")
+        L.append(
+            f"| {c['round']} | {c['depth']} | {c['width']} | {c['seed']} | {len(c['trial_ids'])} "
+            f"| {c['reason']} |"
+        )
     if len(a["choices"]) > MAX_ROWS:
         L.append(f"| … | | | | | {len(a['choices']) - MAX_ROWS} more in report.json |")
     return L + [""]

@@ -28,8 +28,8 @@ def compute_optimal(E, A, B, alpha, beta, C):
     a, b = beta / (alpha + beta), alpha / (alpha + beta)
     G = (alpha * A / (beta * B)) ** (1.0 / (alpha + beta))
     c6 = np.asarray(C, float) / 6.0
-    n_star = G[..., None] * c6 ** a[..., None] if np.ndim(G) else G * c6 ** a
-    d_star = (c6 / n_star)
+    n_star = G[..., None] * c6 ** a[..., None] if np.ndim(G) else G * c6**a
+    d_star = c6 / n_star
     return {"a": a, "b": b, "G": G, "N": n_star, "D": d_star}
 
 
@@ -39,9 +39,13 @@ def published() -> dict:
     for key, src in (("hoffmann2022", HOFFMANN_2022), ("besiroglu2024", BESIROGLU_2024)):
         p = src["params"]
         co = compute_optimal(**p, C=1.0)
-        out[key] = {"source": src["source"], "params": dict(p), "se": src.get("se"),
-                    "method": src.get("method"),
-                    "compute_optimal": {"a": float(co["a"]), "b": float(co["b"]), "G": float(co["G"])}}
+        out[key] = {
+            "source": src["source"],
+            "params": dict(p),
+            "se": src.get("se"),
+            "method": src.get("method"),
+            "compute_optimal": {"a": float(co["a"]), "b": float(co["b"]), "G": float(co["G"])},
+        }
     return out
 
 
@@ -52,37 +56,64 @@ def _rename(d: dict) -> dict:
 def fit_chinchilla(points: pd.DataFrame, source: dict, n_boot: int = 200, seed: int = 0) -> dict:
     """The `chinchilla` section of report.json: status, params {E, A, B, alpha, beta}, ci, se,
     compute_optimal {a, b, G, tokens_per_param, ...} with intervals, and the published constants."""
-    out = {"law": "L = E + A/N^alpha + B/D^beta", "points": source, "published": published(),
-           "compute": "C = 6 N D (Hoffmann et al. 2022)"}
+    out = {
+        "law": "L = E + A/N^alpha + B/D^beta",
+        "points": source,
+        "published": published(),
+        "compute": "C = 6 N D (Hoffmann et al. 2022)",
+    }
     if source.get("kind") is None:
         res = insufficient("L(N,D)", LAW, f"no data term can be fitted: {source['why']}")
         return {**out, **_entry(res)}
     N = points["n_params"].to_numpy(float)
     D = points["tokens"].to_numpy(float)
     if len(np.unique(N)) < 3:
-        res = insufficient("L(N,D)", LAW, f"needs at least 3 model sizes, has {len(np.unique(N))}",
-                           len(points), points["run_id"].nunique())
+        res = insufficient(
+            "L(N,D)",
+            LAW,
+            f"needs at least 3 model sizes, has {len(np.unique(N))}",
+            len(points),
+            points["run_id"].nunique(),
+        )
         return {**out, **_entry(res)}
     weights = points["weight"].to_numpy(float) if source["kind"] == "checkpoints" else None
-    res = fit(LAW, "L(N,D)", np.log(points["loss"].to_numpy(float)), {"N": N, "D": D},
-              groups=points["run_id"].to_numpy(), n_boot=n_boot, seed=seed,
-              distinct_of=np.char.add(N.astype(str), D.astype(str)), weights=weights,
-              floor_fallback=False)
+    res = fit(
+        LAW,
+        "L(N,D)",
+        np.log(points["loss"].to_numpy(float)),
+        {"N": N, "D": D},
+        groups=points["run_id"].to_numpy(),
+        n_boot=n_boot,
+        seed=seed,
+        distinct_of=np.char.add(N.astype(str), D.astype(str)),
+        weights=weights,
+        floor_fallback=False,
+    )
     entry = {**out, **_entry(res)}
     if res.status == OK:
         entry["compute_optimal"] = _allocation(res, float(np.max(6 * N * D)), float(np.min(6 * N * D)))
         entry["besiroglu_se_distance"] = {
-            k: (entry["params"][k] - v) / BESIROGLU_2024["se"][k]
-            for k, v in BESIROGLU_2024["params"].items()}
+            k: (entry["params"][k] - v) / BESIROGLU_2024["se"][k] for k, v in BESIROGLU_2024["params"].items()
+        }
     return json_safe(entry)
 
 
 def _entry(res: FitResult) -> dict:
-    e = {"status": res.status, "reason": res.reason, "params": _rename(res.params),
-         "ci": {k: list(v) for k, v in _rename(res.ci).items()}, "se": {}, "n_points": res.n_points,
-         "n_runs": res.n_groups, "n_boot": res.n_boot, "bootstrap_method": res.bootstrap_method,
-         "converged": res.converged, "not_identified": _rename(res.not_identified),
-         "compute_optimal": None, "fit": {k: v for k, v in res.to_dict().items() if k != "residuals"}}
+    e = {
+        "status": res.status,
+        "reason": res.reason,
+        "params": _rename(res.params),
+        "ci": {k: list(v) for k, v in _rename(res.ci).items()},
+        "se": {},
+        "n_points": res.n_points,
+        "n_runs": res.n_groups,
+        "n_boot": res.n_boot,
+        "bootstrap_method": res.bootstrap_method,
+        "converged": res.converged,
+        "not_identified": _rename(res.not_identified),
+        "compute_optimal": None,
+        "fit": {k: v for k, v in res.to_dict().items() if k != "residuals"},
+    }
     if res.status == OK and res.boot_theta is not None and len(res.boot_theta) >= 10:
         draws = _rename(named_params(res.law, res.boot_theta, res.centres))
         e["se"] = {k: float(np.std(v, ddof=1)) for k, v in draws.items()}
@@ -95,16 +126,32 @@ def _allocation(res: FitResult, c_max: float, c_min: float) -> dict:
     p = _rename(res.params)
     grid = np.logspace(np.log10(c_min), np.log10(c_max) + 2, ALLOCATION_POINTS)
     co = compute_optimal(p["E"], p["A"], p["B"], p["alpha"], p["beta"], np.r_[c_max, grid])
-    out = {"a": float(co["a"]), "b": float(co["b"]), "G": float(co["G"]), "C_ref": c_max,
-           "tokens_per_param": float(co["D"][0] / co["N"][0]), "ci": {},
-           "allocation": {"C": grid.tolist(), "N": co["N"][1:].tolist(), "D": co["D"][1:].tolist(),
-                          "N_ci": None, "D_ci": None, "data_C_range": [c_min, c_max]}}
+    out = {
+        "a": float(co["a"]),
+        "b": float(co["b"]),
+        "G": float(co["G"]),
+        "C_ref": c_max,
+        "tokens_per_param": float(co["D"][0] / co["N"][0]),
+        "ci": {},
+        "allocation": {
+            "C": grid.tolist(),
+            "N": co["N"][1:].tolist(),
+            "D": co["D"][1:].tolist(),
+            "N_ci": None,
+            "D_ci": None,
+            "data_C_range": [c_min, c_max],
+        },
+    }
     if res.boot_theta is not None and len(res.boot_theta) >= 10:
         d = _rename(named_params(res.law, res.boot_theta, res.centres))
         cb = compute_optimal(d["E"], d["A"], d["B"], d["alpha"], d["beta"], np.r_[c_max, grid])
         q = lambda v: [float(x) for x in np.nanpercentile(v, [2.5, 97.5], axis=0).tolist()]
-        out["ci"] = {"a": q(cb["a"]), "b": q(cb["b"]), "G": q(cb["G"]),
-                     "tokens_per_param": q(cb["D"][:, 0] / cb["N"][:, 0])}
+        out["ci"] = {
+            "a": q(cb["a"]),
+            "b": q(cb["b"]),
+            "G": q(cb["G"]),
+            "tokens_per_param": q(cb["D"][:, 0] / cb["N"][:, 0]),
+        }
         nq = np.nanpercentile(cb["N"][:, 1:], [2.5, 97.5], axis=0)
         dq = np.nanpercentile(cb["D"][:, 1:], [2.5, 97.5], axis=0)
         out["allocation"].update(N_ci=nq.tolist(), D_ci=dq.tolist())

@@ -31,29 +31,45 @@ def _analyze(args) -> int:
     from analysis.output import terminate_cleanly
     from analysis.report import analyze
     from depthwidth.results import Location
+
     terminate_cleanly()
-    if (bad := _check_counts(args)):
+    if bad := _check_counts(args):
         return _fail(bad)
     try:
         no_tune = args.tune == ["none"]
-        r = analyze(args.source, out_dir=args.out, bootstrap=args.bootstrap, seed=args.seed,
-                    tune=() if no_tune else tuple(args.tune or ()), selection=args.selection,
-                    no_tune=no_tune, progress=_progress, n=args.n)
+        r = analyze(
+            args.source,
+            out_dir=args.out,
+            bootstrap=args.bootstrap,
+            seed=args.seed,
+            tune=() if no_tune else tuple(args.tune or ()),
+            selection=args.selection,
+            no_tune=no_tune,
+            progress=_progress,
+            n=args.n,
+        )
     except InputError as exc:
         return _fail(str(exc))
     if r.get("nothing_to_fit"):
         print(r["nothing_to_fit"][0].upper() + r["nothing_to_fit"][1:] + ".")
     t = r["tuning"]
-    print(f"tuning axes: {', '.join(t['axes']) or 'none'}; selection: {t['rule']}; "
-          f"parametrization: {', '.join(t['parametrization'])}")
+    print(
+        f"tuning axes: {', '.join(t['axes']) or 'none'}; selection: {t['rule']}; "
+        f"parametrization: {', '.join(t['parametrization'])}"
+    )
     shaped = r["regimes"].get("status") != "absent"
-    print(f"{r['n_runs']} runs analysed ({r['inputs']['layout']} layout)"
-          + (f"; preferred law: {r['regimes']['preferred']}" if shaped else "; no depth and width"))
+    print(
+        f"{r['n_runs']} runs analysed ({r['inputs']['layout']} layout)"
+        + (f"; preferred law: {r['regimes']['preferred']}" if shaped else "; no depth and width")
+    )
     chin = r.get("chinchilla") or {}
     if chin.get("status") == "ok":
         p, co = chin["params"], chin["compute_optimal"]
-        print("L(N, D) = E + A/N^alpha + B/D^beta: " + ", ".join(f"{k} = {v:.4g}" for k, v in p.items())
-              + f"; compute-optimal N ~ C^{co['a']:.3f}")
+        print(
+            "L(N, D) = E + A/N^alpha + B/D^beta: "
+            + ", ".join(f"{k} = {v:.4g}" for k, v in p.items())
+            + f"; compute-optimal N ~ C^{co['a']:.3f}"
+        )
     elif chin:
         print(f"L(N, D): {chin['status'].replace('_', ' ')} ({chin.get('reason', '')})")
     print(verdict_line(r))
@@ -65,6 +81,7 @@ def _plot(args) -> int:
     from analysis.inputs import InputError
     from analysis.output import terminate_cleanly
     from analysis.report import replot
+
     terminate_cleanly()
     try:
         r = replot(args.dir, force=args.force)
@@ -79,12 +96,14 @@ def _kaplan(args) -> int:
     from analysis.markdown import kaplan_table
     from analysis.output import terminate_cleanly
     from analysis.report import kaplan_report
+
     terminate_cleanly()
-    if (bad := _check_counts(args)):
+    if bad := _check_counts(args):
         return _fail(bad)
     try:
-        k = kaplan_report(args.dir, digitized=args.digitized, bootstrap=args.bootstrap, seed=args.seed,
-                          out_dir=args.out)
+        k = kaplan_report(
+            args.dir, digitized=args.digitized, bootstrap=args.bootstrap, seed=args.seed, out_dir=args.out
+        )
     except InputError as exc:
         return _fail(str(exc))
     print("\n".join(kaplan_table(k)))
@@ -93,42 +112,69 @@ def _kaplan(args) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "analyze", help="fits, figures and report from a results store or CSV",
+        "analyze",
+        help="fits, figures and report from a results store or CSV",
         description="Fit Kaplan-style laws, crossovers, the two depth regimes and the threshold "
-                    "base b of L_th = log_b(d_x); write report.json, report.md and figures.")
-    p.add_argument("source", help="results directory (runs.parquet [+ curves.parquet]), a CSV / "
-                                  "parquet / JSON-lines file with loss and depth,width and/or "
-                                  "n_params [seed, tokens, step], Gemstones' checkpoint lines or "
-                                  "Epoch's Chinchilla CSV (recognised by their columns)")
+        "base b of L_th = log_b(d_x); write report.json, report.md and figures.",
+    )
+    p.add_argument(
+        "source",
+        help="results directory (runs.parquet [+ curves.parquet]), a CSV / "
+        "parquet / JSON-lines file with loss and depth,width and/or "
+        "n_params [seed, tokens, step], Gemstones' checkpoint lines or "
+        "Epoch's Chinchilla CSV (recognised by their columns)",
+    )
     p.add_argument("--out", default=None, help="output folder (default: <store>/analysis)")
     p.add_argument("--bootstrap", type=int, default=200, help="bootstrap refits (default 200)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--tune", action="append", metavar="COL",
-                   help="a column that tunes a run (beside lr, beta2, warmup_steps, batch_size, "
-                        "weight_decay, ... found by themselves): each shape is fitted at its best "
-                        "setting; repeatable; `--tune none` averages every setting instead")
-    p.add_argument("--selection", choices=("auto", "split", "same"), default="auto",
-                   help="choose the best setting on half the seeds and fit the other half (split), "
-                        "on all seeds (same), or split where every setting has 2 seeds (auto)")
-    p.add_argument("--n", choices=("non-embedding", "total"), default="non-embedding",
-                   help="the parameter count the fits use: non-embedding (Kaplan et al. 2020, "
-                        "default) or total (Hoffmann et al. 2022; needs n_params_total or "
-                        "vocab_size); L(N, D) uses total counts wherever the input has them")
+    p.add_argument(
+        "--tune",
+        action="append",
+        metavar="COL",
+        help="a column that tunes a run (beside lr, beta2, warmup_steps, batch_size, "
+        "weight_decay, ... found by themselves): each shape is fitted at its best "
+        "setting; repeatable; `--tune none` averages every setting instead",
+    )
+    p.add_argument(
+        "--selection",
+        choices=("auto", "split", "same"),
+        default="auto",
+        help="choose the best setting on half the seeds and fit the other half (split), "
+        "on all seeds (same), or split where every setting has 2 seeds (auto)",
+    )
+    p.add_argument(
+        "--n",
+        choices=("non-embedding", "total"),
+        default="non-embedding",
+        help="the parameter count the fits use: non-embedding (Kaplan et al. 2020, "
+        "default) or total (Hoffmann et al. 2022; needs n_params_total or "
+        "vocab_size); L(N, D) uses total counts wherever the input has them",
+    )
     p.set_defaults(func=_analyze)
 
     p = subparsers.add_parser("plot", help="redraw every figure from a stored report (no refitting)")
     p.add_argument("dir", help="results directory or the folder holding report.json")
-    p.add_argument("--force", action="store_true",
-                   help="redraw even when the source data changed since the report was fitted")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="redraw even when the source data changed since the report was fitted",
+    )
     p.set_defaults(func=_plot)
 
     p = subparsers.add_parser("kaplan", help="our exponents and shapes beside Kaplan et al. 2020")
-    p.add_argument("dir", help="results directory, report folder or input file (analysed first "
-                               "if it has no report)")
-    p.add_argument("--out", default=None, help="report folder to analyse into when there is no "
-                                               "report yet (default: beside the input)")
-    p.add_argument("--digitized", default=None,
-                   help="digitized published curves: CSV of N,tokens,loss or a Figure 2 JSON")
+    p.add_argument(
+        "dir", help="results directory, report folder or input file (analysed first if it has no report)"
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="report folder to analyse into when there is no report yet (default: beside the input)",
+    )
+    p.add_argument(
+        "--digitized",
+        default=None,
+        help="digitized published curves: CSV of N,tokens,loss or a Figure 2 JSON",
+    )
     p.add_argument("--bootstrap", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_kaplan)

@@ -18,7 +18,7 @@ import pandas as pd
 from analysis.fitcore import log_kappa
 
 DEFAULT_EFFECTS = (2.2, 3.0, 4.5)
-DEFAULT_NOISE = 0.02      # Kaplan et al. 2020 report a seed-to-seed spread of about 2%
+DEFAULT_NOISE = 0.02  # Kaplan et al. 2020 report a seed-to-seed spread of about 2%
 TARGET_POWER = 0.8
 NULL = "null"
 
@@ -35,11 +35,11 @@ class PlantModel:
     E: float = 1.5
     A: float = 20.0
     alpha: float = 0.3
-    B_D: float = 410.7               # Hoffmann et al. 2022's fitted data term B/D^beta
+    B_D: float = 410.7  # Hoffmann et al. 2022's fitted data term B/D^beta
     alpha_D: float = 0.28
     noise: float = DEFAULT_NOISE
     sharpness: float = 0.15
-    lr0: float | None = None          # None: no learning-rate penalty (no lr in the trials)
+    lr0: float | None = None  # None: no learning-rate penalty (no lr in the trials)
     base_width: float = 64.0
     base_depth: float = 2.0
     lr_width_exp: float = 0.0
@@ -71,8 +71,11 @@ def null_law(trials: pd.DataFrame, model: PlantModel, b: float = 3.0) -> PlantMo
 
 
 def lr_optimum(depth, width, model: PlantModel) -> np.ndarray:
-    return (model.lr0 * (np.asarray(width, float) / model.base_width) ** model.lr_width_exp
-            * (np.asarray(depth, float) / model.base_depth) ** model.lr_depth_exp)
+    return (
+        model.lr0
+        * (np.asarray(width, float) / model.base_width) ** model.lr_width_exp
+        * (np.asarray(depth, float) / model.base_depth) ** model.lr_depth_exp
+    )
 
 
 def clean_losses(trials: pd.DataFrame, b: float | None, model: PlantModel) -> np.ndarray:
@@ -90,28 +93,30 @@ def clean_losses(trials: pd.DataFrame, b: float | None, model: PlantModel) -> np
         out = out + model.B_D * trials["tokens"].to_numpy(float) ** -model.alpha_D
     if model.lr0 is not None and "lr" in trials:
         off = np.log10(trials["lr"].to_numpy(float)) - np.log10(lr_optimum(L, d, model))
-        out = out * np.exp(model.sharpness * off ** 2)
+        out = out * np.exp(model.sharpness * off**2)
     return out
 
 
-def plant_losses(trials: pd.DataFrame, b: float | None, model: PlantModel,
-                 rng: np.random.Generator) -> np.ndarray:
+def plant_losses(
+    trials: pd.DataFrame, b: float | None, model: PlantModel, rng: np.random.Generator
+) -> np.ndarray:
     """One planted sweep: the clean losses times log-normal seed noise, one draw per trial.
     `b` None plants the null. This is the generator `design` and its benchmarks share."""
     clean = clean_losses(trials, b, model)
     return clean * np.exp(rng.normal(0.0, model.noise, len(clean)))
 
 
-def planted_table(trials: pd.DataFrame, b: float | None, model: PlantModel,
-                  rng: np.random.Generator) -> pd.DataFrame:
+def planted_table(
+    trials: pd.DataFrame, b: float | None, model: PlantModel, rng: np.random.Generator
+) -> pd.DataFrame:
     """The runs table `analyze` reads (one row per trial) with planted losses."""
-    cols = [c for c in ("trial_id", "depth", "width", "n_params", "tokens", "seed", "lr")
-            if c in trials]
+    cols = [c for c in ("trial_id", "depth", "width", "n_params", "tokens", "seed", "lr") if c in trials]
     return trials[cols].assign(loss=plant_losses(trials, b, model, rng)).reset_index(drop=True)
 
 
-def analyse_table(table: pd.DataFrame, bootstrap: int = 200, seed: int = 0,
-                  workdir: str | None = None) -> dict:
+def analyse_table(
+    table: pd.DataFrame, bootstrap: int = 200, seed: int = 0, workdir: str | None = None
+) -> dict:
     """The threshold section `analyze` writes for this runs table: the table is read back as a
     CSV (analysis.inputs.load), each shape reduced to its best setting (analysis.tuning.apply,
     the default selection rule) and every section built (analysis.report.build_report)."""
@@ -135,9 +140,17 @@ def outcome(threshold: dict, truth: float | None) -> dict:
     has = lo is not None and hi is not None
     claimed = bool(threshold.get("claimed"))
     covers = bool(has and truth is not None and lo <= truth <= hi)
-    return {"status": threshold.get("status"), "claimed": claimed, "base": threshold.get("base"),
-            "lo": lo, "hi": hi, "covers": covers, "detected": claimed and covers,
-            "width": (hi - lo) if has else None, "reason": threshold.get("reason", "")}
+    return {
+        "status": threshold.get("status"),
+        "claimed": claimed,
+        "base": threshold.get("base"),
+        "lo": lo,
+        "hi": hi,
+        "covers": covers,
+        "detected": claimed and covers,
+        "width": (hi - lo) if has else None,
+        "reason": threshold.get("reason", ""),
+    }
 
 
 def _replicates(task: tuple) -> list[dict]:
@@ -151,14 +164,21 @@ def _replicates(task: tuple) -> list[dict]:
         # A crash of the analysis is an outcome of the plan, not the end of the simulation.
         except Exception as exc:  # noqa: BLE001
             thr = {"status": "failed", "claimed": False, "reason": f"{type(exc).__name__}: {exc}"}
-        rows.append({"effect": NULL if b is None else float(b), "replicate": r,
-                     **outcome(thr, b)})
+        rows.append({"effect": NULL if b is None else float(b), "replicate": r, **outcome(thr, b)})
     return rows
 
 
-def simulate(trials: pd.DataFrame, effects, model: PlantModel, replicates: int,
-             bootstrap: int = 200, seed: int = 0, jobs: int | None = None,
-             null: bool = True, start: int = 0) -> pd.DataFrame:
+def simulate(
+    trials: pd.DataFrame,
+    effects,
+    model: PlantModel,
+    replicates: int,
+    bootstrap: int = 200,
+    seed: int = 0,
+    jobs: int | None = None,
+    null: bool = True,
+    start: int = 0,
+) -> pd.DataFrame:
     """Replicates `start` … `start + replicates − 1` of planted sweeps per effect (and the null),
     each analysed as `analyze` would; one row per replicate. Replicate r of an effect is the
     same sweep whatever else is simulated. Runs in `jobs` processes (default: this process's CPUs)."""
@@ -168,12 +188,16 @@ def simulate(trials: pd.DataFrame, effects, model: PlantModel, replicates: int,
     jobs = jobs or len(os.sched_getaffinity(0))
     per = max(1, math.ceil(replicates * len(cases) / (2 * jobs)))
     stop = start + replicates
-    tasks = [(trials, b, model, list(range(s, min(s + per, stop))), seed, bootstrap)
-             for b in cases for s in range(start, stop, per)]
+    tasks = [
+        (trials, b, model, list(range(s, min(s + per, stop))), seed, bootstrap)
+        for b in cases
+        for s in range(start, stop, per)
+    ]
     if jobs <= 1 or len(tasks) == 1:
         rows = [r for t in tasks for r in _replicates(t)]
     else:
         import multiprocessing as mp
+
         # fork: the workers inherit the loaded modules (a fresh interpreter would re-import the
         # analysis, seconds each); nothing here runs threads of its own.
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as ex:
@@ -188,9 +212,19 @@ def _settled(k: int, n: int, se: float) -> bool:
     return math.sqrt(p * (1 - p) / (n + 4)) <= se
 
 
-def power_runs(trials: pd.DataFrame, effects, model: PlantModel, replicates: int | None = None,
-               bootstrap: int = 200, seed: int = 0, jobs: int | None = None, batch: int = 25,
-               max_replicates: int = 100, se: float = 0.05, progress=None) -> pd.DataFrame:
+def power_runs(
+    trials: pd.DataFrame,
+    effects,
+    model: PlantModel,
+    replicates: int | None = None,
+    bootstrap: int = 200,
+    seed: int = 0,
+    jobs: int | None = None,
+    batch: int = 25,
+    max_replicates: int = 100,
+    se: float = 0.05,
+    progress=None,
+) -> pd.DataFrame:
     """The outcomes of every replicate. `replicates` given: exactly that many per case. Else
     batches of `batch` per case until each case's rate (power, or false claims under the null)
     has a Monte Carlo standard error ≤ `se`, at most `max_replicates`. `progress` (a callable)
@@ -204,8 +238,9 @@ def power_runs(trials: pd.DataFrame, effects, model: PlantModel, replicates: int
     while open_cases and done < max_replicates:
         n = min(batch, max_replicates - done)
         effs = [b for b in open_cases if b is not None]
-        frames.append(simulate(trials, effs, model, n, bootstrap, seed, jobs,
-                               null=None in open_cases, start=done))
+        frames.append(
+            simulate(trials, effs, model, n, bootstrap, seed, jobs, null=None in open_cases, start=done)
+        )
         done += n
         out = pd.concat(frames, ignore_index=True)
         still = []
@@ -216,9 +251,14 @@ def power_runs(trials: pd.DataFrame, effects, model: PlantModel, replicates: int
                 still.append(b)
         open_cases = still
         if progress is not None:
-            progress(f"{done} replicates per case done; "
-                     + (f"{len(still)} case(s) still short of a Monte Carlo error of {se:g}"
-                        if still and done < max_replicates else "every rate settled"))
+            progress(
+                f"{done} replicates per case done; "
+                + (
+                    f"{len(still)} case(s) still short of a Monte Carlo error of {se:g}"
+                    if still and done < max_replicates
+                    else "every rate settled"
+                )
+            )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -231,8 +271,12 @@ def rate(k: int, n: int) -> dict:
     den = 1 + z * z / n
     mid = (p + z * z / (2 * n)) / den
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return {"rate": p, "se": math.sqrt(p * (1 - p) / n), "ci": [max(0.0, mid - half),
-                                                                  min(1.0, mid + half)], "n": n}
+    return {
+        "rate": p,
+        "se": math.sqrt(p * (1 - p) / n),
+        "ci": [max(0.0, mid - half), min(1.0, mid + half)],
+        "n": n,
+    }
 
 
 def min_detectable(power: dict[float, float], target: float = TARGET_POWER) -> dict | None:
@@ -250,16 +294,26 @@ def min_detectable(power: dict[float, float], target: float = TARGET_POWER) -> d
         t = (target - p[a]) / (p[c] - p[a]) if p[c] != p[a] else 0.0
         return float(np.exp(np.log(bs[a]) + t * (np.log(bs[c]) - np.log(bs[a]))))
 
-    return {"low": bs[i] if i == 0 else cross(i - 1, i), "high": bs[j] if j == len(bs) - 1
-            else cross(j + 1, j), "low_open": i == 0, "high_open": j == len(bs) - 1,
-            "power": target}
+    return {
+        "low": bs[i] if i == 0 else cross(i - 1, i),
+        "high": bs[j] if j == len(bs) - 1 else cross(j + 1, j),
+        "low_open": i == 0,
+        "high_open": j == len(bs) - 1,
+        "power": target,
+    }
 
 
 def summarize(outcomes: pd.DataFrame) -> dict:
     """Per effect: power (claimed and the interval holds the truth), the claim rate, coverage,
     the median interval width; the false-claim rate under the null; the minimum detectable b."""
-    out = {"power": {}, "power_mc": {}, "claim_rate": {}, "coverage": {},
-           "median_interval_width": {}, "failed": {}}
+    out = {
+        "power": {},
+        "power_mc": {},
+        "claim_rate": {},
+        "coverage": {},
+        "median_interval_width": {},
+        "failed": {},
+    }
     for eff, g in outcomes.groupby(outcomes["effect"].astype(str), sort=False):
         n = len(g)
         out["failed"][eff] = int((g["status"] == "failed").sum())
@@ -293,27 +347,36 @@ def shape_reasons(trials: pd.DataFrame, b: float) -> list[str]:
     out = []
     if not above.any():
         wmax = w.max()
-        out.append(f"no shape lies above L_th = log_{b:g}(width): widths ≤ {wmax:g} need depths "
-                   f"≥ {math.floor(np.log(wmax) / np.log(b)) + 1} to straddle it")
+        out.append(
+            f"no shape lies above L_th = log_{b:g}(width): widths ≤ {wmax:g} need depths "
+            f"≥ {math.floor(np.log(wmax) / np.log(b)) + 1} to straddle it"
+        )
     elif not below.any():
         wmin = w.min()
         need = math.ceil(np.log(wmin) / np.log(b)) - 1
-        out.append(f"no shape lies below L_th = log_{b:g}(width): widths ≥ {wmin:g} need depths "
-                   f"≤ {need} to straddle it" if need >= 1 else
-                   f"no shape lies below L_th = log_{b:g}(width): even depth 1 is past the "
-                   f"threshold of width {wmin:g}; widths above {b ** 2:g} are needed")
+        out.append(
+            f"no shape lies below L_th = log_{b:g}(width): widths ≥ {wmin:g} need depths "
+            f"≤ {need} to straddle it"
+            if need >= 1
+            else f"no shape lies below L_th = log_{b:g}(width): even depth 1 is past the "
+            f"threshold of width {wmin:g}; widths above {b**2:g} are needed"
+        )
     else:
         both = [x for x in np.unique(w) if above[w == x].any() and below[w == x].any()]
         if len(both) < 2:
-            out.append(f"only {len(both)} width{'s' if len(both) != 1 else ''} "
-                       f"({', '.join(f'{x:g}' for x in both) or 'none'}) ha{'ve' if len(both) != 1 else 's'} "
-                       f"depths on both sides of L_th = log_{b:g}(width)")
+            out.append(
+                f"only {len(both)} width{'s' if len(both) != 1 else ''} "
+                f"({', '.join(f'{x:g}' for x in both) or 'none'}) ha{'ve' if len(both) != 1 else 's'} "
+                f"depths on both sides of L_th = log_{b:g}(width)"
+            )
     per_depth = shapes.groupby("depth")["width"].nunique()
     if (per_depth >= 3).sum() < 3 and shapes["depth"].nunique() >= 3:
         out.append(f"only {(per_depth >= 3).sum()} depths have the 3 widths a per-depth fit needs")
     if shapes["depth"].nunique() < 3 or shapes["width"].nunique() < 2:
-        out.append(f"{shapes['depth'].nunique()} depths and {shapes['width'].nunique()} widths: "
-                   f"the threshold laws need at least 3 depths and 2 widths")
+        out.append(
+            f"{shapes['depth'].nunique()} depths and {shapes['width'].nunique()} widths: "
+            f"the threshold laws need at least 3 depths and 2 widths"
+        )
     return out
 
 
@@ -327,11 +390,12 @@ def lr_reasons(trials: pd.DataFrame, model: PlantModel) -> list[str]:
     out_of = int(((opt < lo - 0.25) | (opt > hi + 0.25)).sum())
     if out_of == 0:
         return []
-    swept = (f"the one lr swept ({10 ** lo:.2g})" if hi == lo else
-             f"the swept lrs [{10 ** lo:.2g}, {10 ** hi:.2g}]")
-    return [f"the assumed best learning rate of {out_of} of {len(shapes)} shapes lies more than a "
-            f"quarter decade beyond {swept}, so their losses carry an lr penalty that the "
-            f"threshold laws read as shape"]
+    swept = f"the one lr swept ({10**lo:.2g})" if hi == lo else f"the swept lrs [{10**lo:.2g}, {10**hi:.2g}]"
+    return [
+        f"the assumed best learning rate of {out_of} of {len(shapes)} shapes lies more than a "
+        f"quarter decade beyond {swept}, so their losses carry an lr penalty that the "
+        f"threshold laws read as shape"
+    ]
 
 
 def seed_counts(trials: pd.DataFrame) -> tuple[int, int]:
@@ -342,9 +406,16 @@ def seed_counts(trials: pd.DataFrame) -> tuple[int, int]:
     return n, (n - n // 2 if tuned and n >= 2 else n)
 
 
-def noise_check(trials: pd.DataFrame, b: float, model: PlantModel, power: float,
-                replicates: int = 20, bootstrap: int = 200, seed: int = 0,
-                jobs: int | None = None) -> tuple[float, int]:
+def noise_check(
+    trials: pd.DataFrame,
+    b: float,
+    model: PlantModel,
+    power: float,
+    replicates: int = 20,
+    bootstrap: int = 200,
+    seed: int = 0,
+    jobs: int | None = None,
+) -> tuple[float, int]:
     """Power at `b` with half the seed noise (replicates not shared with the main run): how much
     of the shortfall the seeds cause. Returns (power at half noise, replicates)."""
     half = replace(model, noise=model.noise / 2)
@@ -354,8 +425,8 @@ def noise_check(trials: pd.DataFrame, b: float, model: PlantModel, power: float,
 
 PARAM_WHY = {
     "alpha_D": "the data term's exponent alpha_D is not identified (the token budget moves with N, "
-               "so D cannot be told from N): decouple tokens from N, e.g. two token budgets per "
-               "shape or one fixed budget",
+    "so D cannot be told from N): decouple tokens from N, e.g. two token budgets per "
+    "shape or one fixed budget",
     "B_D": "the data term is not identified: decouple tokens from N",
     "alpha_N": "the combined law's N term is not identified beside the threshold term",
 }
@@ -368,6 +439,7 @@ def outcome_reasons(outcomes: pd.DataFrame) -> list[str]:
     if miss.empty:
         return []
     import re
+
     counts: dict[str, int] = {}
     for text in miss["reason"].fillna(""):
         for name in set(re.findall(r"\b(alpha_D|B_D|alpha_N|alpha_kappa|E|b): (?:its|the)", text)):
@@ -381,8 +453,13 @@ def outcome_reasons(outcomes: pd.DataFrame) -> list[str]:
     return [f"in {k} of {len(miss)} replicates without a claim {why}"]
 
 
-def advice(trials: pd.DataFrame, summary: dict, model: PlantModel, noise_power=None,
-           outcomes: pd.DataFrame | None = None) -> str:
+def advice(
+    trials: pd.DataFrame,
+    summary: dict,
+    model: PlantModel,
+    noise_power=None,
+    outcomes: pd.DataFrame | None = None,
+) -> str:
     """One sentence when power is low at some effect (or false claims are frequent), naming the
     reason: the shapes' place against L_th, the lr grid, or the seed noise. Empty otherwise.
     `noise_power` is (b, power at b, power at half the noise, replicates) from noise_check."""
@@ -390,8 +467,10 @@ def advice(trials: pd.DataFrame, summary: dict, model: PlantModel, noise_power=N
     parts = []
     fc = summary.get("false_claim") or {}
     if fc.get("rate") is not None and fc["ci"][0] > 0.05:
-        parts.append(f"under the null a threshold is claimed in {fc['rate']:.0%} of replicates "
-                     f"(more than the 5% a 95% interval allows)")
+        parts.append(
+            f"under the null a threshold is claimed in {fc['rate']:.0%} of replicates "
+            f"(more than the 5% a 95% interval allows)"
+        )
     if not low:
         return "; ".join(parts) + ("." if parts else "")
     reasons = []
@@ -406,14 +485,18 @@ def advice(trials: pd.DataFrame, summary: dict, model: PlantModel, noise_power=N
     if noise_power is not None:
         b, p, p_half, k = noise_power
         if p_half - p >= 0.2:
-            reasons.append(f"{n} seed{'s' if n != 1 else ''} per setting ({used} per shape in the "
-                           f"fits): the interval is dominated by seed noise ({model.noise:.1%}); "
-                           f"at half that noise power at b = {b:g} rises from {p:.0%} to "
-                           f"{p_half:.0%} ({k} replicates), and 4x the seeds halve it")
+            reasons.append(
+                f"{n} seed{'s' if n != 1 else ''} per setting ({used} per shape in the "
+                f"fits): the interval is dominated by seed noise ({model.noise:.1%}); "
+                f"at half that noise power at b = {b:g} rises from {p:.0%} to "
+                f"{p_half:.0%} ({k} replicates), and 4x the seeds halve it"
+            )
         elif not reasons:
-            reasons.append(f"halving the seed noise does not help (power at b = {b:g}: {p:.0%} "
-                           f"-> {p_half:.0%}, {k} replicates): the shapes and budgets, not the "
-                           f"seeds, limit it; `design --propose` searches other plans")
+            reasons.append(
+                f"halving the seed noise does not help (power at b = {b:g}: {p:.0%} "
+                f"-> {p_half:.0%}, {k} replicates): the shapes and budgets, not the "
+                f"seeds, limit it; `design --propose` searches other plans"
+            )
     effects = ", ".join(f"{b:g}" for b in low)
     head = f"power is below {TARGET_POWER:.0%} at b = {effects}"
     return "; ".join(parts + [head + (": " + "; ".join(reasons) if reasons else "")]) + "."
@@ -428,16 +511,16 @@ def model_from_pilot(runs: pd.DataFrame, model: PlantModel) -> tuple[PlantModel,
     g = runs.assign(_l=logl).groupby(keys)["_l"]
     n = g.transform("size")
     if (n >= 2).sum() < 2:
-        raise ValueError("the pilot has no setting run with 2 or more seeds, so its seed noise "
-                         "cannot be measured")
+        raise ValueError(
+            "the pilot has no setting run with 2 or more seeds, so its seed noise cannot be measured"
+        )
     dev = (runs.assign(_l=logl)["_l"] - g.transform("mean"))[n >= 2]
     sizes = g.size()
     dof = int((sizes[sizes >= 2] - 1).sum())  # pooled over the settings run with 2+ seeds
-    noise = float(np.sqrt(np.sum(dev ** 2) / max(dof, 1)))
+    noise = float(np.sqrt(np.sum(dev**2) / max(dof, 1)))
     found = {"noise": noise, "settings_with_seeds": int((g.size() >= 2).sum())}
     m = replace(model, noise=max(noise, 1e-4))
-    clean = clean_losses(runs.drop(columns=[c for c in ("lr",) if c in runs]), 3.0,
-                         replace(m, lr0=None))
+    clean = clean_losses(runs.drop(columns=[c for c in ("lr",) if c in runs]), 3.0, replace(m, lr0=None))
     scale = float(np.median(runs["loss"]) / np.median(clean))
     m = replace(m, E=m.E * scale, A=m.A * scale, B_D=m.B_D * scale)
     found["loss_scale"] = scale
@@ -451,8 +534,13 @@ def model_from_pilot(runs: pd.DataFrame, model: PlantModel) -> tuple[PlantModel,
                     curv.append(a)
                     opt.append(-bb / (2 * a))
         if curv:
-            m = replace(m, sharpness=float(np.median(curv)), lr0=float(10 ** np.median(opt)),
-                        lr_width_exp=0.0, lr_depth_exp=0.0)
+            m = replace(
+                m,
+                sharpness=float(np.median(curv)),
+                lr0=float(10 ** np.median(opt)),
+                lr_width_exp=0.0,
+                lr_depth_exp=0.0,
+            )
             found.update(sharpness=m.sharpness, lr0=m.lr0, shapes_with_lr_curve=len(curv))
     return m, found
 
@@ -461,6 +549,7 @@ def plot_power(summary: dict, path: str, title: str = "") -> None:
     """Power against b with Monte Carlo 95% intervals, the 80% line and the null's false-claim
     rate, written as a PNG."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -468,13 +557,25 @@ def plot_power(summary: dict, path: str, title: str = "") -> None:
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     p = [summary["power"][str(b)] for b in bs]
     ci = np.array([summary["power_mc"][str(b)]["ci"] for b in bs])
-    ax.errorbar(bs, p, yerr=[np.subtract(p, ci[:, 0]), ci[:, 1] - p], marker="o", capsize=3,
-                label="power (claimed, interval holds b)")
+    ax.errorbar(
+        bs,
+        p,
+        yerr=[np.subtract(p, ci[:, 0]), ci[:, 1] - p],
+        marker="o",
+        capsize=3,
+        label="power (claimed, interval holds b)",
+    )
     fc = summary.get("false_claim")
     if fc and fc["rate"] is not None:
-        ax.errorbar([min(bs) * 0.9], [fc["rate"]], yerr=[[fc["rate"] - fc["ci"][0]],
-                    [fc["ci"][1] - fc["rate"]]], marker="s", color="C3", capsize=3,
-                    label="false claims under the null")
+        ax.errorbar(
+            [min(bs) * 0.9],
+            [fc["rate"]],
+            yerr=[[fc["rate"] - fc["ci"][0]], [fc["ci"][1] - fc["rate"]]],
+            marker="s",
+            color="C3",
+            capsize=3,
+            label="false claims under the null",
+        )
     ax.axhline(TARGET_POWER, color="grey", ls="--", lw=0.8)
     ax.axvline(3.0, color="grey", ls=":", lw=0.8)
     ax.set_xscale("log")
@@ -487,4 +588,3 @@ def plot_power(summary: dict, path: str, title: str = "") -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-

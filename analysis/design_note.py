@@ -32,14 +32,26 @@ def stored_power(source) -> dict | None:
         se = f" ± {mc['se']:.2f}" if mc.get("se") is not None else ""
         parts.append(f"{v:.2f}{se} at b = {float(k):g}")
     fc = d.get("false_claim") or {}
-    null = (f"; false claims under the null {fc['rate']:.2f} "
-            f"({round(fc['rate'] * fc['n'])} of {fc['n']} replicates)" if fc.get("rate") is not None else "")
+    null = (
+        f"; false claims under the null {fc['rate']:.2f} "
+        f"({round(fc['rate'] * fc['n'])} of {fc['n']} replicates)"
+        if fc.get("rate") is not None
+        else ""
+    )
     noise = d.get("noise") or {}
-    noise_txt = (f", seed noise {100 * float(noise['value']):.3g}% ({noise.get('source', '?')})"
-                 if noise.get("value") is not None else "")
-    return {"text": f"`depthwidth design` rated this plan before it ran{noise_txt}: power "
-                    + ", ".join(parts) + null + f" ({STORED})",
-            "source": STORED, "power_by_effect": power}
+    noise_txt = (
+        f", seed noise {100 * float(noise['value']):.3g}% ({noise.get('source', '?')})"
+        if noise.get("value") is not None
+        else ""
+    )
+    return {
+        "text": f"`depthwidth design` rated this plan before it ran{noise_txt}: power "
+        + ", ".join(parts)
+        + null
+        + f" ({STORED})",
+        "source": STORED,
+        "power_by_effect": power,
+    }
 
 
 def entry(source) -> dict:

@@ -96,7 +96,7 @@ class Law:
         terms = []
         with np.errstate(over="ignore", under="ignore"):
             for t in self.terms:
-                a, al = theta[:, i:i + 1], theta[:, i + 1:i + 2]
+                a, al = theta[:, i : i + 1], theta[:, i + 1 : i + 2]
                 dz_dc = None
                 if t == "kappa":
                     z, dz_dc = log_kappa(X["depth"][None, :], X["log_width"][None, :], c)
@@ -117,7 +117,7 @@ class Law:
             np.multiply(np.exp(theta[:, :1]), inv, out=J[:, 0])
         if self.has_kappa:
             J[:, -1] = 0.0
-        for (j, al, zc, T, dz_dc) in terms:
+        for j, al, zc, T, dz_dc in terms:
             np.multiply(T, inv, out=J[:, j])
             np.multiply(J[:, j], -zc, out=J[:, j + 1])
             if dz_dc is not None:
@@ -181,9 +181,16 @@ def start_grid(law: Law, X: dict, logy: np.ndarray, floors=None, alphas=None) ->
     return np.clip(np.array(starts), lo, hi)
 
 
-def batched_lm(law: Law, theta0: np.ndarray, X: dict, logy: np.ndarray, W: np.ndarray,
-               iters: int = 100, tol: float = 1e-8,
-               bounds: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def batched_lm(
+    law: Law,
+    theta0: np.ndarray,
+    X: dict,
+    logy: np.ndarray,
+    W: np.ndarray,
+    iters: int = 100,
+    tol: float = 1e-8,
+    bounds: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Minimise Σ_i W[b,i]·huber(logy_i − f_i(θ_b)) for every row b at once.
 
     Iteratively reweighted Gauss–Newton (weights ψ(r)/r majorise the Huber loss) with a
@@ -200,8 +207,19 @@ def batched_lm(law: Law, theta0: np.ndarray, X: dict, logy: np.ndarray, W: np.nd
     lo, hi = np.broadcast_to(lo, (B, p)), np.broadcast_to(hi, (B, p))
     chunk = max(1, _MAX_ELEMENTS // max(1, n * p))
     if B > chunk:
-        outs = [batched_lm(law, theta[s:s + chunk], X, logy, W[s:s + chunk], iters, tol,
-                           (lo[s:s + chunk], hi[s:s + chunk])) for s in range(0, B, chunk)]
+        outs = [
+            batched_lm(
+                law,
+                theta[s : s + chunk],
+                X,
+                logy,
+                W[s : s + chunk],
+                iters,
+                tol,
+                (lo[s : s + chunk], hi[s : s + chunk]),
+            )
+            for s in range(0, B, chunk)
+        ]
         return np.concatenate([o[0] for o in outs]), np.concatenate([o[1] for o in outs])
     theta = np.clip(theta, lo, hi)
     lam = np.full(B, 1e-3)
@@ -216,9 +234,9 @@ def batched_lm(law: Law, theta0: np.ndarray, X: dict, logy: np.ndarray, W: np.nd
             break
         ra, Ja, Wa = r[ia], J[ia], W[ia]
         w = Wa * (HUBER_DELTA / np.maximum(np.abs(ra), HUBER_DELTA))  # ψ(r)/r: 1 inside ±δ
-        Jw = Ja * w[:, None, :]                              # (b, p, n)
-        H = Jw @ Ja.transpose(0, 2, 1)                       # (b, p, p) Gauss–Newton matrix
-        g = (Jw @ ra[:, :, None])[:, :, 0]                   # (b, p)
+        Jw = Ja * w[:, None, :]  # (b, p, n)
+        H = Jw @ Ja.transpose(0, 2, 1)  # (b, p, p) Gauss–Newton matrix
+        g = (Jw @ ra[:, :, None])[:, :, 0]  # (b, p)
         D = np.diagonal(H, axis1=1, axis2=2)
         A = H + lam[ia, None, None] * (D[:, :, None] * eye + 1e-12 * eye)
         try:
@@ -252,14 +270,27 @@ def polish(law: Law, theta: np.ndarray, X: dict, logy: np.ndarray, w: np.ndarray
         psi = np.clip(r, -HUBER_DELTA, HUBER_DELTA)
         return float(np.sum(w * huber(r))) / HUBER_DELTA, -(J[0] @ (w * psi)) / HUBER_DELTA
 
-    res = minimize(f, theta, jac=True, method="L-BFGS-B", bounds=list(zip(lo, hi)),
-                   options={"maxiter": 1000, "ftol": 1e-15, "gtol": 1e-12})
+    res = minimize(
+        f,
+        theta,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=list(zip(lo, hi)),
+        options={"maxiter": 1000, "ftol": 1e-15, "gtol": 1e-12},
+    )
     return res.x, res.fun * HUBER_DELTA, bool(res.success)
 
 
 @single_threaded
-def fit_law(law: Law, X: dict, logy: np.ndarray, w: np.ndarray | None = None,
-            starts: np.ndarray | None = None, keep: int = 4, probe_points: int | None = None):
+def fit_law(
+    law: Law,
+    X: dict,
+    logy: np.ndarray,
+    w: np.ndarray | None = None,
+    starts: np.ndarray | None = None,
+    keep: int = 4,
+    probe_points: int | None = None,
+):
     """Best fit from a grid of starts (docs/science.md §3).
 
     Every start takes a few batched LM steps (on a random subset of `probe_points` when the data
@@ -273,11 +304,15 @@ def fit_law(law: Law, X: dict, logy: np.ndarray, w: np.ndarray | None = None,
     if probe_points is None:
         probe_points = int(np.clip(3e5 / len(starts), 1000, 3000))
     if len(starts) > keep:
-        idx = np.arange(n) if n <= probe_points else np.sort(
-            np.random.default_rng(0).choice(n, probe_points, replace=False))
+        idx = (
+            np.arange(n)
+            if n <= probe_points
+            else np.sort(np.random.default_rng(0).choice(n, probe_points, replace=False))
+        )
         Xs = subset_X(X, idx)
-        th0, obj0 = batched_lm(law, starts, Xs, logy[idx], np.broadcast_to(w[idx], (len(starts), len(idx))),
-                               iters=15, tol=0.0)
+        th0, obj0 = batched_lm(
+            law, starts, Xs, logy[idx], np.broadcast_to(w[idx], (len(starts), len(idx))), iters=15, tol=0.0
+        )
         starts = th0[np.argsort(np.where(np.isfinite(obj0), obj0, np.inf))[:keep]]
     th, obj = batched_lm(law, starts, X, logy, np.broadcast_to(w, (len(starts), n)), iters=300, tol=1e-10)
     k = int(np.argmin(np.where(np.isfinite(obj), obj, np.inf)))
@@ -296,8 +331,9 @@ def fit_law(law: Law, X: dict, logy: np.ndarray, w: np.ndarray | None = None,
     return best_th, best_obj, converged
 
 
-def resample_counts(groups: np.ndarray, n_boot: int, seed: int,
-                    strata: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def resample_counts(
+    groups: np.ndarray, n_boot: int, seed: int, strata: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Bootstrap draws of groups (runs) with replacement, within strata if given, as counts:
     returns (counts (n_boot, G), inverse index point -> group)."""
     rng = np.random.default_rng(seed)
@@ -317,8 +353,15 @@ def resample_counts(groups: np.ndarray, n_boot: int, seed: int,
     return counts.reshape(n_boot, G), inv
 
 
-def one_step_draws(law: Law, theta_hat: np.ndarray, X: dict, logy: np.ndarray, counts: np.ndarray,
-                   inv: np.ndarray, w: np.ndarray | None = None) -> np.ndarray | None:
+def one_step_draws(
+    law: Law,
+    theta_hat: np.ndarray,
+    X: dict,
+    logy: np.ndarray,
+    counts: np.ndarray,
+    inv: np.ndarray,
+    w: np.ndarray | None = None,
+) -> np.ndarray | None:
     """Estimating-function bootstrap (Hu & Kalbfleisch 2000): one Newton step from θ̂ per
     replicate, θ_b = θ̂ + H_b⁻¹ g_b, with the scores ψ(r)·J and Hessian terms summed per run, so a
     replicate costs O(runs·p²) instead of a refit over every point.
@@ -331,11 +374,11 @@ def one_step_draws(law: Law, theta_hat: np.ndarray, X: dict, logy: np.ndarray, c
     share of its run's weight), as in the fit."""
     w = np.ones(len(logy)) if w is None else np.asarray(w, float)
     logP, J = law.evaluate(theta_hat[None, :], X)
-    J = J[0]                                                 # (p, n)
+    J = J[0]  # (p, n)
     r = logy - logP[0]
     n, p = len(r), law.n_params
     spread = min(np.std(r), np.subtract(*np.percentile(r, [75, 25])) / 1.34)
-    h = max(HUBER_DELTA, 0.9 * spread * n ** -0.2)
+    h = max(HUBER_DELTA, 0.9 * spread * n**-0.2)
     if np.sum(np.abs(r) < h) < 10 * p:
         return None
     kern = w * 2 * HUBER_DELTA * np.exp(-0.5 * (r / h) ** 2) / (h * np.sqrt(2 * np.pi))
@@ -349,7 +392,7 @@ def one_step_draws(law: Law, theta_hat: np.ndarray, X: dict, logy: np.ndarray, c
     np.add.at(score, inv, (w * np.clip(r, -HUBER_DELTA, HUBER_DELTA) * Jf).T)
     hess = np.zeros((G, q * q))
     np.add.at(hess, inv, ((Jf[:, None, :] * Jf[None, :, :]) * kern).reshape(q * q, -1).T)
-    g = counts @ score                                       # Σ w ψ J; the full-data sum is ≈ 0
+    g = counts @ score  # Σ w ψ J; the full-data sum is ≈ 0
     H = (counts @ hess).reshape(-1, q, q)
     H += 1e-12 * np.trace(H, axis1=1, axis2=2)[:, None, None] * np.eye(q)
     out = np.repeat(theta_hat[None, :], len(counts), axis=0)
@@ -366,14 +409,22 @@ BOOT_BYTES_FIXED, BOOT_BYTES_PER_RUN, BOOT_BYTES_PER_POINT = 8_000, 100, 8
 
 def bootstrap_bytes(n_boot: int, n_runs: int, n_points: int = 0) -> float:
     """Estimated peak bytes that `n_boot` bootstrap replicates of the analysis take."""
-    return float(n_boot) * (BOOT_BYTES_FIXED + BOOT_BYTES_PER_RUN * n_runs
-                            + BOOT_BYTES_PER_POINT * n_points)
+    return float(n_boot) * (BOOT_BYTES_FIXED + BOOT_BYTES_PER_RUN * n_runs + BOOT_BYTES_PER_POINT * n_points)
 
 
 @single_threaded
-def bootstrap(law: Law, theta_hat: np.ndarray, X: dict, logy: np.ndarray, groups: np.ndarray,
-              n_boot: int, seed: int, strata: np.ndarray | None = None,
-              refit_budget: float = 1e6, w: np.ndarray | None = None) -> tuple[np.ndarray, str]:
+def bootstrap(
+    law: Law,
+    theta_hat: np.ndarray,
+    X: dict,
+    logy: np.ndarray,
+    groups: np.ndarray,
+    n_boot: int,
+    seed: int,
+    strata: np.ndarray | None = None,
+    refit_budget: float = 1e6,
+    w: np.ndarray | None = None,
+) -> tuple[np.ndarray, str]:
     """Refit on `n_boot` resamples of the groups (runs), drawn within strata if given.
 
     Resampling is expressed as integer weights per point, so all replicates share one design and
@@ -394,7 +445,8 @@ def bootstrap(law: Law, theta_hat: np.ndarray, X: dict, logy: np.ndarray, groups
             return th[np.all(np.isfinite(th), axis=1)], "one_step"
     # Refits stop at a relative loss change of 1e-6: tighter moves the interval ends by < 1e-4
     # of their width while costing several times the iterations on the near-L1 Huber surface.
-    th, obj = batched_lm(law, np.repeat(theta_hat[None, :], n_boot, axis=0), X, logy,
-                         counts[:, inv] * w[None, :], tol=1e-6)
+    th, obj = batched_lm(
+        law, np.repeat(theta_hat[None, :], n_boot, axis=0), X, logy, counts[:, inv] * w[None, :], tol=1e-6
+    )
     ok = np.all(np.isfinite(th), axis=1) & np.isfinite(obj)
     return th[ok], "refit"

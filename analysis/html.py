@@ -22,13 +22,31 @@ import pandas as pd
 from depthwidth.results import atomic_file
 
 CURVE_POINTS = 24
-RUN_COLUMNS = ("trial_id", "family", "depth", "width", "heads", "seed", "n_params", "loss",
-               "final_val_loss", "final_train_loss", "accuracy", "status", "lr", "batch_size",
-               "steps", "tokens", "wall_s", "error")
+RUN_COLUMNS = (
+    "trial_id",
+    "family",
+    "depth",
+    "width",
+    "heads",
+    "seed",
+    "n_params",
+    "loss",
+    "final_val_loss",
+    "final_train_loss",
+    "accuracy",
+    "status",
+    "lr",
+    "batch_size",
+    "steps",
+    "tokens",
+    "wall_s",
+    "error",
+)
 _ASSETS = Path(__file__).with_name("html_assets")
 
 
 # -- report.md, as HTML ---------------------------------------------------------------------------
+
 
 def _inline(text: str) -> str:
     out = html.escape(text, quote=False)
@@ -43,8 +61,12 @@ def markdown_html(md: str) -> tuple[str, str]:
     for line in md.splitlines():
         if not line.strip():
             blocks.append([])
-        elif blocks and blocks[-1] and (line.startswith("|") == blocks[-1][0].startswith("|")) \
-                and not line.startswith("#"):
+        elif (
+            blocks
+            and blocks[-1]
+            and (line.startswith("|") == blocks[-1][0].startswith("|"))
+            and not line.startswith("#")
+        ):
             blocks[-1].append(line)
         else:
             blocks.append([line])
@@ -62,10 +84,11 @@ def markdown_html(md: str) -> tuple[str, str]:
         elif first.startswith("|") and len(b) >= 2:
             rows = [[c.strip() for c in r.strip().strip("|").split("|")] for r in b]
             head = "".join(f"<th>{_inline(c)}</th>" for c in rows[0])
-            body = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>"
-                           for r in rows[2:])
-            parts.append(f'<div class="scroll"><table class="fit"><thead><tr>{head}</tr></thead>'
-                         f"<tbody>{body}</tbody></table></div>")
+            body = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in rows[2:])
+            parts.append(
+                f'<div class="scroll"><table class="fit"><thead><tr>{head}</tr></thead>'
+                f"<tbody>{body}</tbody></table></div>"
+            )
         else:
             text = " ".join(b)
             if not verdict and "what the data say" in heading.lower():
@@ -77,6 +100,7 @@ def markdown_html(md: str) -> tuple[str, str]:
 
 
 # -- the data the page's script reads -------------------------------------------------------------
+
 
 def _round(values, digits: int = 4) -> list:
     out = []
@@ -123,8 +147,15 @@ def page_data(runs: pd.DataFrame, curves: pd.DataFrame, k: int = CURVE_POINTS) -
             tr = "train_loss"
             entry.append(_round(g[tr].to_numpy(float)[sel]) if tr in g.columns else [])
             out_curves[tid] = entry
-    return {"key": key, "columns": cols, "runs": table, "curves": out_curves,
-            "n_runs": int(len(runs)), "curve_points": k, "max_evals": int(max_evals)}
+    return {
+        "key": key,
+        "columns": cols,
+        "runs": table,
+        "curves": out_curves,
+        "n_runs": int(len(runs)),
+        "curve_points": k,
+        "max_evals": int(max_evals),
+    }
 
 
 def _json_for_script(obj) -> str:
@@ -133,6 +164,7 @@ def _json_for_script(obj) -> str:
 
 
 # -- the page ---------------------------------------------------------------------------------------
+
 
 def render_page(report: dict, md: str, figures: list[tuple[str, bytes]], data: dict) -> str:
     verdict, body = markdown_html(md)
@@ -143,11 +175,16 @@ def render_page(report: dict, md: str, figures: list[tuple[str, bytes]], data: d
     figs = "\n".join(
         f'<figure id="fig-{html.escape(n)}"><img alt="{html.escape(n)}" '
         f'src="data:image/png;base64,{base64.b64encode(png).decode()}"><figcaption>'
-        f"{html.escape(n.replace('_', ' '))}</figcaption></figure>" for n, png in figures)
+        f"{html.escape(n.replace('_', ' '))}</figcaption></figure>"
+        for n, png in figures
+    )
     k, m = data["curve_points"], data["max_evals"]
-    note = (f"Curves are drawn from at most {k} points per run (first and last kept, spread on a "
-            f"log step axis) of up to {m} evaluations; curves.parquet holds every evaluation."
-            if m > k else f"Every evaluation is drawn (at most {m} per run).")
+    note = (
+        f"Curves are drawn from at most {k} points per run (first and last kept, spread on a "
+        f"log step axis) of up to {m} evaluations; curves.parquet holds every evaluation."
+        if m > k
+        else f"Every evaluation is drawn (at most {m} per run)."
+    )
     css = (_ASSETS / "report.css").read_text(encoding="utf-8")
     js = (_ASSETS / "report.js").read_text(encoding="utf-8")
     return f"""<!DOCTYPE html>

@@ -15,8 +15,8 @@ from scipy.stats import chi2
 from analysis import fitcore
 from analysis.fitcore import Law
 
-_EDGE = 1e-4   # within this fraction of the range from a bound counts as on it
-_SPAN = 0.02   # an interval reaching within 2% of the range of both bounds spans it
+_EDGE = 1e-4  # within this fraction of the range from a bound counts as on it
+_SPAN = 0.02  # an interval reaching within 2% of the range of both bounds spans it
 PROFILE_POINTS = 24
 CHI2_95 = float(chi2.ppf(0.95, 1))  # 3.84: one parameter profiled
 
@@ -62,13 +62,24 @@ def spans_range(law: Law, draws: np.ndarray, logy: np.ndarray) -> dict[str, str]
             continue
         edge = _SPAN * (hi[k] - lo[k])
         if q_lo[k] <= lo[k] + edge and q_hi[k] >= hi[k] - edge:
-            out[human_name(law, raw)] = (f"its 95% bootstrap interval spans the whole allowed range "
-                                         f"[{_raw_value(raw, lo[k]):.3g}, {_raw_value(raw, hi[k]):.3g}]")
+            out[human_name(law, raw)] = (
+                f"its 95% bootstrap interval spans the whole allowed range "
+                f"[{_raw_value(raw, lo[k]):.3g}, {_raw_value(raw, hi[k]):.3g}]"
+            )
     return out
 
 
-def _fits_at_fixed_c(law: Law, X: dict, logy: np.ndarray, w: np.ndarray, cs: np.ndarray,
-                     starts: np.ndarray, keep: int, iters: int, tol: float):
+def _fits_at_fixed_c(
+    law: Law,
+    X: dict,
+    logy: np.ndarray,
+    w: np.ndarray,
+    cs: np.ndarray,
+    starts: np.ndarray,
+    keep: int,
+    iters: int,
+    tol: float,
+):
     """For each c in `cs`, the best fit with c held there: every start (rows of the other
     parameters) takes 15 steps on at most 1000 points, the `keep` best per c are solved on all
     points. Returns (theta (len(cs), p), summed Huber loss (len(cs),))."""
@@ -84,9 +95,16 @@ def _fits_at_fixed_c(law: Law, X: dict, logy: np.ndarray, w: np.ndarray, cs: np.
     if S > keep:
         idx = np.arange(n) if n <= 1000 else np.sort(np.random.default_rng(0).choice(n, 1000, replace=False))
         rows, bnd = rows_at(np.tile(starts, (G, 1)), np.repeat(cs, S))
-        th, obj = fitcore.batched_lm(law, rows, fitcore.subset_X(X, idx), logy[idx],
-                                     np.broadcast_to(w[idx], (len(rows), len(idx))), iters=15,
-                                     tol=0.0, bounds=bnd)
+        th, obj = fitcore.batched_lm(
+            law,
+            rows,
+            fitcore.subset_X(X, idx),
+            logy[idx],
+            np.broadcast_to(w[idx], (len(rows), len(idx))),
+            iters=15,
+            tol=0.0,
+            bounds=bnd,
+        )
         obj = np.where(np.isfinite(obj), obj, np.inf).reshape(G, S)
         order = np.argsort(obj, axis=1)[:, :keep]
         base = th.reshape(G, S, -1)[np.arange(G)[:, None], order, :-1].reshape(G * keep, -1)
@@ -94,15 +112,23 @@ def _fits_at_fixed_c(law: Law, X: dict, logy: np.ndarray, w: np.ndarray, cs: np.
         keep = S
         base = np.tile(starts, (G, 1))
     rows, bnd = rows_at(base, np.repeat(cs, keep))
-    th, obj = fitcore.batched_lm(law, rows, X, logy, np.broadcast_to(w, (len(rows), n)),
-                                 iters=iters, tol=tol, bounds=bnd)
+    th, obj = fitcore.batched_lm(
+        law, rows, X, logy, np.broadcast_to(w, (len(rows), n)), iters=iters, tol=tol, bounds=bnd
+    )
     obj = np.where(np.isfinite(obj), obj, np.inf).reshape(G, keep)
     k = np.argmin(obj, axis=1)
     return th.reshape(G, keep, -1)[np.arange(G), k], obj[np.arange(G), k]
 
 
-def profile_base(law: Law, X: dict, logy: np.ndarray, w: np.ndarray, theta_hat: np.ndarray,
-                 n_eff: float, points: int = PROFILE_POINTS) -> dict:
+def profile_base(
+    law: Law,
+    X: dict,
+    logy: np.ndarray,
+    w: np.ndarray,
+    theta_hat: np.ndarray,
+    n_eff: float,
+    points: int = PROFILE_POINTS,
+) -> dict:
     """Profile of the threshold base b = e^c: every other parameter refitted with c held at each
     of `points` values across its search range, on a finer grid around ĉ, and at ĉ.
 
@@ -130,8 +156,7 @@ def profile_base(law: Law, X: dict, logy: np.ndarray, w: np.ndarray, theta_hat: 
 
     def deviance():
         logP, _ = law.evaluate(th, X, jac=False)
-        rss = np.where(np.isfinite(obj), np.sum(w[None, :] * (logy[None, :] - logP) ** 2, axis=1),
-                       np.inf)
+        rss = np.where(np.isfinite(obj), np.sum(w[None, :] * (logy[None, :] - logP) ** 2, axis=1), np.inf)
         rss_min = max(min(rss.min(), rss_hat), 1e-300)
         return n_eff * np.log(np.maximum(rss, rss_min) / rss_min)
 
@@ -142,8 +167,9 @@ def profile_base(law: Law, X: dict, logy: np.ndarray, w: np.ndarray, theta_hat: 
             break
         for g in edge:
             neighbours = th[[max(g - 1, 0), min(g + 1, G - 1), g], :-1]
-            t, o = _fits_at_fixed_c(law, X, logy, w, grid[[g]], np.vstack([full_starts, neighbours]),
-                                    keep=3, iters=300, tol=1e-11)
+            t, o = _fits_at_fixed_c(
+                law, X, logy, w, grid[[g]], np.vstack([full_starts, neighbours]), keep=3, iters=300, tol=1e-11
+            )
             if o[0] < obj[g]:
                 th[g], obj[g] = t[0], o[0]
         done.update(edge)
@@ -171,12 +197,20 @@ def _profile_interval(b: np.ndarray, dev: np.ndarray, b_hat: float) -> dict:
         return float(np.exp(np.log(b[a]) + t * (np.log(b[c]) - np.log(b[a]))))
 
     open_below, open_above = i == 0, j == len(b) - 1
-    interval = [float(b[0]) if open_below else cross(i, i - 1),
-                float(b[-1]) if open_above else cross(j, j + 1)]
-    return {"param": "b", "method": "profile likelihood (Gaussian deviance of the log-loss "
-            "residuals, chi-square 1 df, 95%)", "b": b.tolist(), "deviance": dev.tolist(),
-            "interval": interval, "open_below": bool(open_below), "open_above": bool(open_above),
-            "spans_range": bool(open_below and open_above)}
+    interval = [
+        float(b[0]) if open_below else cross(i, i - 1),
+        float(b[-1]) if open_above else cross(j, j + 1),
+    ]
+    return {
+        "param": "b",
+        "method": "profile likelihood (Gaussian deviance of the log-loss residuals, chi-square 1 df, 95%)",
+        "b": b.tolist(),
+        "deviance": dev.tolist(),
+        "interval": interval,
+        "open_below": bool(open_below),
+        "open_above": bool(open_above),
+        "spans_range": bool(open_below and open_above),
+    }
 
 
 def describe_profile(p: dict) -> str:

@@ -20,14 +20,22 @@ import pandas as pd
 
 from analysis.formats import n_params_for, recognise
 from depthwidth.accounting import kaplan_n_params
-from depthwidth.results import (ANALYSIS_DIR, CURVES, RUNS, STATUSES, Location, StoreError, has_runs,
-                                read_tables)
+from depthwidth.results import (
+    ANALYSIS_DIR,
+    CURVES,
+    RUNS,
+    STATUSES,
+    Location,
+    StoreError,
+    has_runs,
+    read_tables,
+)
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl", ".ndjson")
 # Columns that count parts of a model: whole numbers >= 1. Above 2^53 a float no longer holds
 # every whole number, and the int64 cast the fits use wraps to negative at 9.2e18.
 SHAPE_INT_COLUMNS = ("depth", "width", "heads", "vocab_size")
-MAX_SHAPE = 2 ** 53
+MAX_SHAPE = 2**53
 
 
 class InputError(ValueError):
@@ -36,19 +44,21 @@ class InputError(ValueError):
 
 @dataclass(frozen=True)
 class Dataset:
-    runs: pd.DataFrame          # every transformer run used in fits: run_id, [depth, width], n_params, loss, seed, tokens
-    curves: pd.DataFrame        # run_id, trial_id, n_params, step, loss (val loss) [, tokens] of those runs
-    all_runs: pd.DataFrame      # the table as read (all families and statuses)
-    all_curves: pd.DataFrame    # the curves as read
-    source: Path | str          # a local path, or the URI it was read from
-    kind: str                   # "store" | "csv" | "parquet" | "jsonl"
-    n_excluded: dict            # status -> count of transformer runs left out of the fits
+    runs: (
+        pd.DataFrame
+    )  # every transformer run used in fits: run_id, [depth, width], n_params, loss, seed, tokens
+    curves: pd.DataFrame  # run_id, trial_id, n_params, step, loss (val loss) [, tokens] of those runs
+    all_runs: pd.DataFrame  # the table as read (all families and statuses)
+    all_curves: pd.DataFrame  # the curves as read
+    source: Path | str  # a local path, or the URI it was read from
+    kind: str  # "store" | "csv" | "parquet" | "jsonl"
+    n_excluded: dict  # status -> count of transformer runs left out of the fits
     families: tuple
-    layout: str = "store"       # "store" | "generic" | "gemstones" | "epoch" (analysis/formats.py)
-    has_shape: bool = True      # depth and width known for every run
+    layout: str = "store"  # "store" | "generic" | "gemstones" | "epoch" (analysis/formats.py)
+    has_shape: bool = True  # depth and width known for every run
     n_params_source: dict = field(default_factory=dict)  # which N the fits use, and why
-    notes: tuple = ()           # how the input was read
-    n_duplicates: int = 0       # rows dropped as exact repeats of a trial_id (and step)
+    notes: tuple = ()  # how the input was read
+    n_duplicates: int = 0  # rows dropped as exact repeats of a trial_id (and step)
 
 
 def locate(source: str | Path) -> tuple[Location, str]:
@@ -89,8 +99,9 @@ def _check_positive(df: pd.DataFrame, cols: list[str], name: str, csv: bool) -> 
             pos = int(np.flatnonzero(bad)[0])
             raw = df[c].iloc[pos]
             why = "it must be a finite positive number"
-            raise _row_error(name, c, int(df.index[pos]), raw.item() if hasattr(raw, "item") else raw,
-                             why, csv)
+            raise _row_error(
+                name, c, int(df.index[pos]), raw.item() if hasattr(raw, "item") else raw, why, csv
+            )
 
 
 def _check_whole(df: pd.DataFrame, name: str, csv: bool) -> None:
@@ -103,8 +114,14 @@ def _check_whole(df: pd.DataFrame, name: str, csv: bool) -> None:
         if bad.any():
             pos = int(np.flatnonzero(bad)[0])
             raw = df[c].iloc[pos]
-            raise _row_error(name, c, int(df.index[pos]), raw.item() if hasattr(raw, "item") else raw,
-                             "a shape column must be a whole number from 1 to 2^53", csv)
+            raise _row_error(
+                name,
+                c,
+                int(df.index[pos]),
+                raw.item() if hasattr(raw, "item") else raw,
+                "a shape column must be a whole number from 1 to 2^53",
+                csv,
+            )
 
 
 def _check_steps(df: pd.DataFrame, name: str, csv: bool) -> None:
@@ -114,8 +131,14 @@ def _check_steps(df: pd.DataFrame, name: str, csv: bool) -> None:
     if bad.any():
         pos = int(np.flatnonzero(bad)[0])
         raw = df["step"].iloc[pos]
-        raise _row_error(name, "step", int(df.index[pos]), raw.item() if hasattr(raw, "item") else raw,
-                         "it must be a finite non-negative number", csv)
+        raise _row_error(
+            name,
+            "step",
+            int(df.index[pos]),
+            raw.item() if hasattr(raw, "item") else raw,
+            "it must be a finite non-negative number",
+            csv,
+        )
 
 
 def _check_size(df: pd.DataFrame, name: str, csv: bool) -> None:
@@ -128,8 +151,14 @@ def _check_size(df: pd.DataFrame, name: str, csv: bool) -> None:
     if bad.any():
         pos = int(np.flatnonzero(bad)[0])
         col = "width" if width[pos] >= depth[pos] else "depth"
-        raise _row_error(name, col, int(df.index[pos]), float(df[col].iloc[pos]),
-                         "Kaplan's N = 12·depth·width² overflows at that size", csv)
+        raise _row_error(
+            name,
+            col,
+            int(df.index[pos]),
+            float(df[col].iloc[pos]),
+            "Kaplan's N = 12·depth·width² overflows at that size",
+            csv,
+        )
 
 
 def _read(loc: Location, name: str = "") -> pd.DataFrame:
@@ -165,8 +194,7 @@ def _load(source: str | Path) -> Dataset:
             raise InputError(str(exc)) from None
         return _build(runs, curves, RUNS, CURVES, src, "store", csv=False)
     if Path(loc.name).suffix.lower() not in TABLE_SUFFIXES:
-        raise InputError(f"{source}: expected a results directory or a .csv, .parquet or .jsonl "
-                         f"file.")
+        raise InputError(f"{source}: expected a results directory or a .csv, .parquet or .jsonl file.")
     return _load_file(_read(loc), loc.name, src)
 
 
@@ -183,8 +211,9 @@ def _load_file(table: pd.DataFrame, name: str, src: Path | str) -> Dataset:
         runs, curves = _split_long(table, name, csv)
     else:
         runs, curves = table, pd.DataFrame()
-    ds = _build(runs, curves, name, name, src, kind, csv=csv, layout=layout.name,
-                notes=layout.notes + dup_note)
+    ds = _build(
+        runs, curves, name, name, src, kind, csv=csv, layout=layout.name, notes=layout.notes + dup_note
+    )
     return replace(ds, n_duplicates=n_dup)
 
 
@@ -202,21 +231,26 @@ def _drop_duplicates(table: pd.DataFrame, name: str, csv: bool) -> tuple[pd.Data
         rows = keyed[~same][clash]
         first = rows.iloc[0]
         twin = rows[(rows[keys] == first[keys]).all(axis=1)].iloc[1]
-        col = next(c for c in table.columns if not (first[c] == twin[c] or
-                                                    (pd.isna(first[c]) and pd.isna(twin[c]))))
+        col = next(
+            c for c in table.columns if not (first[c] == twin[c] or (pd.isna(first[c]) and pd.isna(twin[c])))
+        )
         py = lambda v: v.item() if hasattr(v, "item") else v  # noqa: E731 (numpy scalars print plainly)
         at = " and step " + repr(py(first["step"])) if "step" in keys else ""
-        lines = (f" (lines {first.name + 2} and {twin.name + 2} of the file)" if csv else "")
-        raise InputError(f"{name}: trial_id {first['trial_id']!r}{at} appears in rows "
-                         f"{first.name + 1} and {twin.name + 1}{lines} with different values of "
-                         f"column '{col}' ({py(first[col])!r} and {py(twin[col])!r}); keep one "
-                         f"row per run.")
+        lines = f" (lines {first.name + 2} and {twin.name + 2} of the file)" if csv else ""
+        raise InputError(
+            f"{name}: trial_id {first['trial_id']!r}{at} appears in rows "
+            f"{first.name + 1} and {twin.name + 1}{lines} with different values of "
+            f"column '{col}' ({py(first[col])!r} and {py(twin[col])!r}); keep one "
+            f"row per run."
+        )
     n = int(same.sum())
     if not n:
         return table, ()
     what = "rows" if "step" in keys else "runs"
-    note = (f"{n} duplicate {what} dropped: rows repeating a trial_id{' and step' * (what == 'rows')} "
-            f"with identical values count once, as in a results store")
+    note = (
+        f"{n} duplicate {what} dropped: rows repeating a trial_id{' and step' * (what == 'rows')} "
+        f"with identical values count once, as in a results store"
+    )
     return table[~same.to_numpy()], (note,)  # the index keeps each row's place in the file
 
 
@@ -225,12 +259,16 @@ def _check_shape_columns(table: pd.DataFrame, name: str) -> None:
     have = [c for c in ("depth", "width") if c in table.columns]
     if len(have) == 1:
         other = "width" if have[0] == "depth" else "depth"
-        raise InputError(f"{name}: has column '{have[0]}' but no '{other}'; give both (a shape) "
-                         f"or neither (then n_params is required).")
+        raise InputError(
+            f"{name}: has column '{have[0]}' but no '{other}'; give both (a shape) "
+            f"or neither (then n_params is required)."
+        )
     if not have and "n_params" not in table.columns:
         cols = ", ".join(map(str, table.columns)) or "none"
-        raise InputError(f"{name}: missing required column 'n_params' (without depth and width "
-                         f"the parameter count must be given; columns present: {cols}).")
+        raise InputError(
+            f"{name}: missing required column 'n_params' (without depth and width "
+            f"the parameter count must be given; columns present: {cols})."
+        )
 
 
 def _split_long(table: pd.DataFrame, name: str, csv: bool):
@@ -238,14 +276,25 @@ def _split_long(table: pd.DataFrame, name: str, csv: bool):
     # a file with neither is told about 'loss', the name the documented table uses
     loss_col = "val_loss" if "val_loss" in table.columns and "loss" not in table.columns else "loss"
     _require(table, [loss_col], name)
-    _check_positive(table, [c for c in ("depth", "width") if c in table.columns] + [loss_col]
-                    + [c for c in ("n_params", "tokens") if c in table.columns], name, csv)
+    _check_positive(
+        table,
+        [c for c in ("depth", "width") if c in table.columns]
+        + [loss_col]
+        + [c for c in ("n_params", "tokens") if c in table.columns],
+        name,
+        csv,
+    )
     _check_steps(table, name, csv)  # step 0 (before training) is a point, as the store allows
     _check_whole(table, name, csv)
-    keys = ["trial_id"] if "trial_id" in table.columns else [
-        c for c in ("depth", "width", "seed", "n_params", "family", "lr") if c in table.columns]
+    keys = (
+        ["trial_id"]
+        if "trial_id" in table.columns
+        else [c for c in ("depth", "width", "seed", "n_params", "family", "lr") if c in table.columns]
+    )
     t = table.copy()
-    t["trial_id"] = t.groupby(keys, sort=False).ngroup().astype(str) if keys != ["trial_id"] else t["trial_id"]
+    t["trial_id"] = (
+        t.groupby(keys, sort=False).ngroup().astype(str) if keys != ["trial_id"] else t["trial_id"]
+    )
     last = t.sort_values("step").groupby("trial_id", sort=False).tail(1).sort_index()
     runs = last.rename(columns={loss_col: "loss"}).drop(columns=["step"])
     curves = t.rename(columns={loss_col: "val_loss"})
@@ -253,8 +302,7 @@ def _split_long(table: pd.DataFrame, name: str, csv: bool):
 
 
 # Columns that hold what a run measured, not what it was: they are averaged over repeats.
-MEASURED = ("loss", "final_val_loss", "final_train_loss", "val_loss", "train_loss", "wall_s",
-            "trial_id")
+MEASURED = ("loss", "final_val_loss", "final_train_loss", "val_loss", "train_loss", "wall_s", "trial_id")
 
 
 def _merge_repeats(used: pd.DataFrame, loss_col: str) -> tuple[pd.DataFrame, tuple]:
@@ -273,8 +321,10 @@ def _merge_repeats(used: pd.DataFrame, loss_col: str) -> tuple[pd.DataFrame, tup
     mean = g["_logl"].transform("mean").loc[first.index]
     first[loss_col] = np.exp(mean.to_numpy())
     first["n_rows"] = g["_logl"].transform("size").loc[first.index].to_numpy()
-    note = (f"{len(used):,} rows are {len(first):,} configurations (rows that agree in every "
-            f"column but the loss); each is fitted once, at the geometric mean of its losses")
+    note = (
+        f"{len(used):,} rows are {len(first):,} configurations (rows that agree in every "
+        f"column but the loss); each is fitted once, at the geometric mean of its losses"
+    )
     return first.drop(columns=["_logl"]), (note,)
 
 
@@ -283,8 +333,7 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
     stored = "final_val_loss" in runs.columns or kind == "store"
     loss_col = "final_val_loss" if stored and "loss" not in runs.columns else "loss"
     has_shape = "depth" in runs.columns and "width" in runs.columns
-    _require(runs, (["depth", "width"] if kind == "store" or has_shape else ["n_params"])
-             + [loss_col], name)
+    _require(runs, (["depth", "width"] if kind == "store" or has_shape else ["n_params"]) + [loss_col], name)
     runs = runs.copy()
     if "status" not in runs.columns:
         runs["status"] = "ok"
@@ -301,15 +350,22 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
     tf = runs[runs["family"] == "transformer"]
     used = tf[tf["status"] == "ok"]
     checked = ["n_params"] + (["tokens"] if kind != "store" else [])
-    _check_positive(used, (["depth", "width"] if has_shape else []) + [loss_col]
-                    + [c for c in checked if c in used], name, csv)
+    _check_positive(
+        used,
+        (["depth", "width"] if has_shape else []) + [loss_col] + [c for c in checked if c in used],
+        name,
+        csv,
+    )
     n_excluded = {s: int((tf["status"] == s).sum()) for s in STATUSES if s != "ok"}
     _check_whole(used, name, csv)
     if has_shape:
         _check_size(used, name, csv)
     # without a seed column, rows of one shape may be different seeds: never merged
-    fit_runs, merged = (used.copy(), ()) if labelled or kind == "store" or "seed" not in used \
+    fit_runs, merged = (
+        (used.copy(), ())
+        if labelled or kind == "store" or "seed" not in used
         else _merge_repeats(used, loss_col)
+    )
     notes = tuple(notes) + merged
     fit_runs["loss"] = fit_runs[loss_col].astype(float)
     if has_shape:
@@ -320,17 +376,31 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
         fit_runs["n_params"] = derived
     fit_runs["n_params"] = fit_runs["n_params"].astype(float)
     # A store written without token counts holds 0 there: unknown, not bad input.
-    tokens = (pd.to_numeric(fit_runs["tokens"], errors="coerce").astype(float)
-              if "tokens" in fit_runs.columns else pd.Series(np.nan, index=fit_runs.index))
+    tokens = (
+        pd.to_numeric(fit_runs["tokens"], errors="coerce").astype(float)
+        if "tokens" in fit_runs.columns
+        else pd.Series(np.nan, index=fit_runs.index)
+    )
     fit_runs["tokens"] = tokens.where(tokens > 0)
     if "seed" not in fit_runs.columns:
         fit_runs["seed"] = 0
     fit_runs = fit_runs.reset_index(drop=True)
     fit_runs["run_id"] = np.arange(len(fit_runs))
     fit_curves = _fit_curves(curves, fit_runs, curves_name, csv)
-    return Dataset(runs=fit_runs, curves=fit_curves, all_runs=runs, all_curves=curves,
-                   source=src, kind=kind, n_excluded=n_excluded, families=families,
-                   layout=layout, has_shape=has_shape, n_params_source=n_source, notes=tuple(notes))
+    return Dataset(
+        runs=fit_runs,
+        curves=fit_curves,
+        all_runs=runs,
+        all_curves=curves,
+        source=src,
+        kind=kind,
+        n_excluded=n_excluded,
+        families=families,
+        layout=layout,
+        has_shape=has_shape,
+        n_params_source=n_source,
+        notes=tuple(notes),
+    )
 
 
 def _conventions(ds: Dataset) -> tuple[str, pd.Series, pd.Series, str]:
@@ -352,8 +422,10 @@ def _conventions(ds: Dataset) -> tuple[str, pd.Series, pd.Series, str]:
         total, how = runs["n_params"].astype(float), "the input's parameter counts"
     elif "vocab_size" in runs.columns and now == "non-embedding" and ds.has_shape:
         total = nonemb + pd.to_numeric(runs["vocab_size"], errors="coerce") * runs["width"]
-        how = ("the non-embedding N plus one vocab_size × width token embedding (a read-out tied "
-               "to it; untied, it would add as much again)")
+        how = (
+            "the non-embedding N plus one vocab_size × width token embedding (a read-out tied "
+            "to it; untied, it would add as much again)"
+        )
     else:
         total, how = nan, ""
     if not (total > 0).all():
@@ -375,17 +447,21 @@ def with_convention(ds: Dataset, n: str = "non-embedding") -> Dataset:
     if n == "total" and now != "total":
         if total.isna().any():
             cols = ", ".join(map(str, ds.all_runs.columns))
-            raise InputError(f"--n total needs every run's total parameter count: give a column "
-                             f"n_params_total, or vocab_size beside depth and width (columns "
-                             f"present: {cols}).")
+            raise InputError(
+                f"--n total needs every run's total parameter count: give a column "
+                f"n_params_total, or vocab_size beside depth and width (columns "
+                f"present: {cols})."
+            )
         runs["n_params"] = total
         src.update(used="total", why=f"total parameter counts (--n total), from {how}")
         now = "total"
     src["convention"] = now
     src["total_from"] = how or None
-    lead = {"non-embedding": "non-embedding N (Kaplan et al. 2020's convention)",
-            "total": "total N, every parameter (Hoffmann et al. 2022's convention)",
-            "as given": "N as the input gives it (whether it counts embeddings is not known)"}[now]
+    lead = {
+        "non-embedding": "non-embedding N (Kaplan et al. 2020's convention)",
+        "total": "total N, every parameter (Hoffmann et al. 2022's convention)",
+        "as given": "N as the input gives it (whether it counts embeddings is not known)",
+    }[now]
     if not src.get("why", "").startswith(lead):
         src["why"] = f"{lead}: {src.get('why', '')}"
     curves = ds.curves
@@ -408,15 +484,18 @@ def nothing_to_fit(ds: Dataset) -> str | None:
     tf = runs[runs["family"] == "transformer"]
     if len(tf):
         counts = ", ".join(f"{s} {n}" for s, n in ds.n_excluded.items() if n)
-        raise InputError(f"{name}: nothing to fit: none of its {len(tf)} transformer runs has "
-                         f"status ok ({counts}).")
+        raise InputError(
+            f"{name}: nothing to fit: none of its {len(tf)} transformer runs has status ok ({counts})."
+        )
     fams = ", ".join(ds.families)
     from depthwidth.config import RECURRENT_FAMILIES
+
     if not any(f in RECURRENT_FAMILIES for f in ds.families):
-        raise InputError(f"{name}: nothing to fit: no run is a transformer (column 'family' holds "
-                         f"{fams}).")
-    return (f"nothing to fit in the depth-width sections: all {len(runs)} runs are {fams}, not "
-            f"transformer; the recurrent-family section reports them")
+        raise InputError(f"{name}: nothing to fit: no run is a transformer (column 'family' holds {fams}).")
+    return (
+        f"nothing to fit in the depth-width sections: all {len(runs)} runs are {fams}, not "
+        f"transformer; the recurrent-family section reports them"
+    )
 
 
 def _fit_curves(curves: pd.DataFrame, fit_runs: pd.DataFrame, name: str, csv: bool) -> pd.DataFrame:

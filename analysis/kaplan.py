@@ -16,8 +16,8 @@ import pandas as pd
 
 from analysis.inputs import InputError
 from analysis.powerlaw import FitResult, fit_learning_curves, fit_power_law
-from depthwidth.clitools import reason
 from depthwidth.accounting import kaplan_n_params
+from depthwidth.clitools import reason
 from depthwidth.published import KAPLAN_2020, LEVINE_2020
 
 
@@ -27,10 +27,17 @@ def levine_departures(depths=LEVINE_2020["kaplan_fig6_depths"]) -> list[dict]:
     emp = LEVINE_2020["empirical_width"]
     out = []
     for L in depths:
-        d_th = 3.0 ** L
+        d_th = 3.0**L
         d_emp = float(np.exp(emp["a"] + emp["beta"] * L))
-        out.append({"depth": L, "width_theory": d_th, "n_params_theory": kaplan_n_params(L, d_th),
-                    "width_empirical": d_emp, "n_params_empirical": kaplan_n_params(L, d_emp)})
+        out.append(
+            {
+                "depth": L,
+                "width_theory": d_th,
+                "n_params_theory": kaplan_n_params(L, d_th),
+                "width_empirical": d_emp,
+                "n_params_empirical": kaplan_n_params(L, d_emp),
+            }
+        )
     return out
 
 
@@ -46,8 +53,9 @@ def shape_sensitivity(runs: pd.DataFrame, ref: FitResult | None, band_decades: f
     """Kaplan Figure 5: within bands of nearly equal N, the loss increase of each shape over the
     band's best, after dividing out the shape-agnostic trend so the small spread of N inside a
     band does not count as a shape effect. Needs a band with at least 3 aspect ratios."""
-    cfg = (runs.groupby(["depth", "width"], as_index=False)
-           .agg(n_params=("n_params", "mean"), loss=("loss", "mean")))
+    cfg = runs.groupby(["depth", "width"], as_index=False).agg(
+        n_params=("n_params", "mean"), loss=("loss", "mean")
+    )
     if cfg.empty:
         return {"status": "insufficient_data", "reason": "no runs", "bands": []}
     cfg["rel"] = _relative_to(cfg, ref)
@@ -59,31 +67,54 @@ def shape_sensitivity(runs: pd.DataFrame, ref: FitResult | None, band_decades: f
         if g["aspect_ratio"].nunique() < 3:
             continue
         inc = g["rel"] / g["rel"].min() - 1.0
-        bands.append({"n_params": float(np.exp(np.log(g["n_params"]).mean())),
-                      "aspect_ratio": g["aspect_ratio"].tolist(), "loss_increase": inc.tolist(),
-                      "depth": g["depth"].tolist(), "width": g["width"].tolist(),
-                      "aspect_ratio_range": float(g["aspect_ratio"].max() / g["aspect_ratio"].min()),
-                      "max_loss_increase": float(inc.max())})
+        bands.append(
+            {
+                "n_params": float(np.exp(np.log(g["n_params"]).mean())),
+                "aspect_ratio": g["aspect_ratio"].tolist(),
+                "loss_increase": inc.tolist(),
+                "depth": g["depth"].tolist(),
+                "width": g["width"].tolist(),
+                "aspect_ratio_range": float(g["aspect_ratio"].max() / g["aspect_ratio"].min()),
+                "max_loss_increase": float(inc.max()),
+            }
+        )
     if not bands:
-        return {"status": "insufficient_data", "bands": [], "reason":
-                f"no band of {band_decades} decades in N holds 3 or more aspect ratios"}
+        return {
+            "status": "insufficient_data",
+            "bands": [],
+            "reason": f"no band of {band_decades} decades in N holds 3 or more aspect ratios",
+        }
     widest = max(bands, key=lambda b: b["aspect_ratio_range"])
-    return {"status": "ok", "reason": "", "bands": bands, "band_decades": band_decades,
-            "max_loss_increase": max(b["max_loss_increase"] for b in bands),
-            "aspect_ratio_range": widest["aspect_ratio_range"],
-            "max_loss_increase_widest_band": widest["max_loss_increase"]}
+    return {
+        "status": "ok",
+        "reason": "",
+        "bands": bands,
+        "band_decades": band_decades,
+        "max_loss_increase": max(b["max_loss_increase"] for b in bands),
+        "aspect_ratio_range": widest["aspect_ratio_range"],
+        "max_loss_increase_widest_band": widest["max_loss_increase"],
+    }
 
 
 def depth_collapse(runs: pd.DataFrame, envelope: FitResult | None) -> dict:
     """Kaplan Figure 6: how far each depth's runs sit above the deep envelope's fitted trend."""
     if envelope is None or not envelope.ok:
-        return {"status": "insufficient_data", "reason": "the deep envelope could not be fitted",
-                "depths": []}
+        return {
+            "status": "insufficient_data",
+            "reason": "the deep envelope could not be fitted",
+            "depths": [],
+        }
     out = []
     for d, g in runs.groupby("depth"):
         dev = _relative_to(g, envelope) - 1.0
-        out.append({"depth": int(d), "median_deviation": float(np.median(dev)),
-                    "max_deviation": float(np.max(dev)), "n_runs": int(len(g))})
+        out.append(
+            {
+                "depth": int(d),
+                "median_deviation": float(np.median(dev)),
+                "max_deviation": float(np.max(dev)),
+                "n_runs": int(len(g)),
+            }
+        )
     return {"status": "ok", "reason": "", "depths": out}
 
 
@@ -96,18 +127,29 @@ def compare(runs: pd.DataFrame, fits: dict, n_boot: int = 200, seed: int = 0) ->
     env_runs = fits.get("envelope_runs")
     alpha_n = None
     if env_runs is not None and env_runs["n_params"].nunique() >= 3:
-        pure = fit_power_law(env_runs["n_params"], env_runs["loss"], name="L(N) pure, envelope",
-                             groups=env_runs["run_id"].to_numpy(), n_boot=n_boot, seed=seed,
-                             irreducible=False)
+        pure = fit_power_law(
+            env_runs["n_params"],
+            env_runs["loss"],
+            name="L(N) pure, envelope",
+            groups=env_runs["run_id"].to_numpy(),
+            n_boot=n_boot,
+            seed=seed,
+            irreducible=False,
+        )
         alpha_n = pure.to_dict()
     lc = fits.get("learning_curves")
     alpha_s = None
     if lc is not None and lc.ok:
         alpha_s = {"value": lc.params["alpha_S"], "ci": lc.ci.get("alpha_S"), "S_c": lc.params["S_c"]}
     ours = {
-        "alpha_N": None if alpha_n is None or alpha_n["status"] != "ok" else
-        {"value": alpha_n["params"]["alpha_N"], "ci": alpha_n["ci"].get("alpha_N"),
-         "N_c": alpha_n["params"]["N_c"], "fit": alpha_n},
+        "alpha_N": None
+        if alpha_n is None or alpha_n["status"] != "ok"
+        else {
+            "value": alpha_n["params"]["alpha_N"],
+            "ci": alpha_n["ci"].get("alpha_N"),
+            "N_c": alpha_n["params"]["N_c"],
+            "fit": alpha_n,
+        },
         "alpha_S": alpha_s,
         "shape": shape_sensitivity(runs, fits.get("kaplan")),
         "depth_collapse": depth_collapse(runs, fits.get("envelope")),
@@ -117,10 +159,13 @@ def compare(runs: pd.DataFrame, fits: dict, n_boot: int = 200, seed: int = 0) ->
 
 def published_block() -> dict:
     """Kaplan's and Levine's published values and the note on comparing them."""
-    return {"kaplan2020": KAPLAN_2020, "levine2020": LEVINE_2020,
-            "levine_departures": levine_departures(),
-            "note": "scale constants (N_c, S_c) depend on tokenizer and vocabulary: compare "
-                    "exponents and shapes, not absolute losses (docs/science.md §2)"}
+    return {
+        "kaplan2020": KAPLAN_2020,
+        "levine2020": LEVINE_2020,
+        "levine_departures": levine_departures(),
+        "note": "scale constants (N_c, S_c) depend on tokenizer and vocabulary: compare "
+        "exponents and shapes, not absolute losses (docs/science.md §2)",
+    }
 
 
 def load_digitized(path: str | Path) -> pd.DataFrame:
@@ -133,11 +178,16 @@ def load_digitized(path: str | Path) -> pd.DataFrame:
         try:
             doc = json.loads(p.read_text())
             curves = doc["curves"]["tokens"]
-            rows = [(str(i), float(c["n"]), float(x), float(loss))
-                    for i, c in enumerate(curves) for x, loss in zip(c["x"], c["loss"])]
+            rows = [
+                (str(i), float(c["n"]), float(x), float(loss))
+                for i, c in enumerate(curves)
+                for x, loss in zip(c["x"], c["loss"])
+            ]
         except (ValueError, KeyError, TypeError) as exc:
-            raise InputError(f"{p.name}: expected {{'curves': {{'tokens': [{{'n', 'x', 'loss'}}]}}}} "
-                             f"({type(exc).__name__}: {exc}).") from None
+            raise InputError(
+                f"{p.name}: expected {{'curves': {{'tokens': [{{'n', 'x', 'loss'}}]}}}} "
+                f"({type(exc).__name__}: {exc})."
+            ) from None
         df = pd.DataFrame(rows, columns=["trial_id", "n_params", "tokens", "loss"])
     else:
         try:
@@ -146,8 +196,9 @@ def load_digitized(path: str | Path) -> pd.DataFrame:
             raise InputError(f"{p.name}: cannot be read as CSV ({reason(exc)}).") from None
         for c in ("N", "tokens", "loss"):
             if c not in raw.columns:
-                raise InputError(f"{p.name}: missing required column '{c}' "
-                                 f"(columns present: {', '.join(raw.columns)}).")
+                raise InputError(
+                    f"{p.name}: missing required column '{c}' (columns present: {', '.join(raw.columns)})."
+                )
         df = raw.rename(columns={"N": "n_params"})
         df["trial_id"] = df.groupby("n_params").ngroup().astype(str)
     if df.empty:
@@ -156,21 +207,38 @@ def load_digitized(path: str | Path) -> pd.DataFrame:
     bad = ~np.isfinite(vals) | (vals <= 0)
     if bad.any():
         r, c = np.argwhere(bad)[0]
-        raise InputError(f"{p.name}: column '{['N', 'tokens', 'loss'][c]}' row {r + 1} is "
-                         f"{float(vals[r, c])!r}; it must be a finite positive number.")
+        raise InputError(
+            f"{p.name}: column '{['N', 'tokens', 'loss'][c]}' row {r + 1} is "
+            f"{float(vals[r, c])!r}; it must be a finite positive number."
+        )
     return df
 
 
-def fit_digitized(df: pd.DataFrame, n_boot: int = 200, seed: int = 0,
-                  batch_tokens: float = KAPLAN_2020["setup"]["batch_tokens"]) -> dict:
+def fit_digitized(
+    df: pd.DataFrame,
+    n_boot: int = 200,
+    seed: int = 0,
+    batch_tokens: float = KAPLAN_2020["setup"]["batch_tokens"],
+) -> dict:
     """Fit digitized curves with the same code as our runs: L(N,S) with S = tokens / Kaplan's
     batch (2^19 tokens), and Kaplan's pure L(N) on each curve's last point."""
     curves = df.assign(step=df["tokens"] / batch_tokens)
     lc, _ = fit_learning_curves(curves, n_boot=n_boot, seed=seed)
     last = curves.sort_values("tokens").groupby("trial_id").tail(1)
-    pl = fit_power_law(last["n_params"], last["loss"], name="L(N) pure, final losses",
-                       n_boot=n_boot, seed=seed, irreducible=False)
-    return {"n_curves": int(df["trial_id"].nunique()), "n_points": int(len(df)),
-            "learning_curves": lc.to_dict(), "power_law": pl.to_dict(),
-            "alpha_N": pl.params.get("alpha_N"), "alpha_S": lc.params.get("alpha_S"),
-            "S_c_steps": lc.params.get("S_c")}
+    pl = fit_power_law(
+        last["n_params"],
+        last["loss"],
+        name="L(N) pure, final losses",
+        n_boot=n_boot,
+        seed=seed,
+        irreducible=False,
+    )
+    return {
+        "n_curves": int(df["trial_id"].nunique()),
+        "n_points": int(len(df)),
+        "learning_curves": lc.to_dict(),
+        "power_law": pl.to_dict(),
+        "alpha_N": pl.params.get("alpha_N"),
+        "alpha_S": lc.params.get("alpha_S"),
+        "S_c_steps": lc.params.get("S_c"),
+    }

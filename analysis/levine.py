@@ -17,7 +17,7 @@ from analysis.kaplan import shape_sensitivity
 from analysis.powerlaw import fit_power_law
 from depthwidth.published import KAPLAN_2020, THEORY_BASE
 
-PAIR_DECADES = 0.1   # runs whose N differ by at most 10^0.1 (26%) count as nearly equal N
+PAIR_DECADES = 0.1  # runs whose N differ by at most 10^0.1 (26%) count as nearly equal N
 PARITY = KAPLAN_2020["shape"]["max_loss_increase"]  # 3%: Kaplan's "little effect" of shape
 MIN_PAIRS = 3
 
@@ -28,8 +28,11 @@ def regime_counts(runs: pd.DataFrame, b: float) -> dict:
     lth = np.log(runs["width"].to_numpy(float)) / np.log(b)
     side = np.where(np.isclose(L, lth, rtol=0, atol=1e-9), "at", np.where(L < lth, "below", "above"))
     cfg = runs.assign(_side=side).drop_duplicates(["depth", "width"])
-    return {"b": float(b), **{k: int(np.sum(side == k)) for k in ("below", "at", "above")},
-            "shapes": {k: int(np.sum(cfg["_side"] == k)) for k in ("below", "at", "above")}}
+    return {
+        "b": float(b),
+        **{k: int(np.sum(side == k)) for k in ("below", "at", "above")},
+        "shapes": {k: int(np.sum(cfg["_side"] == k)) for k in ("below", "at", "above")},
+    }
 
 
 def _pairs(cfg: pd.DataFrame) -> pd.DataFrame:
@@ -43,37 +46,58 @@ def _pairs(cfg: pd.DataFrame) -> pd.DataFrame:
             if a["depth"] == b["depth"] or abs(np.log10(a["n_params"] / b["n_params"])) > PAIR_DECADES:
                 continue
             deep, shallow = (a, b) if a["depth"] > b["depth"] else (b, a)
-            rows.append({"deeper": [int(deep["depth"]), float(deep["width"])],
-                         "shallower": [int(shallow["depth"]), float(shallow["width"])],
-                         "diff": float(deep["rel"] - shallow["rel"])})
+            rows.append(
+                {
+                    "deeper": [int(deep["depth"]), float(deep["width"])],
+                    "shallower": [int(shallow["depth"]), float(shallow["width"])],
+                    "diff": float(deep["rel"] - shallow["rel"]),
+                }
+            )
     return pd.DataFrame(rows, columns=["deeper", "shallower", "diff"])
 
 
 def _test(pairs: pd.DataFrame, regime: str) -> dict:
     n = len(pairs)
-    out = {"n_pairs": n, "median_abs_diff": None, "max_abs_diff": None,
-           "deeper_better_fraction": None, "agree": None}
+    out = {
+        "n_pairs": n,
+        "median_abs_diff": None,
+        "max_abs_diff": None,
+        "deeper_better_fraction": None,
+        "agree": None,
+    }
     if n < MIN_PAIRS:
-        out["verdict"] = (f"{n} pair(s) of shapes {regime} the threshold at nearly equal N: too "
-                          f"few to test (needs {MIN_PAIRS})")
+        out["verdict"] = (
+            f"{n} pair(s) of shapes {regime} the threshold at nearly equal N: too "
+            f"few to test (needs {MIN_PAIRS})"
+        )
         return out
     d = pairs["diff"].to_numpy(float)
-    out.update(median_abs_diff=float(np.median(np.abs(d))), max_abs_diff=float(np.max(np.abs(d))),
-               deeper_better_fraction=float(np.mean(d < 0)))
+    out.update(
+        median_abs_diff=float(np.median(np.abs(d))),
+        max_abs_diff=float(np.max(np.abs(d))),
+        deeper_better_fraction=float(np.mean(d < 0)),
+    )
     if regime == "above":
         out["agree"] = bool(out["median_abs_diff"] <= PARITY)
-        out["verdict"] = (f"above the threshold the loss at nearly equal N differs by a median "
-                          f"{100 * out['median_abs_diff']:.1f}% between shapes (max "
-                          f"{100 * out['max_abs_diff']:.1f}%, {n} pairs), "
-                          + ("within" if out["agree"] else "beyond")
-                          + f" the {100 * PARITY:.0f}% Kaplan et al. call little effect: "
-                          + ("consistent with parity" if out["agree"] else "shape still matters here"))
+        out["verdict"] = (
+            f"above the threshold the loss at nearly equal N differs by a median "
+            f"{100 * out['median_abs_diff']:.1f}% between shapes (max "
+            f"{100 * out['max_abs_diff']:.1f}%, {n} pairs), "
+            + ("within" if out["agree"] else "beyond")
+            + f" the {100 * PARITY:.0f}% Kaplan et al. call little effect: "
+            + ("consistent with parity" if out["agree"] else "shape still matters here")
+        )
     else:
         out["agree"] = bool(out["deeper_better_fraction"] > 0.5)
-        out["verdict"] = (f"below the threshold the deeper shape has the lower loss at nearly equal "
-                          f"N in {100 * out['deeper_better_fraction']:.0f}% of {n} pairs "
-                          + ("(depth pays, as predicted)" if out["agree"] else
-                             "(depth does not pay here, against the prediction)"))
+        out["verdict"] = (
+            f"below the threshold the deeper shape has the lower loss at nearly equal "
+            f"N in {100 * out['deeper_better_fraction']:.0f}% of {n} pairs "
+            + (
+                "(depth pays, as predicted)"
+                if out["agree"]
+                else "(depth does not pay here, against the prediction)"
+            )
+        )
     return out
 
 
@@ -83,7 +107,8 @@ def accounting(runs: pd.DataFrame, fitted_b: float | None, b_status: str) -> dic
     if runs.empty:
         return {"status": "insufficient_data", "reason": "no runs"}
     cfg = runs.groupby(["depth", "width"], as_index=False).agg(
-        n_params=("n_params", "mean"), loss=("loss", "mean"))
+        n_params=("n_params", "mean"), loss=("loss", "mean")
+    )
     trend = fit_power_law(cfg["n_params"], cfg["loss"], name="L(N) for the regime tests", n_boot=0)
     ref = trend.predict(N=cfg["n_params"].to_numpy(float)) if trend.ok else np.ones(len(cfg))
     cfg["rel"] = np.log(cfg["loss"].to_numpy(float) / ref)
@@ -94,24 +119,40 @@ def accounting(runs: pd.DataFrame, fitted_b: float | None, b_status: str) -> dic
         pairs = _pairs(cfg[mask.to_numpy()])
         tests[regime] = _test(pairs, regime)
     above = runs[runs["depth"] > np.log(runs["width"]) / np.log(THEORY_BASE)]
-    shape = shape_sensitivity(above, trend if trend.ok else None) if len(above) else {
-        "status": "insufficient_data", "reason": "no runs above the threshold", "bands": []}
-    tests["above"]["shape_sensitivity"] = {k: shape.get(k) for k in (
-        "status", "reason", "max_loss_increase", "aspect_ratio_range")} | {"n_bands": len(shape["bands"])}
+    shape = (
+        shape_sensitivity(above, trend if trend.ok else None)
+        if len(above)
+        else {"status": "insufficient_data", "reason": "no runs above the threshold", "bands": []}
+    )
+    tests["above"]["shape_sensitivity"] = {
+        k: shape.get(k) for k in ("status", "reason", "max_loss_increase", "aspect_ratio_range")
+    } | {"n_bands": len(shape["bands"])}
     n = counts3["below"] + counts3["at"] + counts3["above"]
-    prediction = (f"Levine et al. 2020 (b = 3): {counts3['below']} of {n} runs lie below L_th = "
-                  f"log_3 d, where at equal N the deeper model should win, and {counts3['above']} "
-                  f"above it, where depth and width should trade evenly (loss at equal N "
-                  f"independent of shape)")
+    prediction = (
+        f"Levine et al. 2020 (b = 3): {counts3['below']} of {n} runs lie below L_th = "
+        f"log_3 d, where at equal N the deeper model should win, and {counts3['above']} "
+        f"above it, where depth and width should trade evenly (loss at equal N "
+        f"independent of shape)"
+    )
     if counts3["below"] == 0:
         prediction += "; the design tests only the saturating regime, not the transition"
     elif counts3["above"] == 0:
         prediction += "; the design tests only the depth-efficient regime, not the transition"
-    fitted = (regime_counts(runs, fitted_b) if fitted_b is not None else
-              {"b": None, "status": b_status, "reason": "no identified fitted b to count under"})
-    return {"status": "ok", "reason": "", "theory_b3": counts3, "fitted": fitted,
-            "prediction": prediction, "tests": tests, "pair_decades": PAIR_DECADES,
-            "parity_threshold": PARITY}
+    fitted = (
+        regime_counts(runs, fitted_b)
+        if fitted_b is not None
+        else {"b": None, "status": b_status, "reason": "no identified fitted b to count under"}
+    )
+    return {
+        "status": "ok",
+        "reason": "",
+        "theory_b3": counts3,
+        "fitted": fitted,
+        "prediction": prediction,
+        "tests": tests,
+        "pair_decades": PAIR_DECADES,
+        "parity_threshold": PARITY,
+    }
 
 
 def _round_width(w: float) -> int:
@@ -135,9 +176,15 @@ def design_advice(runs: pd.DataFrame) -> dict:
     depths = list(range(lo, hi + 1))
     rich = [d for d, ws in widths_per_depth.items() if len(ws) >= 3]
     lth = [np.log(w) / np.log(THEORY_BASE) for w in widths]
-    text = (f"widths {', '.join(map(str, widths))} each at depths {lo}–{hi} (a full grid: "
-            f"log_3 d runs from {lth[0]:.2g} to {lth[-1]:.2g} at these widths, so every width has "
-            f"depths on both sides of its threshold and every depth has {len(widths)} widths)")
-    return {"widths_per_depth": {str(k): v for k, v in widths_per_depth.items()},
-            "depths_with_3_widths": rich, "n_depths": len(widths_per_depth),
-            "suggested": {"widths": widths, "depths": depths}, "text": text}
+    text = (
+        f"widths {', '.join(map(str, widths))} each at depths {lo}–{hi} (a full grid: "
+        f"log_3 d runs from {lth[0]:.2g} to {lth[-1]:.2g} at these widths, so every width has "
+        f"depths on both sides of its threshold and every depth has {len(widths)} widths)"
+    )
+    return {
+        "widths_per_depth": {str(k): v for k, v in widths_per_depth.items()},
+        "depths_with_3_widths": rich,
+        "n_depths": len(widths_per_depth),
+        "suggested": {"widths": widths, "depths": depths},
+        "text": text,
+    }

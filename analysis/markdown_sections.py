@@ -30,16 +30,21 @@ def inputs_md(r: dict) -> list[str]:
     if not inp:
         return []
     L = ["## Input", ""]
-    L += [f"Read as the {inp.get('layout')} layout ({inp.get('kind')})"
-          + ("" if inp.get("has_shape") else ", without depth and width") + "."]
+    L += [
+        f"Read as the {inp.get('layout')} layout ({inp.get('kind')})"
+        + ("" if inp.get("has_shape") else ", without depth and width")
+        + "."
+    ]
     L += [f"- {n}." for n in inp.get("notes", [])]
     n = inp.get("n_params") or {}
     if n.get("why"):
         L += [f"- N used in every fit: {n['why']}."]
     pts = (r.get("chinchilla") or {}).get("points") or {}
     if pts.get("kind"):
-        L += [f"- Points of the laws with a data term: {pts['n_points']} from {pts['n_runs']} runs "
-              f"({pts['why']}). Weights: {pts['weighting']}."]
+        L += [
+            f"- Points of the laws with a data term: {pts['n_points']} from {pts['n_runs']} runs "
+            f"({pts['why']}). Weights: {pts['weighting']}."
+        ]
     elif pts:
         L += [f"- No law with a data term: {pts.get('why')}."]
     return L + [""]
@@ -56,27 +61,59 @@ def chinchilla_md(r: dict) -> list[str]:
     b24, h22 = pub["besiroglu2024"], pub["hoffmann2022"]
     rows = []
     for k in ("E", "A", "B", "alpha", "beta"):
-        rows.append([k, f"{_g(c['params'][k], 4)} {_ci(c['ci'].get(k))}", _g(c["se"].get(k)),
-                     f"{_g(b24['params'][k], 4)} ({_g(b24['se'][k])})", _g(h22["params"][k], 4)])
+        rows.append(
+            [
+                k,
+                f"{_g(c['params'][k], 4)} {_ci(c['ci'].get(k))}",
+                _g(c["se"].get(k)),
+                f"{_g(b24['params'][k], 4)} ({_g(b24['se'][k])})",
+                _g(h22["params"][k], 4),
+            ]
+        )
     co = c["compute_optimal"]
-    rows.append(["a = beta/(alpha+beta)", f"{_g(co['a'])} {_ci(co['ci'].get('a'))}", "–",
-                 _g(b24["compute_optimal"]["a"]), _g(h22["compute_optimal"]["a"])])
-    rows.append([f"D*/N* at C = {_g(co['C_ref'])} FLOP", f"{_g(co['tokens_per_param'])} "
-                 f"{_ci(co['ci'].get('tokens_per_param'))}", "–",
-                 _g(co["besiroglu2024"]["tokens_per_param"]), _g(co["hoffmann2022"]["tokens_per_param"])])
-    L += ["| parameter | ours, 95% interval | ours, bootstrap SE | Besiroglu et al. 2024 (SE) | "
-          "Hoffmann et al. 2022 |", "|---|---|---|---|---|"]
+    rows.append(
+        [
+            "a = beta/(alpha+beta)",
+            f"{_g(co['a'])} {_ci(co['ci'].get('a'))}",
+            "–",
+            _g(b24["compute_optimal"]["a"]),
+            _g(h22["compute_optimal"]["a"]),
+        ]
+    )
+    rows.append(
+        [
+            f"D*/N* at C = {_g(co['C_ref'])} FLOP",
+            f"{_g(co['tokens_per_param'])} {_ci(co['ci'].get('tokens_per_param'))}",
+            "–",
+            _g(co["besiroglu2024"]["tokens_per_param"]),
+            _g(co["hoffmann2022"]["tokens_per_param"]),
+        ]
+    )
+    L += [
+        "| parameter | ours, 95% interval | ours, bootstrap SE | Besiroglu et al. 2024 (SE) | "
+        "Hoffmann et al. 2022 |",
+        "|---|---|---|---|---|",
+    ]
     L += ["| " + " | ".join(row) + " |" for row in rows] + [""]
     dist = c.get("besiroglu_se_distance") or {}
     if dist:
-        L += ["Ours minus Besiroglu et al.'s, in their standard errors: " + ", ".join(
-            f"{k} {v:+.2f}" for k, v in dist.items()) + "."
-              + (f" Their fit: {b24['method']}; a fit of other points need not match it."
-                 if b24.get("method") else "")]
-    L += [f"{c['n_points']} points from {c['n_runs']} runs; {c['n_boot']} bootstrap replicates "
-          f"({c['bootstrap_method'].replace('_', '-')}) over runs. Compute-optimal allocation "
-          f"N*(C) = G·(C/6)^a with G = {_g(co['G'])} {_ci(co['ci'].get('G'))}, C = 6·N·D; "
-          f"beyond C = {_g(co['allocation']['data_C_range'][1])} FLOP it is an extrapolation.", ""]
+        L += [
+            "Ours minus Besiroglu et al.'s, in their standard errors: "
+            + ", ".join(f"{k} {v:+.2f}" for k, v in dist.items())
+            + "."
+            + (
+                f" Their fit: {b24['method']}; a fit of other points need not match it."
+                if b24.get("method")
+                else ""
+            )
+        ]
+    L += [
+        f"{c['n_points']} points from {c['n_runs']} runs; {c['n_boot']} bootstrap replicates "
+        f"({c['bootstrap_method'].replace('_', '-')}) over runs. Compute-optimal allocation "
+        f"N*(C) = G·(C/6)^a with G = {_g(co['G'])} {_ci(co['ci'].get('G'))}, C = 6·N·D; "
+        f"beyond C = {_g(co['allocation']['data_C_range'][1])} FLOP it is an extrapolation.",
+        "",
+    ]
     return L
 
 
@@ -88,11 +125,25 @@ def accounting_md(r: dict) -> list[str]:
     if is_absent(a) or a.get("status") != "ok":
         return L + [f"{a.get('status')}: {a.get('reason')}.", ""]
     t3, fit = a["theory_b3"], a["fitted"]
-    rows = [["b = 3 (theory)", t3["below"], t3["at"], t3["above"],
-             f"{t3['shapes']['below']} / {t3['shapes']['above']}"]]
+    rows = [
+        [
+            "b = 3 (theory)",
+            t3["below"],
+            t3["at"],
+            t3["above"],
+            f"{t3['shapes']['below']} / {t3['shapes']['above']}",
+        ]
+    ]
     if fit.get("b") is not None:
-        rows.append([f"b = {_g(fit['b'])} (fitted)", fit["below"], fit["at"], fit["above"],
-                     f"{fit['shapes']['below']} / {fit['shapes']['above']}"])
+        rows.append(
+            [
+                f"b = {_g(fit['b'])} (fitted)",
+                fit["below"],
+                fit["at"],
+                fit["above"],
+                f"{fit['shapes']['below']} / {fit['shapes']['above']}",
+            ]
+        )
     L += ["| threshold | runs below L_th | at | above | shapes below / above |", "|---|---|---|---|---|"]
     L += ["| " + " | ".join(_g(x) if not isinstance(x, str) else x for x in row) + " |" for row in rows]
     L += [""]
@@ -103,12 +154,18 @@ def accounting_md(r: dict) -> list[str]:
         L += [f"- {a['tests'][regime]['verdict']}."]
     ss = a["tests"]["above"].get("shape_sensitivity") or {}
     if ss.get("status") == "ok":
-        L += [f"- Shape sensitivity above the threshold (Kaplan Figure 5 bands): at most "
-              f"{100 * ss['max_loss_increase']:.1f}% over a {_g(ss['aspect_ratio_range'])}x range "
-              f"of aspect ratios ({ss['n_bands']} bands)."]
-    L += ["", f"(Pairs: shapes of different depth whose N differ by at most 10^{a['pair_decades']}, "
-          f"seeds averaged, each loss divided by a shape-agnostic L(N) trend; descriptive, without "
-          f"an interval.)", ""]
+        L += [
+            f"- Shape sensitivity above the threshold (Kaplan Figure 5 bands): at most "
+            f"{100 * ss['max_loss_increase']:.1f}% over a {_g(ss['aspect_ratio_range'])}x range "
+            f"of aspect ratios ({ss['n_bands']} bands)."
+        ]
+    L += [
+        "",
+        f"(Pairs: shapes of different depth whose N differ by at most 10^{a['pair_decades']}, "
+        f"seeds averaged, each loss divided by a shape-agnostic L(N) trend; descriptive, without "
+        f"an interval.)",
+        "",
+    ]
     return L
 
 
@@ -143,9 +200,13 @@ def design_md(r: dict, power: dict | None = None) -> list[str]:
     counts = {}
     for ws in per.values():
         counts[len(ws)] = counts.get(len(ws), 0) + 1
-    summary = ", ".join(f"{n} depth{'s' if n > 1 else ''} with {k} width{'s' if k > 1 else ''}"
-                        for k, n in sorted(counts.items()))
-    text = (f"{summary}. The per-depth fits, crossovers and transition widths need 3 or more "
-            f"widths at a depth; the threshold laws carry the test of b otherwise. A design that "
-            f"identifies b: {d['text']}.")
+    summary = ", ".join(
+        f"{n} depth{'s' if n > 1 else ''} with {k} width{'s' if k > 1 else ''}"
+        for k, n in sorted(counts.items())
+    )
+    text = (
+        f"{summary}. The per-depth fits, crossovers and transition widths need 3 or more "
+        f"widths at a depth; the threshold laws carry the test of b otherwise. A design that "
+        f"identifies b: {d['text']}."
+    )
     return ["## Design", "", text + (f" {plan}" if plan else ""), ""]

@@ -28,8 +28,15 @@ WORK_PREFIX = ".depthwidth-report-"  # + pid + "-": an unfinished report's worki
 KEPT_PREFIX = "depthwidth-unpublished-report-"  # a finished report that could not be published
 _WORK_RE = re.compile(re.escape(WORK_PREFIX) + r"(\d+)-")
 # What a report folder written before report-files.json existed holds, beside its figures.
-_LEGACY_FILES = ("report.json", "report.md", "report.html", "kaplan.json", "kaplan.md",
-                 "kaplan_side_by_side.png", "kaplan_side_by_side.pdf")
+_LEGACY_FILES = (
+    "report.json",
+    "report.md",
+    "report.html",
+    "kaplan.json",
+    "kaplan.md",
+    "kaplan_side_by_side.png",
+    "kaplan_side_by_side.pdf",
+)
 
 
 # -- the source's fingerprint -----------------------------------------------------------------
@@ -50,12 +57,16 @@ def _table_digest(df: pd.DataFrame) -> str:
 
 def fingerprint(runs: pd.DataFrame, curves: pd.DataFrame) -> dict:
     """Row counts and a hash of every value of the runs and curves as read."""
-    return {"runs": len(runs), "curves": len(curves),
-            "sha256": hashlib.sha256((_table_digest(runs) + _table_digest(curves)).encode()).hexdigest()}
+    return {
+        "runs": len(runs),
+        "curves": len(curves),
+        "sha256": hashlib.sha256((_table_digest(runs) + _table_digest(curves)).encode()).hexdigest(),
+    }
 
 
-def check_fingerprint(report: dict, runs: pd.DataFrame, curves: pd.DataFrame, where: str,
-                      force: bool) -> None:
+def check_fingerprint(
+    report: dict, runs: pd.DataFrame, curves: pd.DataFrame, where: str, force: bool
+) -> None:
     """Refuse (unless `force`) to draw a report's figures from data that is not what it fitted."""
     if force:
         return
@@ -66,11 +77,15 @@ def check_fingerprint(report: dict, runs: pd.DataFrame, curves: pd.DataFrame, wh
     if not isinstance(stored, dict):
         why = "it was written before reports recorded their source's fingerprint"
     else:
-        why = (f"its source {report['source']} has changed since it was fitted (now "
-               f"{now['runs']} runs and {now['curves']} curve points; the report fitted "
-               f"{stored.get('runs')} and {stored.get('curves')})")
-    raise InputError(f"{where} cannot be redrawn: {why}; run `depthwidth analyze` again to refit, "
-                     f"or give --force to draw the data as it is now against the old fits.")
+        why = (
+            f"its source {report['source']} has changed since it was fitted (now "
+            f"{now['runs']} runs and {now['curves']} curve points; the report fitted "
+            f"{stored.get('runs')} and {stored.get('curves')})"
+        )
+    raise InputError(
+        f"{where} cannot be redrawn: {why}; run `depthwidth analyze` again to refit, "
+        f"or give --force to draw the data as it is now against the old fits."
+    )
 
 
 # -- working folders ----------------------------------------------------------------------------
@@ -107,8 +122,10 @@ def _work_parent(dest: Location) -> Path:
 
 def terminate_cleanly() -> None:
     """SIGTERM (a scheduler's or `kill`'s) unwinds like Ctrl-C, so a working folder is removed."""
+
     def stop(signum, frame):
         raise SystemExit(128 + signum)
+
     with contextlib.suppress(ValueError):  # only the main thread may set handlers
         signal.signal(signal.SIGTERM, stop)
 
@@ -116,8 +133,13 @@ def terminate_cleanly() -> None:
 # -- publishing ---------------------------------------------------------------------------------
 def _inside(name: object) -> bool:
     """A name inside the report folder: a list read from disk must not reach outside it."""
-    return (isinstance(name, str) and bool(name) and not os.path.isabs(name)
-            and ".." not in Path(name).parts and name != MANIFEST)
+    return (
+        isinstance(name, str)
+        and bool(name)
+        and not os.path.isabs(name)
+        and ".." not in Path(name).parts
+        and name != MANIFEST
+    )
 
 
 def _old_files(dest: Location) -> set[str]:
@@ -129,8 +151,11 @@ def _old_files(dest: Location) -> set[str]:
             report = json.loads(dest.read_text("report.json"))
             names = list((report.get("figures") or {}).get("written") or [])
             names += list((report.get("relrnn") or {}).get("figures") or [])
-            return {n for n in set(_LEGACY_FILES) | {f"{n}.{e}" for n in names for e in ("png", "pdf")}
-                    if _inside(n)}
+            return {
+                n
+                for n in set(_LEGACY_FILES) | {f"{n}.{e}" for n in names for e in ("png", "pdf")}
+                if _inside(n)
+            }
     return set()
 
 
@@ -172,8 +197,10 @@ class ReportOutput:
             self.dest.write_text(MANIFEST, json.dumps({"files": sorted(listed)}, indent=1))
         except (OSError, StoreError, InputError) as exc:
             kept = self._keep()
-            raise InputError(f"{self.dest.display()} could not be written ({_why(exc)}); the "
-                             f"finished report is kept in {kept}.") from None
+            raise InputError(
+                f"{self.dest.display()} could not be written ({_why(exc)}); the "
+                f"finished report is kept in {kept}."
+            ) from None
         self.discard()
 
     def _check_targets(self, names: list[str]) -> None:
@@ -182,8 +209,7 @@ class ReportOutput:
             raise InputError(f"{self.dest.display()} is a file, not a folder")
         for name in [MANIFEST, *names]:
             if self.dest.kind(name) == "dir":
-                raise InputError(f"{self.dest.display(name)} is a folder, where the report "
-                                 f"writes a file")
+                raise InputError(f"{self.dest.display(name)} is a folder, where the report writes a file")
 
     def _copy_local(self, names: list[str]) -> None:
         root = Path(self.dest.root)

@@ -75,21 +75,32 @@ def loss_vs_n(runs: pd.DataFrame, report: dict) -> Figure:
         f = _fit(per_depth.get(str(d)))
         sizes = g["n_params"].nunique()
         why = (per_depth.get(str(d)) or {}).get("status", "none").replace("_", " ")
-        ax.scatter(g["n_params"], g["loss"], s=14, color=col[d], zorder=3,
-                   label=None if many or f is not None or sizes > 1 else
-                   f"depth {d}: one size, no fit ({why})")
+        ax.scatter(
+            g["n_params"],
+            g["loss"],
+            s=14,
+            color=col[d],
+            zorder=3,
+            label=None if many or f is not None or sizes > 1 else f"depth {d}: one size, no fit ({why})",
+        )
         if f is not None:
             N = np.logspace(np.log10(g["n_params"].min()), np.log10(g["n_params"].max()), 100)
             ax.plot(N, f.predict(N=N), color=col[d], lw=1.2, label=label("per-depth fit", f"depth {d}: fit"))
         elif sizes > 1:
             m = g.groupby("n_params")["loss"].mean().sort_index()
-            ax.plot(m.index, m.to_numpy(), color=col[d], lw=0.8, ls=(0, (4, 2)),
-                    label=label("points joined (no per-depth fit)",
-                                f"depth {d}: points joined (no fit: {why})"))
+            ax.plot(
+                m.index,
+                m.to_numpy(),
+                color=col[d],
+                lw=0.8,
+                ls=(0, (4, 2)),
+                label=label("points joined (no per-depth fit)", f"depth {d}: points joined (no fit: {why})"),
+            )
     if many:
         cmap = colors.ListedColormap([col[d] for d in depths])
-        bar = fig.colorbar(cm.ScalarMappable(norm=colors.Normalize(-0.5, len(depths) - 0.5), cmap=cmap),
-                           ax=ax, label="depth")
+        bar = fig.colorbar(
+            cm.ScalarMappable(norm=colors.Normalize(-0.5, len(depths) - 0.5), cmap=cmap), ax=ax, label="depth"
+        )
         shown = np.unique(np.linspace(0, len(depths) - 1, min(len(depths), 10)).round().astype(int))
         bar.set_ticks(shown, labels=[str(depths[i]) for i in shown])
     env = _fit(report["power_laws"].get("envelope"))
@@ -104,8 +115,17 @@ def loss_vs_n(runs: pd.DataFrame, report: dict) -> Figure:
         if c.get("n_params_ci"):
             lo, hi = c["n_params_ci"]
             xerr = [[max(c["n_params"] - lo, 0)], [max(hi - c["n_params"], 0)]]
-        ax.errorbar([c["n_params"]], [y], xerr=xerr, fmt="x", color="k", ms=7, capsize=3, zorder=4,
-                    label="crossover (deeper starts to win), 95% interval" if k == 0 else None)
+        ax.errorbar(
+            [c["n_params"]],
+            [y],
+            xerr=xerr,
+            fmt="x",
+            color="k",
+            ms=7,
+            capsize=3,
+            zorder=4,
+            label="crossover (deeper starts to win), 95% interval" if k == 0 else None,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     plain_log_ticks(ax, "y")
@@ -129,9 +149,16 @@ def _shape_sides(ax, shapes: pd.DataFrame, b: float | None) -> None:
     which = f"fitted L_th (b = {side_b:.3g})" if b else "log_3 d (no fitted b)"
     for mask, face, words in ((below, "tab:blue", "below"), (~below, "none", "above")):
         if mask.any():
-            ax.scatter(shapes.loc[mask, "width"], shapes.loc[mask, "depth"], s=40, marker="o",
-                       facecolors=face, edgecolors="tab:blue", zorder=4,
-                       label=f"{int(mask.sum())} shape{'s' if mask.sum() > 1 else ''} run {words} {which}")
+            ax.scatter(
+                shapes.loc[mask, "width"],
+                shapes.loc[mask, "depth"],
+                s=40,
+                marker="o",
+                facecolors=face,
+                edgecolors="tab:blue",
+                zorder=4,
+                label=f"{int(mask.sum())} shape{'s' if mask.sum() > 1 else ''} run {words} {which}",
+            )
 
 
 def _fitted_lth(ax, w: np.ndarray, thr: dict, ylim: tuple) -> list[str]:
@@ -147,8 +174,15 @@ def _fitted_lth(ax, w: np.ndarray, thr: dict, ylim: tuple) -> list[str]:
     if ci and None not in ci:
         lo, hi = np.log(w) / np.log(max(ci)), np.log(w) / np.log(min(ci))
         if _visible(np.r_[lo, hi], *ylim) or (lo.min() < ylim[0] and hi.max() > ylim[1]):
-            ax.fill_between(w, lo, np.minimum(hi, 10 * ylim[1]), color="tab:red", alpha=0.15, lw=0,
-                            label=f"95% band, b in [{ci[0]:.3g}, {ci[1]:.3g}]")
+            ax.fill_between(
+                w,
+                lo,
+                np.minimum(hi, 10 * ylim[1]),
+                color="tab:red",
+                alpha=0.15,
+                lw=0,
+                label=f"95% band, b in [{ci[0]:.3g}, {ci[1]:.3g}]",
+            )
     return notes
 
 
@@ -176,12 +210,21 @@ def threshold_plot(runs: pd.DataFrame, report: dict) -> Figure:
     levine = (np.log(w) - LEVINE_INTERCEPT) / LEVINE_SLOPE
     if _visible(levine, *ylim):
         ax.plot(w, levine, color="grey", ls="-.", lw=1, label="Levine et al. empirical d*(L)")
-    for fit_, colour, name in ((thr["transition_fit"], "tab:green", "crossovers"),
-                               (thr["knee_fit"], "tab:purple", "knees")):
+    for fit_, colour, name in (
+        (thr["transition_fit"], "tab:green", "crossovers"),
+        (thr["knee_fit"], "tab:purple", "knees"),
+    ):
         pts = fit_.get("points") or []
         if pts:
-            ax.scatter([p["width"] for p in pts], [p["depth"] for p in pts], color=colour, marker="s",
-                       s=30, zorder=5, label=f"transition points ({name})")
+            ax.scatter(
+                [p["width"] for p in pts],
+                [p["depth"] for p in pts],
+                color=colour,
+                marker="s",
+                s=30,
+                zorder=5,
+                label=f"transition points ({name})",
+            )
         if fit_.get("status") == "ok" and fit_.get("beta"):
             line = (np.log(w) - fit_["a"]) / fit_["beta"]
             if _visible(line, *ylim):
@@ -255,8 +298,15 @@ def loss_vs_depth(runs: pd.DataFrame, report: dict, max_panels: int = 6) -> Figu
         _depth_panel(fig.add_subplot(nrow, ncol, k + 1), runs[runs["width"] == w], float(w), f)
     fig.suptitle("Loss vs depth at fixed width", fontsize=10)
     if f is None:
-        fig.text(0.5, 0.01, "no identified threshold law to draw (see the report)", ha="center",
-                 va="bottom", fontsize=8, color="grey")
+        fig.text(
+            0.5,
+            0.01,
+            "no identified threshold law to draw (see the report)",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            color="grey",
+        )
     fig.tight_layout(rect=(0, 0.04 if f is None else 0, 1, 1))
     return fig
 
@@ -276,14 +326,18 @@ def phase_cells(runs: pd.DataFrame) -> pd.DataFrame:
     """Each measured shape's loss over the best loss any depth reaches at its N, where that best
     is measured or interpolated inside another depth's measured sizes. `rel` is NaN, with
     `why`, where no other depth covers that N: a ratio of 1 there would compare a run with itself."""
-    cfg = runs.groupby(["depth", "width"], as_index=False).agg(loss=("loss", "mean"),
-                                                               n_params=("n_params", "mean"))
+    cfg = runs.groupby(["depth", "width"], as_index=False).agg(
+        loss=("loss", "mean"), n_params=("n_params", "mean")
+    )
     interp = _interpolators(cfg)
     rel, why = [], []
     for r in cfg.itertuples():
         ln = np.log(r.n_params)
-        others = [float(np.exp(np.interp(ln, x, y))) for d, (x, y) in interp.items()
-                  if d != r.depth and x[0] - 1e-9 <= ln <= x[-1] + 1e-9]
+        others = [
+            float(np.exp(np.interp(ln, x, y)))
+            for d, (x, y) in interp.items()
+            if d != r.depth and x[0] - 1e-9 <= ln <= x[-1] + 1e-9
+        ]
         if not others:
             rel.append(np.nan)
             why.append("no other depth measured at this N")
@@ -309,12 +363,19 @@ def phase_map(runs: pd.DataFrame, report: dict) -> Figure:
         M[i, j], measured[i, j] = r.rel, True
     edges_x, edges_y = np.arange(len(widths) + 1) - 0.5, np.arange(len(depths) + 1) - 0.5
     if np.isfinite(M).any():
-        mesh = ax.pcolormesh(edges_x, edges_y, np.ma.masked_invalid(M), cmap="viridis_r",
-                             shading="flat")
+        mesh = ax.pcolormesh(edges_x, edges_y, np.ma.masked_invalid(M), cmap="viridis_r", shading="flat")
         fig.colorbar(mesh, ax=ax, label="loss / best loss at equal N (measured or interpolated)")
     for k, (i, j) in enumerate(zip(*np.nonzero(measured & ~np.isfinite(M)))):
-        ax.fill_between([j - 0.5, j + 0.5], i - 0.5, i + 0.5, facecolor="none", edgecolor="grey",
-                        hatch="///", lw=0, label="run, but no other depth at its N" if k == 0 else None)
+        ax.fill_between(
+            [j - 0.5, j + 0.5],
+            i - 0.5,
+            i + 0.5,
+            facecolor="none",
+            edgecolor="grey",
+            hatch="///",
+            lw=0,
+            label="run, but no other depth at its N" if k == 0 else None,
+        )
     # Threshold lines in row/column coordinates: L_th(d) placed between the rows of the depths
     # around it (rows are the depths run, evenly spaced, so the line bends where depths are sparse).
     cols = np.arange(len(widths))
@@ -326,19 +387,19 @@ def phase_map(runs: pd.DataFrame, report: dict) -> Figure:
     thr = report["threshold"]
     base = thr.get("base") if thr.get("claimed") else None
     off = []
-    for b, style, name in ((THEORY_BASE, "k:", "L = log_3 d (theory)"),
-                           (base, "r--", f"L = log_{base or 0:.3g} d (fitted)")):
+    for b, style, name in (
+        (THEORY_BASE, "k:", "L = log_3 d (theory)"),
+        (base, "r--", f"L = log_{base or 0:.3g} d (fitted)"),
+    ):
         if not b:
             continue
         rows = row_of(np.log(widths) / np.log(b))
         if np.isfinite(rows).any():
-            ax.plot(cols, rows, style, lw=2, marker="o" if np.isfinite(rows).sum() == 1 else None,
-                    label=name)
+            ax.plot(cols, rows, style, lw=2, marker="o" if np.isfinite(rows).sum() == 1 else None, label=name)
         else:
             off.append(f"{name.split(' (')[0]} lies outside the depths run")
     if off:
-        ax.text(0.5, 1.01, "; ".join(off), transform=ax.transAxes, ha="center", va="bottom",
-                fontsize=7)
+        ax.text(0.5, 1.01, "; ".join(off), transform=ax.transAxes, ha="center", va="bottom", fontsize=7)
     ax.set_xticks(cols, [f"{w:g}" for w in widths], rotation=45 if len(widths) > 8 else 0, fontsize=8)
     ax.set_yticks(np.arange(len(depths)), [str(int(d)) for d in depths], fontsize=8)
     ax.set_xlim(-0.5, len(widths) - 0.5)
@@ -361,12 +422,21 @@ def aspect_ratio(shape: dict) -> Figure:
     norm = colors.LogNorm(min(Ns), max(Ns) * 1.0001) if Ns else None
     for b in bands:
         o = np.argsort(b["aspect_ratio"])
-        ax.plot(np.array(b["aspect_ratio"])[o], 100 * np.array(b["loss_increase"])[o], "o-",
-                color=cmap(norm(b["n_params"])), ms=4)
+        ax.plot(
+            np.array(b["aspect_ratio"])[o],
+            100 * np.array(b["loss_increase"])[o],
+            "o-",
+            color=cmap(norm(b["n_params"])),
+            ms=4,
+        )
     if norm is not None:
         fig.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="N of the band")
-    ax.axhline(100 * KAPLAN_2020["shape"]["max_loss_increase"], color="grey", ls=":",
-               label="Kaplan et al.: within 3% over 40x")
+    ax.axhline(
+        100 * KAPLAN_2020["shape"]["max_loss_increase"],
+        color="grey",
+        ls=":",
+        label="Kaplan et al.: within 3% over 40x",
+    )
     ax.set_xscale("log")
     ax.set_xlabel("aspect ratio d / L")
     ax.set_ylabel("loss increase over the band's best (%)")
@@ -375,8 +445,9 @@ def aspect_ratio(shape: dict) -> Figure:
     return fig
 
 
-def learning_curves(curves: pd.DataFrame, fit_dict: dict | None, ax=None, title: str | None = None,
-                    xlabel: str = "step S") -> Figure:
+def learning_curves(
+    curves: pd.DataFrame, fit_dict: dict | None, ax=None, title: str | None = None, xlabel: str = "step S"
+) -> Figure:
     """Learning curves coloured by N with the L(N,S) fit dashed for a sample of sizes."""
     own = ax is None
     fig = Figure(figsize=(6.5, 4.5)) if ax is None else ax.figure
@@ -410,8 +481,15 @@ def learning_curves(curves: pd.DataFrame, fit_dict: dict | None, ax=None, title:
     ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("loss")
-    ax.set_title(title or ("Learning curves and the L(N,S) fit (dashed)" if drawn else
-                           "Learning curves (no identified L(N,S) fit to draw)"), fontsize=10)
+    ax.set_title(
+        title
+        or (
+            "Learning curves and the L(N,S) fit (dashed)"
+            if drawn
+            else "Learning curves (no identified L(N,S) fit to draw)"
+        ),
+        fontsize=10,
+    )
     plain_log_ticks(ax, "y")
     plain_log_ticks(ax, "x")
     if own:
@@ -419,8 +497,9 @@ def learning_curves(curves: pd.DataFrame, fit_dict: dict | None, ax=None, title:
     return fig
 
 
-def side_by_side(curves: pd.DataFrame | None, ours: dict | None, digitized: pd.DataFrame,
-                 theirs: dict) -> Figure:
+def side_by_side(
+    curves: pd.DataFrame | None, ours: dict | None, digitized: pd.DataFrame, theirs: dict
+) -> Figure:
     """Our learning curves beside digitized published ones, each with its own L(N,S) fit."""
     fig = Figure(figsize=(12, 4.5))
     fig.subplots_adjust(left=0.06, right=0.97, bottom=0.12, wspace=0.25)
@@ -429,8 +508,13 @@ def side_by_side(curves: pd.DataFrame | None, ours: dict | None, digitized: pd.D
         learning_curves(curves, ours, ax=a1, title="the analysed runs, with their L(N,S) fit")
     else:
         _note(a1, "no learning curves in this store")
-    learning_curves(digitized, theirs, ax=a2, title="Kaplan et al. 2020 Figure 2 (digitized), same code",
-                    xlabel="step S = tokens / 2^19")
+    learning_curves(
+        digitized,
+        theirs,
+        ax=a2,
+        title="Kaplan et al. 2020 Figure 2 (digitized), same code",
+        xlabel="step S = tokens / 2^19",
+    )
     return fig
 
 
@@ -444,7 +528,9 @@ def lr_curves(tuning: dict, max_panels: int = 12) -> Figure:
         s = s.merge(best[list(tuning["shape_columns"]) + others], on=list(tuning["shape_columns"]) + others)
     depths = sorted(s["depth"].unique())
     if len(depths) > max_panels:
-        depths = [depths[i] for i in np.unique(np.linspace(0, len(depths) - 1, max_panels).round().astype(int))]
+        depths = [
+            depths[i] for i in np.unique(np.linspace(0, len(depths) - 1, max_panels).round().astype(int))
+        ]
     ncol = min(4, len(depths))
     nrow = int(np.ceil(len(depths) / ncol))
     fig = Figure(figsize=(3.6 * ncol, 3.0 * nrow + 0.6))
@@ -453,17 +539,32 @@ def lr_curves(tuning: dict, max_panels: int = 12) -> Figure:
     col = {w: cmap(0.9 * i / max(1, len(widths) - 1)) for i, w in enumerate(widths)}
     for k, d in enumerate(depths):
         ax = fig.add_subplot(nrow, ncol, k + 1)
-        for (w, *_), g in s[s["depth"] == d].groupby(["width"] + [c for c in ("tokens",)
-                                                                     if c in tuning["shape_columns"]]):
+        for (w, *_), g in s[s["depth"] == d].groupby(
+            ["width"] + [c for c in ("tokens",) if c in tuning["shape_columns"]]
+        ):
             g = g.sort_values("lr")
-            ax.plot(g["lr"], g["loss"], marker="o", ms=3, color=col[w], lw=1.2,
-                    label=f"width {w:g}" if k == 0 else None)
+            ax.plot(
+                g["lr"],
+                g["loss"],
+                marker="o",
+                ms=3,
+                color=col[w],
+                lw=1.2,
+                label=f"width {w:g}" if k == 0 else None,
+            )
             ax.fill_between(g["lr"], g["loss_min"], g["loss_max"], color=col[w], alpha=0.12, lw=0)
             b = best[(best["depth"] == d) & (best["width"] == w)]
             for _, r in b.iterrows():
                 y = g.loc[np.isclose(g["lr"], r["lr"]), "loss"]
-                ax.plot([r["lr"]], [y.iloc[0] if len(y) else np.nan], marker="*", ms=12,
-                        mec="k", mfc="none" if r["at_edge"] else col[w], zorder=4)
+                ax.plot(
+                    [r["lr"]],
+                    [y.iloc[0] if len(y) else np.nan],
+                    marker="*",
+                    ms=12,
+                    mec="k",
+                    mfc="none" if r["at_edge"] else col[w],
+                    zorder=4,
+                )
         ax.set_xscale("log")
         lrs = sorted(s.loc[s["depth"] == d, "lr"].unique())
         ax.set_xticks(lrs, [f"{v:.2g}" for v in lrs])  # the swept values, not decades
@@ -473,8 +574,12 @@ def lr_curves(tuning: dict, max_panels: int = 12) -> Figure:
         ax.set_ylabel("loss", fontsize=8)
         ax.tick_params(labelsize=7)
     fig.legend(fontsize=7, loc="upper right", ncol=min(4, len(widths)))
-    fig.suptitle(f"Loss vs learning rate per shape (★ chosen; hollow = at the grid's edge); "
-                 f"parametrization: {', '.join(tuning['parametrization'])}", fontsize=9, x=0.4)
+    fig.suptitle(
+        f"Loss vs learning rate per shape (★ chosen; hollow = at the grid's edge); "
+        f"parametrization: {', '.join(tuning['parametrization'])}",
+        fontsize=9,
+        x=0.4,
+    )
     fig.tight_layout(rect=(0, 0, 1, 0.93))
     return fig
 
@@ -498,8 +603,7 @@ def chinchilla_plot(points: pd.DataFrame, chin: dict) -> Figure:
             continue
         n = np.logspace(np.log10(N[near].min()), np.log10(N[near].max()), 120)
         d = c / (6 * n)
-        a1.plot(n, p["E"] + p["A"] * n ** -p["alpha"] + p["B"] * d ** -p["beta"], color=cmap(norm(c)),
-                lw=1.2)
+        a1.plot(n, p["E"] + p["A"] * n ** -p["alpha"] + p["B"] * d ** -p["beta"], color=cmap(norm(c)), lw=1.2)
     fig.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=a1, label="C = 6 N D (FLOP)")
     a1.set_xscale("log")
     a1.set_xlabel("parameters N")
@@ -512,13 +616,19 @@ def chinchilla_plot(points: pd.DataFrame, chin: dict) -> Figure:
     a2.plot(al["C"], al["D"], color="tab:blue", label=f"ours D*(C): b = {co['b']:.3f}")
     for key, colour in (("N", "tab:red"), ("D", "tab:blue")):
         if al.get(f"{key}_ci"):
-            a2.fill_between(al["C"], al[f"{key}_ci"][0], al[f"{key}_ci"][1], color=colour,
-                            alpha=0.2, lw=0)
+            a2.fill_between(al["C"], al[f"{key}_ci"][0], al[f"{key}_ci"][1], color=colour, alpha=0.2, lw=0)
     pub = chin["published"]
-    for key, style, name in (("besiroglu2024", "--", "Besiroglu et al. 2024"),
-                             ("hoffmann2022", ":", "Hoffmann et al. 2022")):
-        a2.plot(al["C"], co[key]["N"], "k" + style, lw=1,
-                label=f"{name} N*: a = {pub[key]['compute_optimal']['a']:.3f}")
+    for key, style, name in (
+        ("besiroglu2024", "--", "Besiroglu et al. 2024"),
+        ("hoffmann2022", ":", "Hoffmann et al. 2022"),
+    ):
+        a2.plot(
+            al["C"],
+            co[key]["N"],
+            "k" + style,
+            lw=1,
+            label=f"{name} N*: a = {pub[key]['compute_optimal']['a']:.3f}",
+        )
     a2.axvspan(al["data_C_range"][1], al["C"][-1], color="grey", alpha=0.08, lw=0)
     a2.set_xscale("log")
     a2.set_yscale("log")
@@ -529,8 +639,9 @@ def chinchilla_plot(points: pd.DataFrame, chin: dict) -> Figure:
     return fig
 
 
-def make_all(runs: pd.DataFrame, curves: pd.DataFrame, report: dict,
-             points: pd.DataFrame | None = None) -> tuple[dict, dict]:
+def make_all(
+    runs: pd.DataFrame, curves: pd.DataFrame, report: dict, points: pd.DataFrame | None = None
+) -> tuple[dict, dict]:
     """Every report figure that the data allow: ({name: Figure}, {name: reason skipped})."""
     figs, skipped = {}, {}
     if runs.empty:

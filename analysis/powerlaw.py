@@ -18,9 +18,14 @@ from analysis import fitcore, identify
 from analysis.fitcore import Law
 
 OK, INSUFFICIENT, FAILED, NOT_IDENTIFIED = "ok", "insufficient_data", "failed", "not_identified"
-_FORMULA_TERM = {"N": "(N_c/N)^alpha_N", "S": "(S_c/S)^alpha_S", "D": "(D_c/D)^alpha_D",
-                 "width": "A_width*w^-alpha_width", "depth": "A_depth*L^-alpha_depth",
-                 "kappa": "A_kappa*kappa_b(L,d)^-alpha_kappa"}
+_FORMULA_TERM = {
+    "N": "(N_c/N)^alpha_N",
+    "S": "(S_c/S)^alpha_S",
+    "D": "(D_c/D)^alpha_D",
+    "width": "A_width*w^-alpha_width",
+    "depth": "A_depth*L^-alpha_depth",
+    "kappa": "A_kappa*kappa_b(L,d)^-alpha_kappa",
+}
 
 
 def json_safe(v: Any) -> Any:
@@ -66,7 +71,7 @@ class FitResult:
     boot_theta: Any = field(default=None, repr=False, compare=False)
     weights: Any = field(default=None, repr=False, compare=False)  # per point; None = all 1
     not_identified: dict = field(default_factory=dict)  # reported name -> why
-    profile: dict | None = None                         # profile likelihood of b (κ-laws)
+    profile: dict | None = None  # profile likelihood of b (κ-laws)
     note: str = ""
 
     @property
@@ -87,35 +92,56 @@ class FitResult:
     def to_dict(self) -> dict:
         # A fit that is not ok keeps no raw parameters either, so nothing downstream can draw
         # or quote it as an estimate.
-        return json_safe({
-            "name": self.name, "formula": self.formula, "status": self.status,
-            "reason": self.reason, "params": dict(self.params),
-            "ci": {k: list(v) for k, v in self.ci.items()}, "n_points": self.n_points,
-            "n_groups": self.n_groups, "n_boot": self.n_boot,
-            "bootstrap_method": self.bootstrap_method, "objective": self.objective,
-            "converged": self.converged, "residuals": list(self.residuals),
-            "theta": list(self.theta) if self.ok else [], "centres": dict(self.centres),
-            "terms": list(self.law.terms) if self.law else None,
-            "irreducible": self.law.irreducible if self.law else None,
-            "not_identified": dict(self.not_identified), "profile": self.profile,
-            "note": self.note,
-        })
+        return json_safe(
+            {
+                "name": self.name,
+                "formula": self.formula,
+                "status": self.status,
+                "reason": self.reason,
+                "params": dict(self.params),
+                "ci": {k: list(v) for k, v in self.ci.items()},
+                "n_points": self.n_points,
+                "n_groups": self.n_groups,
+                "n_boot": self.n_boot,
+                "bootstrap_method": self.bootstrap_method,
+                "objective": self.objective,
+                "converged": self.converged,
+                "residuals": list(self.residuals),
+                "theta": list(self.theta) if self.ok else [],
+                "centres": dict(self.centres),
+                "terms": list(self.law.terms) if self.law else None,
+                "irreducible": self.law.irreducible if self.law else None,
+                "not_identified": dict(self.not_identified),
+                "profile": self.profile,
+                "note": self.note,
+            }
+        )
 
     @classmethod
-    def from_dict(cls, d: dict) -> "FitResult":
+    def from_dict(cls, d: dict) -> FitResult:
         """Rebuild a stored fit (without its bootstrap draws) so figures can be redrawn."""
         law = Law(d["name"], tuple(d["terms"]), bool(d["irreducible"])) if d.get("terms") else None
         nan = float("nan")
-        return cls(name=d["name"], formula=d["formula"], status=d["status"], reason=d.get("reason", ""),
-                   params={k: (nan if v is None else v) for k, v in d.get("params", {}).items()},
-                   ci={k: tuple(v) for k, v in d.get("ci", {}).items()},
-                   n_points=d.get("n_points", 0), n_groups=d.get("n_groups", 0),
-                   n_boot=d.get("n_boot", 0), bootstrap_method=d.get("bootstrap_method", "none"),
-                   converged=bool(d.get("converged")),
-                   residuals=tuple(d.get("residuals", ())), law=law,
-                   theta=tuple(d.get("theta") or ()), centres=dict(d.get("centres") or {}),
-                   not_identified=dict(d.get("not_identified") or {}), profile=d.get("profile"),
-                   note=d.get("note", ""))
+        return cls(
+            name=d["name"],
+            formula=d["formula"],
+            status=d["status"],
+            reason=d.get("reason", ""),
+            params={k: (nan if v is None else v) for k, v in d.get("params", {}).items()},
+            ci={k: tuple(v) for k, v in d.get("ci", {}).items()},
+            n_points=d.get("n_points", 0),
+            n_groups=d.get("n_groups", 0),
+            n_boot=d.get("n_boot", 0),
+            bootstrap_method=d.get("bootstrap_method", "none"),
+            converged=bool(d.get("converged")),
+            residuals=tuple(d.get("residuals", ())),
+            law=law,
+            theta=tuple(d.get("theta") or ()),
+            centres=dict(d.get("centres") or {}),
+            not_identified=dict(d.get("not_identified") or {}),
+            profile=d.get("profile"),
+            note=d.get("note", ""),
+        )
 
 
 def formula(law: Law) -> str:
@@ -137,10 +163,10 @@ def named_params(law: Law, theta: np.ndarray, centres: dict) -> dict[str, np.nda
         mid = centres["mid_" + t]
         sym = t
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            out[f"A_{sym}"] = np.exp(a + al * mid)          # L-term = A·x^−α
+            out[f"A_{sym}"] = np.exp(a + al * mid)  # L-term = A·x^−α
             out[f"alpha_{sym}"] = al
             if t in ("N", "S", "D"):
-                out[f"{sym}_c"] = np.exp(mid + a / al)       # Kaplan's (x_c/x)^α form
+                out[f"{sym}_c"] = np.exp(mid + a / al)  # Kaplan's (x_c/x)^α form
         i += 2
     if law.has_kappa:
         out["b"] = np.exp(th[:, -1])
@@ -148,15 +174,37 @@ def named_params(law: Law, theta: np.ndarray, centres: dict) -> dict[str, np.nda
 
 
 def insufficient(name: str, law: Law, reason: str, n_points: int = 0, n_groups: int = 0) -> FitResult:
-    return FitResult(name=name, formula=formula(law), status=INSUFFICIENT, reason=reason,
-                     n_points=n_points, n_groups=n_groups, law=law)
+    return FitResult(
+        name=name,
+        formula=formula(law),
+        status=INSUFFICIENT,
+        reason=reason,
+        n_points=n_points,
+        n_groups=n_groups,
+        law=law,
+    )
 
 
-def fit(law: Law, name: str, logy: np.ndarray, cols: dict, groups: np.ndarray | None = None,
-        n_boot: int = 200, seed: int = 0, strata: np.ndarray | None = None,
-        min_distinct: int | None = None, distinct_of: np.ndarray | None = None,
-        weights: np.ndarray | None = None, floor_fallback: bool = True,
-        profile: bool = False) -> FitResult:
+FLOORLESS_NOTE = (
+    "the floor E fell to its lower bound (the data ask for no floor), so the law was refitted without it"
+)
+
+
+def fit(
+    law: Law,
+    name: str,
+    logy: np.ndarray,
+    cols: dict,
+    groups: np.ndarray | None = None,
+    n_boot: int = 200,
+    seed: int = 0,
+    strata: np.ndarray | None = None,
+    min_distinct: int | None = None,
+    distinct_of: np.ndarray | None = None,
+    weights: np.ndarray | None = None,
+    floor_fallback: bool = True,
+    profile: bool = False,
+) -> FitResult:
     """Fit `law` to log-losses `logy` at variables `cols`, bootstrap over `groups` (runs).
 
     `weights` weigh each point (e.g. 1/k for each of a run's k checkpoints, so every run counts
@@ -172,8 +220,13 @@ def fit(law: Law, name: str, logy: np.ndarray, cols: dict, groups: np.ndarray | 
     need = law.n_params + 1 if min_distinct is None else min_distinct
     distinct = len(np.unique(distinct_of if distinct_of is not None else groups))
     if distinct < need:
-        return insufficient(name, law, f"needs at least {need} distinct points for "
-                            f"{law.n_params} parameters, has {distinct}", n, n_groups)
+        return insufficient(
+            name,
+            law,
+            f"needs at least {need} distinct points for {law.n_params} parameters, has {distinct}",
+            n,
+            n_groups,
+        )
     try:
         X = fitcore.make_X(law, **cols)
         theta, obj, converged = fitcore.fit_law(law, X, logy, w)
@@ -181,50 +234,116 @@ def fit(law: Law, name: str, logy: np.ndarray, cols: dict, groups: np.ndarray | 
             raise FloatingPointError("no start reached a finite loss")
         hits = identify.bound_hits(law, theta, logy)
         if floor_fallback and law.irreducible and hits.get("E", "").startswith("its lower"):
-            floorless = Law(law.name, law.terms, irreducible=False)
-            res = fit(floorless, name, logy, cols, groups, n_boot, seed, strata,
-                      min(need, floorless.n_params + 1), distinct_of, weights, False, profile)
-            note = ("the floor E fell to its lower bound (the data ask for no floor), so the law "
-                    "was refitted without it")
-            return replace(res, note="; ".join(filter(None, [note, res.note])))
+            return _floorless(
+                law, name, logy, cols, groups, n_boot, seed, strata, need, distinct_of, weights, profile
+            )
         logP, _ = law.evaluate(theta[None, :], X, jac=False)
         resid = logy - logP[0]
         centres = {k: v for k, v in X.items() if k.startswith("mid_")}
-        boot, boot_method = (fitcore.bootstrap(law, theta, X, logy, groups, n_boot, seed, strata,
-                                               w=w)
-                             if n_groups >= 3 else (np.empty((0, law.n_params)), "none"))
-        prof = (identify.profile_base(law, X, logy, w, theta, float(np.sum(w)) if weights is not None
-                                      else n_groups)
-                if profile and law.has_kappa else None)
+        boot, boot_method = _bootstrap(law, theta, X, logy, groups, n_boot, seed, strata, w, n_groups)
+        prof = _profile(law, X, logy, w, theta, weights, n_groups) if profile and law.has_kappa else None
     except (FloatingPointError, ValueError, np.linalg.LinAlgError) as exc:
-        return FitResult(name=name, formula=formula(law), status=FAILED, reason=str(exc),
-                         n_points=n, n_groups=n_groups, law=law)
+        return FitResult(
+            name=name,
+            formula=formula(law),
+            status=FAILED,
+            reason=str(exc),
+            n_points=n,
+            n_groups=n_groups,
+            law=law,
+        )
     unidentified = {**identify.spans_range(law, boot, logy), **hits}
     if prof is not None and prof["spans_range"]:
         unidentified.setdefault("b", identify.describe_profile(prof))
-    common = dict(name=name, formula=formula(law), n_points=n, n_groups=n_groups,
-                  n_boot=len(boot), bootstrap_method=boot_method, objective=obj,
-                  converged=converged, residuals=tuple(float(r) for r in resid), law=law,
-                  theta=tuple(float(t) for t in theta), centres=centres, boot_theta=boot,
-                  weights=None if weights is None else w, profile=prof)
+    common = dict(
+        name=name,
+        formula=formula(law),
+        n_points=n,
+        n_groups=n_groups,
+        n_boot=len(boot),
+        bootstrap_method=boot_method,
+        objective=obj,
+        converged=converged,
+        residuals=tuple(float(r) for r in resid),
+        law=law,
+        theta=tuple(float(t) for t in theta),
+        centres=centres,
+        boot_theta=boot,
+        weights=None if weights is None else w,
+        profile=prof,
+    )
     if unidentified:
         why = "; ".join(f"{k}: {v}" for k, v in unidentified.items())
-        return FitResult(status=NOT_IDENTIFIED, reason=f"not identified by these data ({why})",
-                         not_identified=unidentified, **common)
+        return FitResult(
+            status=NOT_IDENTIFIED,
+            reason=f"not identified by these data ({why})",
+            not_identified=unidentified,
+            **common,
+        )
     est = {k: float(v[0]) for k, v in named_params(law, theta, centres).items()}
-    ci = {}
-    if len(boot) >= 10:
-        draws = named_params(law, boot, centres)
-        big = np.finfo(float).max  # an overflowing draw is the largest float, so it still counts
-        ci = {k: tuple(float(q) for q in np.nanpercentile(
-            np.nan_to_num(np.asarray(v, float), nan=np.nan, posinf=big, neginf=-big), [2.5, 97.5]))
-              for k, v in draws.items()}
-    return FitResult(status=OK, params=est, ci=ci, **common)
+    return FitResult(status=OK, params=est, ci=percentile_ci(law, boot, centres), **common)
 
 
-def fit_power_law(n_params: np.ndarray, loss: np.ndarray, name: str = "L(N)",
-                  groups: np.ndarray | None = None, n_boot: int = 200, seed: int = 0,
-                  irreducible: bool | str = "auto") -> FitResult:
+def _floorless(law, name, logy, cols, groups, n_boot, seed, strata, need, distinct_of, weights, profile):
+    """The law refitted without its floor E (which fell to its lower bound), saying so."""
+    floorless = Law(law.name, law.terms, irreducible=False)
+    res = fit(
+        floorless,
+        name,
+        logy,
+        cols,
+        groups,
+        n_boot,
+        seed,
+        strata,
+        min(need, floorless.n_params + 1),
+        distinct_of,
+        weights,
+        False,
+        profile,
+    )
+    return replace(res, note="; ".join(filter(None, [FLOORLESS_NOTE, res.note])))
+
+
+def _bootstrap(law, theta, X, logy, groups, n_boot, seed, strata, w, n_groups):
+    """Bootstrap draws of theta over the runs (none under 3 runs) and the method used."""
+    if n_groups < 3:
+        return np.empty((0, law.n_params)), "none"
+    return fitcore.bootstrap(law, theta, X, logy, groups, n_boot, seed, strata, w=w)
+
+
+def _profile(law, X, logy, w, theta, weights, n_groups):
+    """The profile-likelihood interval of b (analysis/identify.py), counting runs or weights."""
+    return identify.profile_base(
+        law, X, logy, w, theta, float(np.sum(w)) if weights is not None else n_groups
+    )
+
+
+def percentile_ci(law: Law, boot: np.ndarray, centres: dict) -> dict[str, tuple[float, float]]:
+    """95% percentile intervals of the named parameters over bootstrap draws (none under 10)."""
+    if len(boot) < 10:
+        return {}
+    big = np.finfo(float).max  # an overflowing draw is the largest float, so it still counts
+    return {
+        k: tuple(
+            float(q)
+            for q in np.nanpercentile(
+                np.nan_to_num(np.asarray(v, float), nan=np.nan, posinf=big, neginf=-big), [2.5, 97.5]
+            )
+        )
+        for k, v in named_params(law, boot, centres).items()
+    }
+
+
+def fit_power_law(
+    n_params: np.ndarray,
+    loss: np.ndarray,
+    name: str = "L(N)",
+    groups: np.ndarray | None = None,
+    n_boot: int = 200,
+    seed: int = 0,
+    irreducible: bool | str = "auto",
+) -> FitResult:
     """L(N) = E + A·N^−α; with irreducible='auto' the floor E is fitted only when at least five
     distinct sizes are present, else Kaplan's pure form (N_c/N)^α_N (needs three)."""
     N = np.asarray(n_params, float)
@@ -234,12 +353,12 @@ def fit_power_law(n_params: np.ndarray, loss: np.ndarray, name: str = "L(N)",
         irreducible = distinct >= 5
     law = Law(name, ("N",), irreducible=bool(irreducible))
     need = 5 if law.irreducible else 3
-    return fit(law, name, np.log(y), {"N": N}, groups, n_boot, seed,
-               min_distinct=need, distinct_of=N)
+    return fit(law, name, np.log(y), {"N": N}, groups, n_boot, seed, min_distinct=need, distinct_of=N)
 
 
-def thin_curves(curves: pd.DataFrame, points_per_curve: int = 12,
-                min_step_fraction: float = 1e-3) -> pd.DataFrame:
+def thin_curves(
+    curves: pd.DataFrame, points_per_curve: int = 12, min_step_fraction: float = 1e-3
+) -> pd.DataFrame:
     """Keep at most `points_per_curve` points per run, log-spaced in step, from
     `min_step_fraction` of the run's last step on: each decade of training then weighs the same,
     long curves do not swamp short ones, and the warmup transient (not a power law) is left out."""
@@ -257,9 +376,14 @@ def thin_curves(curves: pd.DataFrame, points_per_curve: int = 12,
     return pd.concat(out, ignore_index=True) if out else curves.iloc[0:0]
 
 
-def fit_learning_curves(curves: pd.DataFrame, n_boot: int = 200, seed: int = 0,
-                        points_per_curve: int = 12, min_step_fraction: float = 1e-3,
-                        irreducible: bool = True) -> tuple[FitResult, pd.DataFrame]:
+def fit_learning_curves(
+    curves: pd.DataFrame,
+    n_boot: int = 200,
+    seed: int = 0,
+    points_per_curve: int = 12,
+    min_step_fraction: float = 1e-3,
+    irreducible: bool = True,
+) -> tuple[FitResult, pd.DataFrame]:
     """Kaplan eq. 1.6 with an optional floor across all curves of a sweep.
 
     `curves` needs columns trial_id, n_params, step, loss. Returns the fit and, per run, the
@@ -270,13 +394,25 @@ def fit_learning_curves(curves: pd.DataFrame, n_boot: int = 200, seed: int = 0,
     n_runs = th["trial_id"].nunique() if len(th) else 0
     n_sizes = th["n_params"].nunique() if len(th) else 0
     if n_runs < 3 or n_sizes < 3 or len(th) < law.n_params + 2:
-        res = insufficient("L(N,S)", law, f"needs curves from at least 3 runs of 3 sizes; has "
-                           f"{n_runs} runs of {n_sizes} sizes", len(th), n_runs)
+        res = insufficient(
+            "L(N,S)",
+            law,
+            f"needs curves from at least 3 runs of 3 sizes; has {n_runs} runs of {n_sizes} sizes",
+            len(th),
+            n_runs,
+        )
         return res, pd.DataFrame(columns=["trial_id", "n_params", "final_loss", "converged_loss"])
-    res = fit(law, "L(N,S)", np.log(th["loss"].to_numpy(float)),
-              {"N": th["n_params"].to_numpy(float), "S": th["step"].to_numpy(float)},
-              groups=th["trial_id"].to_numpy(), n_boot=n_boot, seed=seed, min_distinct=3,
-              distinct_of=th["n_params"].to_numpy())
+    res = fit(
+        law,
+        "L(N,S)",
+        np.log(th["loss"].to_numpy(float)),
+        {"N": th["n_params"].to_numpy(float), "S": th["step"].to_numpy(float)},
+        groups=th["trial_id"].to_numpy(),
+        n_boot=n_boot,
+        seed=seed,
+        min_distinct=3,
+        distinct_of=th["n_params"].to_numpy(),
+    )
     per_run = converged_losses(res, th)
     return res, per_run
 
@@ -289,16 +425,22 @@ def converged_losses(res: FitResult, th: pd.DataFrame) -> pd.DataFrame:
     step_term = (p["S_c"] / th["step"].to_numpy(float)) ** p["alpha_S"]
     tmp = th.assign(_linf=th["loss"].to_numpy(float) - step_term)
     g = tmp.sort_values("step").groupby("trial_id", sort=False)
-    out = pd.DataFrame({"n_params": g["n_params"].first(), "final_loss": g["loss"].last(),
-                        "converged_loss": g["_linf"].median()}).reset_index()
+    out = pd.DataFrame(
+        {
+            "n_params": g["n_params"].first(),
+            "final_loss": g["loss"].last(),
+            "converged_loss": g["_linf"].median(),
+        }
+    ).reset_index()
     return out[cols]
 
 
 def deep_envelope(runs: pd.DataFrame) -> pd.DataFrame:
     """The lower envelope of loss over N: the (depth, width) configurations, seeds averaged,
     that beat every smaller configuration. Kaplan's Figure 6 trend that depths ≥ 2 collapse onto."""
-    cfg = (runs.groupby(["depth", "width"], as_index=False)
-           .agg(n_params=("n_params", "mean"), loss=("loss", "mean")))
+    cfg = runs.groupby(["depth", "width"], as_index=False).agg(
+        n_params=("n_params", "mean"), loss=("loss", "mean")
+    )
     cfg = cfg.sort_values(["n_params", "loss"]).reset_index(drop=True)
     best = np.minimum.accumulate(cfg["loss"].to_numpy())
     keep = cfg["loss"].to_numpy() <= best
@@ -311,13 +453,21 @@ def fit_per_depth(runs: pd.DataFrame, n_boot: int = 200, seed: int = 0) -> dict[
     """L(N) for each depth over its widths (and seeds), bootstrapped over its runs."""
     fits = {}
     for i, (d, g) in enumerate(sorted(runs.groupby("depth"), key=lambda kv: kv[0])):
-        f = fit_power_law(g["n_params"].to_numpy(), g["loss"].to_numpy(),
-                          name=f"depth={int(d)}", groups=g["run_id"].to_numpy(),
-                          n_boot=n_boot, seed=seed + 7 * i)
+        f = fit_power_law(
+            g["n_params"].to_numpy(),
+            g["loss"].to_numpy(),
+            name=f"depth={int(d)}",
+            groups=g["run_id"].to_numpy(),
+            n_boot=n_boot,
+            seed=seed + 7 * i,
+        )
         widths = sorted(g["width"].unique())
         if f.status == INSUFFICIENT and len(widths) < 3:
-            f = replace(f, reason=f"depth {int(d)} has {len(widths)} width"
-                        f"{'s' if len(widths) > 1 else ''} ({', '.join(f'{w:g}' for w in widths)}); "
-                        f"a per-depth L(N) needs at least 3")
+            f = replace(
+                f,
+                reason=f"depth {int(d)} has {len(widths)} width"
+                f"{'s' if len(widths) > 1 else ''} ({', '.join(f'{w:g}' for w in widths)}); "
+                f"a per-depth L(N) needs at least 3",
+            )
         fits[int(d)] = f
     return fits

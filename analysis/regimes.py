@@ -61,8 +61,9 @@ def leave_one_depth_out(res: FitResult, table: pd.DataFrame) -> float | None:
     if not keep:
         return None
     W = np.stack([(dep != d) * w for d in keep])
-    th, obj = fitcore.batched_lm(law, np.repeat(np.array(res.theta)[None, :], len(keep), axis=0),
-                                 X, logy, W, iters=300, tol=1e-10)
+    th, obj = fitcore.batched_lm(
+        law, np.repeat(np.array(res.theta)[None, :], len(keep), axis=0), X, logy, W, iters=300, tol=1e-10
+    )
     logP, _ = law.evaluate(th, X, jac=False)
     err, wt = [], []
     for k, d in enumerate(keep):
@@ -77,8 +78,11 @@ def leave_one_depth_out(res: FitResult, table: pd.DataFrame) -> float | None:
 
 
 def _cols(table: pd.DataFrame) -> dict:
-    cols = {"N": table["n_params"].to_numpy(float), "depth": table["depth"].to_numpy(float),
-            "width": table["width"].to_numpy(float)}
+    cols = {
+        "N": table["n_params"].to_numpy(float),
+        "depth": table["depth"].to_numpy(float),
+        "width": table["width"].to_numpy(float),
+    }
     if "tokens" in table and table["tokens"].notna().all():
         cols["D"] = table["tokens"].to_numpy(float)
     return cols
@@ -87,24 +91,55 @@ def _cols(table: pd.DataFrame) -> dict:
 def _fit_one(name: str, law: Law, table: pd.DataFrame, weights, n_boot: int, seed: int) -> FitResult:
     n_depths, n_widths = table["depth"].nunique(), table["width"].nunique()
     if law.has_kappa and (n_depths < 3 or n_widths < 2):
-        return insufficient(name, law, f"the threshold base needs at least 3 depths and 2 widths; "
-                            f"has {n_depths} depths and {n_widths} widths", len(table), len(table))
+        return insufficient(
+            name,
+            law,
+            f"the threshold base needs at least 3 depths and 2 widths; "
+            f"has {n_depths} depths and {n_widths} widths",
+            len(table),
+            len(table),
+        )
     if law.has_kappa and table["width"].min() < 2:
-        return insufficient(name, law, "kappa_b needs ln d > 0, but a run has width "
-                            f"{table['width'].min():g}", len(table), len(table))
+        return insufficient(
+            name,
+            law,
+            f"kappa_b needs ln d > 0, but a run has width {table['width'].min():g}",
+            len(table),
+            len(table),
+        )
     if "width" in law.terms and (n_depths < 2 or n_widths < 2):
-        return insufficient(name, law, f"a separable width-depth law needs at least 2 depths and "
-                            f"2 widths; has {n_depths} and {n_widths}", len(table), len(table))
+        return insufficient(
+            name,
+            law,
+            f"a separable width-depth law needs at least 2 depths and "
+            f"2 widths; has {n_depths} and {n_widths}",
+            len(table),
+            len(table),
+        )
     key = table["depth"].astype(str) + ":" + table["width"].astype(str)
     if "D" in law.terms:
         key = key + ":" + table["tokens"].astype(str)
-    return fit(law, name, np.log(table["loss"].to_numpy(float)), _cols(table),
-               groups=table["run_id"].to_numpy(), n_boot=n_boot, seed=seed,
-               distinct_of=key.to_numpy(), weights=weights, profile=law.has_kappa)
+    return fit(
+        law,
+        name,
+        np.log(table["loss"].to_numpy(float)),
+        _cols(table),
+        groups=table["run_id"].to_numpy(),
+        n_boot=n_boot,
+        seed=seed,
+        distinct_of=key.to_numpy(),
+        weights=weights,
+        profile=law.has_kappa,
+    )
 
 
-def fit_regimes(runs: pd.DataFrame, n_boot: int = 200, seed: int = 0,
-                points: pd.DataFrame | None = None, points_source: dict | None = None) -> dict:
+def fit_regimes(
+    runs: pd.DataFrame,
+    n_boot: int = 200,
+    seed: int = 0,
+    points: pd.DataFrame | None = None,
+    points_source: dict | None = None,
+) -> dict:
     """Fit the candidate laws on `runs` (columns depth, width, n_params, loss, run_id), or, when
     `points` with varying tokens are given (analysis/tokens.py), the laws with a data term on
     those weighted points.
@@ -115,8 +150,9 @@ def fit_regimes(runs: pd.DataFrame, n_boot: int = 200, seed: int = 0,
     description of these data in its class, but quotes no estimate (its status says why)."""
     data_aware = points is not None and len(points) and points_source and points_source.get("kind")
     table = points if data_aware else runs
-    weights = (points["weight"].to_numpy(float)
-               if data_aware and points_source["kind"] == "checkpoints" else None)
+    weights = (
+        points["weight"].to_numpy(float) if data_aware and points_source["kind"] == "checkpoints" else None
+    )
     laws = DATA_MODELS if data_aware else MODELS
     models, fits = {}, {}
     for i, (name, law) in enumerate(laws.items()):
@@ -131,14 +167,24 @@ def fit_regimes(runs: pd.DataFrame, n_boot: int = 200, seed: int = 0,
             aic, bic = information_criteria(res)
             r = np.asarray(res.residuals)
             w = np.ones(len(r)) if res.weights is None else np.asarray(res.weights)
-            entry.update(aic=aic, bic=bic, cv_error=leave_one_depth_out(res, table),
-                         rms_log_error=float(np.sqrt(np.sum(w * r * r) / np.sum(w))))
+            entry.update(
+                aic=aic,
+                bic=bic,
+                cv_error=leave_one_depth_out(res, table),
+                rms_log_error=float(np.sqrt(np.sum(w * r * r) / np.sum(w))),
+            )
         else:
             entry.update(aic=None, bic=None, cv_error=None, rms_log_error=None)
         models[name] = entry
     ranked = {k: v for k, v in models.items() if v["bic"] is not None}
     preferred = min(ranked, key=lambda k: ranked[k]["bic"]) if ranked else None
-    return {"models": models, "preferred": preferred, "criterion": "bic", "fits": fits,
-            "data_terms": bool(data_aware),
-            "points": points_source if data_aware else {"kind": "runs", "why": "final losses of "
-                                                        "the runs (one token budget)"}}
+    return {
+        "models": models,
+        "preferred": preferred,
+        "criterion": "bic",
+        "fits": fits,
+        "data_terms": bool(data_aware),
+        "points": points_source
+        if data_aware
+        else {"kind": "runs", "why": "final losses of the runs (one token budget)"},
+    }

@@ -34,9 +34,11 @@ from depthwidth.data.tasks import ALPHABET, N_SYMBOLS  # noqa: E402
 from depthwidth.data.tasks import baseline_loss as copy_baseline  # noqa: E402
 
 COST_METRICS = {  # column -> axis label; each a cost of one training step
-    "step_flops": "matmul FLOPs per step", "step_activation_bytes": "activation bytes per step",
+    "step_flops": "matmul FLOPs per step",
+    "step_activation_bytes": "activation bytes per step",
     "step_peak_bytes": "peak device bytes per step",
-    "step_wall_s": "seconds per step (probe; else run wall / steps)"}
+    "step_wall_s": "seconds per step (probe; else run wall / steps)",
+}
 
 
 def baseline_loss(task_length: float, task: str = "copy") -> float:
@@ -51,15 +53,24 @@ def fit_exponent(x, y) -> dict[str, Any]:
     ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
     x, y = x[ok], y[ok]
     if len(np.unique(x)) < 2:
-        return {"status": "insufficient_data", "n_points": int(len(x)),
-                "reason": "needs positive values at two or more distinct T"}
+        return {
+            "status": "insufficient_data",
+            "n_points": int(len(x)),
+            "reason": "needs positive values at two or more distinct T",
+        }
     lx, ly = np.log(x), np.log(y)
     p, la = np.polyfit(lx, ly, 1)
     resid = ly - (la + p * lx)
     ss = float(((ly - ly.mean()) ** 2).sum())
-    return {"status": "ok", "exponent": float(p), "prefactor": float(math.exp(la)),
-            "r2": float(1 - (resid ** 2).sum() / ss) if ss > 0 else 1.0,
-            "n_points": int(len(x)), "x_min": float(x.min()), "x_max": float(x.max())}
+    return {
+        "status": "ok",
+        "exponent": float(p),
+        "prefactor": float(math.exp(la)),
+        "r2": float(1 - (resid**2).sum() / ss) if ss > 0 else 1.0,
+        "n_points": int(len(x)),
+        "x_min": float(x.min()),
+        "x_max": float(x.max()),
+    }
 
 
 def _metrics_json(value: Any) -> dict:
@@ -95,9 +106,12 @@ def recurrent_runs(runs: pd.DataFrame) -> pd.DataFrame:
     metrics = [_metrics_json(v) for v in df.get("metrics", pd.Series([None] * len(df)))]
     data_cfg = [_metrics_json(v) for v in df.get("data_config", pd.Series([None] * len(df)))]
     model_cfg = [_metrics_json(v) for v in df.get("model_config", pd.Series([None] * len(df)))]
-    scalar_sources = {"data_source": (data_cfg, "source", "copy"),
-                      "task_length": (data_cfg, "task_length", np.nan),
-                      "nu": (model_cfg, "nu", np.nan), "rho": (model_cfg, "rho", np.nan)}
+    scalar_sources = {
+        "data_source": (data_cfg, "source", "copy"),
+        "task_length": (data_cfg, "task_length", np.nan),
+        "nu": (model_cfg, "nu", np.nan),
+        "rho": (model_cfg, "rho", np.nan),
+    }
     for col, (src, key, default) in scalar_sources.items():
         if col not in df.columns:
             df[col] = [s.get(key, default) for s in src]
@@ -107,20 +121,22 @@ def recurrent_runs(runs: pd.DataFrame) -> pd.DataFrame:
         df[col] = pd.to_numeric(df[col], errors="coerce")
     for col in ("grad_t", "grad_norms", "grad_profile_steps", "grad_profile_t"):
         own = df[col] if col in df.columns else pd.Series([None] * len(df))
-        df[col] = [_as_list(o) if _as_list(o) is not None else _as_list(m.get(col))
-                   for o, m in zip(own, metrics)]
+        df[col] = [
+            _as_list(o) if _as_list(o) is not None else _as_list(m.get(col)) for o, m in zip(own, metrics)
+        ]
     df["grad_profile_norms"] = [_as_lists(m.get("grad_profile_norms")) for m in metrics]
     df["task_length"] = pd.to_numeric(df["task_length"], errors="coerce")
     is_digits = df["data_source"].isin(CLASSIFICATION)
     df.loc[is_digits, "task_length"] = DIGITS_T  # the delay of a digit is its 64 pixels
     is_task = df["data_source"].isin(TASKS)
     seq = pd.to_numeric(df["seq_len"], errors="coerce") if "seq_len" in df.columns else np.nan
-    df["seq_len"] = np.where(is_task, df["task_length"] + 2 * N_SYMBOLS,
-                             np.where(is_digits, DIGITS_T, seq))
-    memoryless = np.where(is_digits, math.log(CLASSES),
-                          [baseline_loss(T) if pd.notna(T) else np.nan for T in df["task_length"]])
+    df["seq_len"] = np.where(is_task, df["task_length"] + 2 * N_SYMBOLS, np.where(is_digits, DIGITS_T, seq))
+    memoryless = np.where(
+        is_digits, math.log(CLASSES), [baseline_loss(T) if pd.notna(T) else np.nan for T in df["task_length"]]
+    )
     df["baseline_loss"] = df["baseline_loss"].where(
-        df["baseline_loss"].notna() | ~(is_task | is_digits), memoryless)
+        df["baseline_loss"].notna() | ~(is_task | is_digits), memoryless
+    )
     if "status" not in df.columns:
         df["status"] = "ok"
     if "seed" not in df.columns:
@@ -159,13 +175,24 @@ def accuracy_table(df: pd.DataFrame) -> list[dict[str, Any]]:
     for (src, model, T), g in tasks.groupby(["data_source", "model", "task_length"], sort=True):
         acc = np.where(g["status"] == "ok", g["accuracy"].fillna(0.0), 0.0)
         loss = pd.to_numeric(g.get("final_val_loss"), errors="coerce")
-        rows.append({"task": src, "model": model, "family": g["family"].iloc[0],
-                     "nu": _int(g["nu"].iloc[0]), "rho": _int(g["rho"].iloc[0]), "T": int(T),
-                     "n_runs": int(len(g)), "n_ok": int((g["status"] == "ok").sum()),
-                     "accuracy_mean": float(acc.mean()), "accuracy_min": float(acc.min()),
-                     "accuracy_max": float(acc.max()),
-                     "val_loss_mean": float(np.nanmean(loss)) if np.isfinite(loss).any() else None,
-                     "baseline_loss": baseline_loss(T, src), "chance": chance(src)})
+        rows.append(
+            {
+                "task": src,
+                "model": model,
+                "family": g["family"].iloc[0],
+                "nu": _int(g["nu"].iloc[0]),
+                "rho": _int(g["rho"].iloc[0]),
+                "T": int(T),
+                "n_runs": int(len(g)),
+                "n_ok": int((g["status"] == "ok").sum()),
+                "accuracy_mean": float(acc.mean()),
+                "accuracy_min": float(acc.min()),
+                "accuracy_max": float(acc.max()),
+                "val_loss_mean": float(np.nanmean(loss)) if np.isfinite(loss).any() else None,
+                "baseline_loss": baseline_loss(T, src),
+                "chance": chance(src),
+            }
+        )
     return rows
 
 
@@ -177,8 +204,10 @@ def solved_up_to(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per task and model: the largest T solved (mean accuracy ≥ 0.99) and the smallest T not."""
     out: dict[tuple, dict] = {}
     for r in table:
-        e = out.setdefault((r["task"], r["model"]), {"task": r["task"], "model": r["model"],
-                                                     "largest_T_solved": None, "smallest_T_failed": None})
+        e = out.setdefault(
+            (r["task"], r["model"]),
+            {"task": r["task"], "model": r["model"], "largest_T_solved": None, "smallest_T_failed": None},
+        )
         if r["accuracy_mean"] >= SOLVED:
             e["largest_T_solved"] = max(r["T"], e["largest_T_solved"] or 0)
         elif e["smallest_T_failed"] is None or r["T"] < e["smallest_T_failed"]:
@@ -197,8 +226,13 @@ def cost_exponents(df: pd.DataFrame) -> list[dict[str, Any]]:
         for metric in COST_METRICS:
             fit = fit_exponent(g["seq_len"], g[metric])
             if fit["status"] == "ok":
-                out.append({**{k: (v.item() if hasattr(v, "item") else v) for k, v in zip(keys, key)},
-                            "metric": metric, **fit})
+                out.append(
+                    {
+                        **{k: (v.item() if hasattr(v, "item") else v) for k, v in zip(keys, key)},
+                        "metric": metric,
+                        **fit,
+                    }
+                )
     return out
 
 
@@ -209,9 +243,19 @@ def grad_stability(df: pd.DataFrame) -> list[dict[str, Any]]:
     with_ratio = df[df["grad_start_ratio"].notna()]
     for (src, model, T), g in with_ratio.groupby(["data_source", "model", "task_length"], sort=True):
         r = float(g["grad_start_ratio"].median())
-        rows.append({"task": src, "model": model, "family": g["family"].iloc[0], "nu": _int(g["nu"].iloc[0]),
-                     "rho": _int(g["rho"].iloc[0]), "T": _int(T), "n_runs": int(len(g)),
-                     "grad_start_ratio": r, "log10_ratio": math.log10(r) if r > 0 else None})
+        rows.append(
+            {
+                "task": src,
+                "model": model,
+                "family": g["family"].iloc[0],
+                "nu": _int(g["nu"].iloc[0]),
+                "rho": _int(g["rho"].iloc[0]),
+                "T": _int(T),
+                "n_runs": int(len(g)),
+                "grad_start_ratio": r,
+                "log10_ratio": math.log10(r) if r > 0 else None,
+            }
+        )
     return rows
 
 
@@ -248,16 +292,20 @@ def fig_accuracy_vs_T(table: list[dict[str, Any]]) -> Figure:
                 axes[1, j].plot(g["T"], g["val_loss_mean"], **style)
         Ts = np.linspace(sub["T"].min(), sub["T"].max(), 100)
         digits = task in CLASSIFICATION
-        axes[0, j].axhline(chance(task), ls="--", c="grey", lw=1,
-                           label=f"chance (1/{CLASSES if digits else ALPHABET})")
+        axes[0, j].axhline(
+            chance(task), ls="--", c="grey", lw=1, label=f"chance (1/{CLASSES if digits else ALPHABET})"
+        )
         what = "the class after 64 pixels" if digits else "the last 10 outputs"
-        axes[0, j].set(title=f"{task}: accuracy on {what}", xlabel="delay T",
-                       ylabel="accuracy", ylim=(0, 1.05))
-        axes[1, j].plot(Ts, [baseline_loss(T, task) for T in Ts], "k--", lw=1,
-                        label="memoryless baseline")
-        axes[1, j].set(title=f"{task}: final validation loss", xlabel="delay T",
-                       ylabel="cross-entropy (nats/" + ("answer)" if digits else "step)"),
-                       yscale="log")
+        axes[0, j].set(
+            title=f"{task}: accuracy on {what}", xlabel="delay T", ylabel="accuracy", ylim=(0, 1.05)
+        )
+        axes[1, j].plot(Ts, [baseline_loss(T, task) for T in Ts], "k--", lw=1, label="memoryless baseline")
+        axes[1, j].set(
+            title=f"{task}: final validation loss",
+            xlabel="delay T",
+            ylabel="cross-entropy (nats/" + ("answer)" if digits else "step)"),
+            yscale="log",
+        )
         for ax in axes[:, j]:
             ax.legend(fontsize=7)
     fig.tight_layout()
@@ -281,8 +329,12 @@ def fig_grad_vs_distance(df: pd.DataFrame) -> Figure:
             dist = (g["seq_len"].iloc[0] - 1 if pd.notna(g["seq_len"].iloc[0]) else t.max()) - t
             label = f"ρ={int(rho)} ν={int(nu)}" if fam in SCREENED else fam
             ax.plot(dist, np.maximum(norms, 1e-300), marker=".", ms=3, label=label)
-        ax.set(title=f"{fam}" + (f", T={int(T)}" if T is not None else ""), yscale="log",
-               xlabel="steps before the last output (L − 1 − t)", ylabel="‖∂L/∂h_t‖")
+        ax.set(
+            title=f"{fam}" + (f", T={int(T)}" if T is not None else ""),
+            yscale="log",
+            xlabel="steps before the last output (L − 1 − t)",
+            ylabel="‖∂L/∂h_t‖",
+        )
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -305,8 +357,14 @@ def fig_cost_vs_T(df: pd.DataFrame, exps: list[dict[str, Any]]) -> Figure:
             c = COLOURS.get(e["model"].split(" ")[0])
             ax.loglog(g.index, g.values, "o", ms=4, color=c)
             xs = np.geomspace(e["x_min"], e["x_max"], 20)
-            ax.loglog(xs, e["prefactor"] * xs ** e["exponent"], "-", color=c, lw=1,
-                      label=f"{e['model']} (p = {e['exponent']:.2f})")
+            ax.loglog(
+                xs,
+                e["prefactor"] * xs ** e["exponent"],
+                "-",
+                color=c,
+                lw=1,
+                label=f"{e['model']} (p = {e['exponent']:.2f})",
+            )
         ax.set(xlabel="sequence length (T + 20 on copy/denoise)", ylabel=COST_METRICS[metric])
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -325,30 +383,41 @@ def fig_nu_rho(df: pd.DataFrame) -> Figure:
     for row, (fam, src, g) in zip(axes, grids):
         acc = np.where(g["status"] == "ok", g["accuracy"].fillna(0.0), 0.0)
         g = g.assign(acc=acc, lgr=np.log10(g["grad_start_ratio"].where(g["grad_start_ratio"] > 0)))
-        for ax, col, title, cmap in ((row[0], "acc", "accuracy", "viridis"),
-                                     (row[1], "lgr", "log10 gradient share at the start", "magma")):
+        for ax, col, title, cmap in (
+            (row[0], "acc", "accuracy", "viridis"),
+            (row[1], "lgr", "log10 gradient share at the start", "magma"),
+        ):
             piv = g.pivot_table(index="rho", columns="nu", values=col, aggfunc="mean")
             if piv.empty or not np.isfinite(piv.to_numpy(float)).any():
                 ax.text(0.5, 0.5, f"no {title} stored", ha="center", va="center", transform=ax.transAxes)
                 ax.set_axis_off()
                 continue
             vals = piv.to_numpy(float)
-            im = ax.imshow(vals, origin="lower", aspect="auto", cmap=cmap,
-                           **({"vmin": 0.0, "vmax": 1.0} if col == "acc" else {}))
+            im = ax.imshow(
+                vals,
+                origin="lower",
+                aspect="auto",
+                cmap=cmap,
+                **({"vmin": 0.0, "vmax": 1.0} if col == "acc" else {}),
+            )
             for (i, k), v in np.ndenumerate(vals):
                 if np.isfinite(v):
                     ax.text(k, i, f"{v:.2f}", ha="center", va="center", fontsize=8, color="w")
             ax.set_xticks(range(len(piv.columns)), [str(int(v)) for v in piv.columns])
             ax.set_yticks(range(len(piv.index)), [str(int(v)) for v in piv.index])
-            ax.set(xlabel="ν (buffer)", ylabel="ρ (relevant set)",
-                   title=f"{fam} {src} T={int(g['task_length'].max())}: {title}")
+            ax.set(
+                xlabel="ν (buffer)",
+                ylabel="ρ (relevant set)",
+                title=f"{fam} {src} T={int(g['task_length'].max())}: {title}",
+            )
             fig.colorbar(im, ax=ax)
     fig.tight_layout()
     return fig
 
 
-def report_relrnn(runs_df: pd.DataFrame, curves_df: pd.DataFrame | None,
-                  out_dir: str | Path | None) -> dict[str, Any]:
+def report_relrnn(
+    runs_df: pd.DataFrame, curves_df: pd.DataFrame | None, out_dir: str | Path | None
+) -> dict[str, Any]:
     """Tables and figures of the recurrent family; figures go to out_dir (PNG + PDF) when given.
     Returns a JSON-ready dict; status 'insufficient_data' when there are no recurrent runs."""
     df = recurrent_runs(runs_df)
@@ -371,53 +440,90 @@ def report_relrnn(runs_df: pd.DataFrame, curves_df: pd.DataFrame | None,
     n_grid = df[df["family"].isin(SCREENED)][["nu", "rho"]].drop_duplicates().shape[0]
     figures = [
         ("relrnn_accuracy_vs_T", bool(table), "no copy/denoise runs", lambda: fig_accuracy_vs_T(table)),
-        ("relrnn_grad_vs_distance", bool(df["grad_norms"].notna().any()),
-         "no stored gradient profiles (metrics grad_t / grad_norms)", lambda: fig_grad_vs_distance(df)),
+        (
+            "relrnn_grad_vs_distance",
+            bool(df["grad_norms"].notna().any()),
+            "no stored gradient profiles (metrics grad_t / grad_norms)",
+            lambda: fig_grad_vs_distance(df),
+        ),
         ("relrnn_cost_vs_T", bool(exps), "no step costs at two or more T", lambda: fig_cost_vs_T(df, exps)),
         ("relrnn_nu_rho", n_grid >= 2, "fewer than two (ν, ρ) points", lambda: fig_nu_rho(df)),
-        ("relrnn_learning_curves", not curves.empty and "trial_id" in curves.columns
-         and bool({"accuracy", "val_loss"} & set(curves.columns)),
-         "no curves of accuracy or loss", lambda: rc.fig_learning_curves(df, curves)),
+        (
+            "relrnn_learning_curves",
+            not curves.empty
+            and "trial_id" in curves.columns
+            and bool({"accuracy", "val_loss"} & set(curves.columns)),
+            "no curves of accuracy or loss",
+            lambda: rc.fig_learning_curves(df, curves),
+        ),
     ]
     profiled = [t for t in ALL_TASKS if (df["grad_profile_norms"].notna() & (df["data_source"] == t)).any()]
-    figures += [(f"relrnn_grad_during_training_{t}", True, "",
-                 lambda t=t: rc.fig_grad_during_training(df, curves, t)) for t in profiled]
+    figures += [
+        (f"relrnn_grad_during_training_{t}", True, "", lambda t=t: rc.fig_grad_during_training(df, curves, t))
+        for t in profiled
+    ]
     if not profiled:
-        skipped["relrnn_grad_during_training"] = \
+        skipped["relrnn_grad_during_training"] = (
             "no gradient profiles recorded during training (metrics grad_profile_*)"
+        )
     for name, possible, why, build in figures:
         if possible:
             _save(build(), out, name, written)
         else:
             skipped[name] = why
-    result = {"status": "ok", "n_runs": int(len(df)), "n_ok": int((df["status"] == "ok").sum()),
-              "families": sorted(map(str, df["family"].unique())),
-              "tasks": sorted(map(str, df["data_source"].unique())),
-              "accuracy": table, "solved": solved_up_to(table), "cost_exponents": exps,
-              "gradient_stability": stab, "comparison": comp, "headline": head,
-              "comparison_text": words, "gradient_over_training": over_training,
-              "bits_per_char": bpc, "figures": written, "figures_skipped": skipped}
-    result["markdown"] = rc.markdown(words, [], []) + markdown(result) + "\n" + \
-        rc.markdown([], over_training, bpc)
+    result = {
+        "status": "ok",
+        "n_runs": int(len(df)),
+        "n_ok": int((df["status"] == "ok").sum()),
+        "families": sorted(map(str, df["family"].unique())),
+        "tasks": sorted(map(str, df["data_source"].unique())),
+        "accuracy": table,
+        "solved": solved_up_to(table),
+        "cost_exponents": exps,
+        "gradient_stability": stab,
+        "comparison": comp,
+        "headline": head,
+        "comparison_text": words,
+        "gradient_over_training": over_training,
+        "bits_per_char": bpc,
+        "figures": written,
+        "figures_skipped": skipped,
+    }
+    result["markdown"] = (
+        rc.markdown(words, [], []) + markdown(result) + "\n" + rc.markdown([], over_training, bpc)
+    )
     return result
 
 
 def markdown(r: dict[str, Any]) -> str:
     """The recurrent section of report.md."""
-    L = [f"Runs: {r['n_runs']} ({r['n_ok']} ok); families {', '.join(r['families'])}; "
-         f"tasks {', '.join(r['tasks'])}. Solved = mean accuracy on the last 10 outputs ≥ {SOLVED}.", ""]
+    L = [
+        f"Runs: {r['n_runs']} ({r['n_ok']} ok); families {', '.join(r['families'])}; "
+        f"tasks {', '.join(r['tasks'])}. Solved = mean accuracy on the last 10 outputs ≥ {SOLVED}.",
+        "",
+    ]
     if r["solved"]:
         L += ["| task | model | largest T solved | smallest T failed |", "|---|---|---|---|"]
-        L += [f"| {s['task']} | {s['model']} | {s['largest_T_solved'] or '-'} | "
-              f"{s['smallest_T_failed'] or '-'} |" for s in r["solved"]] + [""]
+        L += [
+            f"| {s['task']} | {s['model']} | {s['largest_T_solved'] or '-'} | "
+            f"{s['smallest_T_failed'] or '-'} |"
+            for s in r["solved"]
+        ] + [""]
     flops = [e for e in r["cost_exponents"] if e["metric"] in ("step_flops", "step_activation_bytes")]
     if flops:
         L += ["| model | cost of a step | exponent p (cost ∝ L^p) | R² | L range |", "|---|---|---|---|---|"]
-        L += [f"| {e['model']} | {e['metric']} | {e['exponent']:.2f} | {e['r2']:.3f} | "
-              f"{e['x_min']:g}–{e['x_max']:g} |" for e in flops] + [""]
+        L += [
+            f"| {e['model']} | {e['metric']} | {e['exponent']:.2f} | {e['r2']:.3f} | "
+            f"{e['x_min']:g}–{e['x_max']:g} |"
+            for e in flops
+        ] + [""]
     if r["gradient_stability"]:
-        L += ["| task | model | T | share of ‖∂L/∂h_t‖ reaching the first 10 steps, end of training |",
-              "|---|---|---|---|"]
-        L += [f"| {g['task']} | {g['model']} | {g['T']} | {g['grad_start_ratio']:.2e} |"
-              for g in r["gradient_stability"]] + [""]
+        L += [
+            "| task | model | T | share of ‖∂L/∂h_t‖ reaching the first 10 steps, end of training |",
+            "|---|---|---|---|",
+        ]
+        L += [
+            f"| {g['task']} | {g['model']} | {g['T']} | {g['grad_start_ratio']:.2e} |"
+            for g in r["gradient_stability"]
+        ] + [""]
     return "\n".join(L)

@@ -23,8 +23,13 @@ from depthwidth.data.tasks import ALPHABET
 # the delay tasks (answer in the last 10 outputs, T free), then one answer after a UCI digit's pixels
 ALL_TASKS = TASK_SOURCES + CLASSIFICATION_SOURCES
 SOLVED = 0.99  # accuracy on the last 10 outputs that counts as solving the task
-COLOURS = {"lstm": "tab:blue", "rnn": "tab:orange", "memrnn": "tab:green", "relrnn": "tab:red",
-           "rellstm": "tab:purple"}
+COLOURS = {
+    "lstm": "tab:blue",
+    "rnn": "tab:orange",
+    "memrnn": "tab:green",
+    "relrnn": "tab:red",
+    "rellstm": "tab:purple",
+}
 
 LEARNED = 0.9  # accuracy that counts as having learned a task, short of solving it
 
@@ -61,14 +66,23 @@ def comparison(df: pd.DataFrame) -> list[dict[str, Any]]:
         models = []
         for model, g in at.groupby("model", sort=True):
             acc = np.where(g["status"] == "ok", g["accuracy"].fillna(0.0), 0.0)
-            models.append({
-                "model": model, "family": str(g["family"].iloc[0]), "n_runs": int(len(g)),
-                "accuracy": float(np.median(acc)), "accuracy_mean": float(acc.mean()),
-                "accuracy_min": float(acc.min()), "accuracy_max": float(acc.max()),
-                "verdict": _verdict(float(np.median(acc)), chance(str(src))),
-                "steps": _median(g, "steps"), "batch_size": _median(g, "batch_size"),
-                "wall_s": _median(g, "wall_s"), "flops": _median(g, "flops"),
-                "step_activation_bytes": _median(g, "step_activation_bytes")})
+            models.append(
+                {
+                    "model": model,
+                    "family": str(g["family"].iloc[0]),
+                    "n_runs": int(len(g)),
+                    "accuracy": float(np.median(acc)),
+                    "accuracy_mean": float(acc.mean()),
+                    "accuracy_min": float(acc.min()),
+                    "accuracy_max": float(acc.max()),
+                    "verdict": _verdict(float(np.median(acc)), chance(str(src))),
+                    "steps": _median(g, "steps"),
+                    "batch_size": _median(g, "batch_size"),
+                    "wall_s": _median(g, "wall_s"),
+                    "flops": _median(g, "flops"),
+                    "step_activation_bytes": _median(g, "step_activation_bytes"),
+                }
+            )
         models.sort(key=lambda m: -m["accuracy"])
         out.append({"task": str(src), "T": int(T), "chance": chance(str(src)), "models": models})
     return out
@@ -89,16 +103,27 @@ def headline(comp: list[dict[str, Any]]) -> dict[str, Any]:
                 best = max(screened, key=lambda m: m["accuracy"])
                 margin = best["accuracy"] - lstm[0]["accuracy"]
                 worst = best["accuracy_min"] - lstm[0]["accuracy_max"]
-                heads.append({"task": task, "T": c["T"], "screened": best["model"],
-                              "screened_accuracy": best["accuracy"],
-                              "screened_min": best["accuracy_min"], "screened_max": best["accuracy_max"],
-                              "screened_runs": best["n_runs"], "lstm_accuracy": lstm[0]["accuracy"],
-                              "lstm_min": lstm[0]["accuracy_min"], "lstm_max": lstm[0]["accuracy_max"],
-                              "lstm_runs": lstm[0]["n_runs"], "margin": margin, "worst_margin": worst,
-                              "same_budget": (best["steps"], best["batch_size"]) ==
-                                             (lstm[0]["steps"], lstm[0]["batch_size"]),
-                              "holds": bool(best["accuracy"] >= LEARNED and margin >= 0.2),
-                              "holds_every_seed": bool(best["accuracy_min"] >= LEARNED and worst >= 0.2)})
+                heads.append(
+                    {
+                        "task": task,
+                        "T": c["T"],
+                        "screened": best["model"],
+                        "screened_accuracy": best["accuracy"],
+                        "screened_min": best["accuracy_min"],
+                        "screened_max": best["accuracy_max"],
+                        "screened_runs": best["n_runs"],
+                        "lstm_accuracy": lstm[0]["accuracy"],
+                        "lstm_min": lstm[0]["accuracy_min"],
+                        "lstm_max": lstm[0]["accuracy_max"],
+                        "lstm_runs": lstm[0]["n_runs"],
+                        "margin": margin,
+                        "worst_margin": worst,
+                        "same_budget": (best["steps"], best["batch_size"])
+                        == (lstm[0]["steps"], lstm[0]["batch_size"]),
+                        "holds": bool(best["accuracy"] >= LEARNED and margin >= 0.2),
+                        "holds_every_seed": bool(best["accuracy_min"] >= LEARNED and worst >= 0.2),
+                    }
+                )
                 break
     return {"status": "ok" if heads else "insufficient_data", "by_task": heads}
 
@@ -127,9 +152,12 @@ def sentences(comp: list[dict[str, Any]], head: dict[str, Any]) -> list[str]:
     """The comparison as sentences, one per task and T, then the headline per task."""
     out = []
     for c in comp:
-        parts = [f"{m['model']} {m['verdict']} (accuracy "
-                 f"{_spread(m['accuracy'], m['accuracy_min'], m['accuracy_max'], m['n_runs'])}; "
-                 f"{_cost(m)})" for m in c["models"]]
+        parts = [
+            f"{m['model']} {m['verdict']} (accuracy "
+            f"{_spread(m['accuracy'], m['accuracy_min'], m['accuracy_max'], m['n_runs'])}; "
+            f"{_cost(m)})"
+            for m in c["models"]
+        ]
         out.append(f"{c['task']}, T = {c['T']} (chance {c['chance']:.3f}): " + "; ".join(parts) + ".")
     for h in head.get("by_task", []):
         if h["holds_every_seed"]:
@@ -139,14 +167,19 @@ def sentences(comp: list[dict[str, Any]], head: dict[str, Any]) -> list[str]:
         else:
             verb = "does not hold here"
         budget = "the same" if h["same_budget"] else "a different"
-        seeds = (f" and {h['worst_margin']:+.3f} between its worst seed and the LSTM's best"
-                 if max(h["screened_runs"], h["lstm_runs"]) > 1 else "")
-        out.append(f"At the longest delay of {h['task']} (T = {h['T']}), {h['screened']} reaches "
-                   f"{_spread(h['screened_accuracy'], h['screened_min'], h['screened_max'], h['screened_runs'])} "
-                   f"against the LSTM's "
-                   f"{_spread(h['lstm_accuracy'], h['lstm_min'], h['lstm_max'], h['lstm_runs'])} with "
-                   f"{budget} training budget, a margin of {h['margin']:+.3f} in the median{seeds}: "
-                   f"the claim (screened ≥ {LEARNED}, LSTM ≥ 0.2 below) {verb}.")
+        seeds = (
+            f" and {h['worst_margin']:+.3f} between its worst seed and the LSTM's best"
+            if max(h["screened_runs"], h["lstm_runs"]) > 1
+            else ""
+        )
+        out.append(
+            f"At the longest delay of {h['task']} (T = {h['T']}), {h['screened']} reaches "
+            f"{_spread(h['screened_accuracy'], h['screened_min'], h['screened_max'], h['screened_runs'])} "
+            f"against the LSTM's "
+            f"{_spread(h['lstm_accuracy'], h['lstm_min'], h['lstm_max'], h['lstm_runs'])} with "
+            f"{budget} training budget, a margin of {h['margin']:+.3f} in the median{seeds}: "
+            f"the claim (screened ≥ {LEARNED}, LSTM ≥ 0.2 below) {verb}."
+        )
     return out
 
 
@@ -166,15 +199,23 @@ def gradient_over_training(df: pd.DataFrame, curves: pd.DataFrame) -> list[dict[
             r = c.sort_values("step")["grad_start_ratio"].to_numpy(float)
             first.append(r[0]), lowest.append(r.min()), last.append(r[-1])
         if first:
-            rows.append({"task": str(src), "model": model, "family": str(g["family"].iloc[0]),
-                         "rho": None if pd.isna(g["rho"].iloc[0]) else int(g["rho"].iloc[0]),
-                         "T": int(T), "n_runs": len(first), "first": float(np.median(first)),
-                         "lowest": float(np.median(lowest)), "last": float(np.median(last))})
+            rows.append(
+                {
+                    "task": str(src),
+                    "model": model,
+                    "family": str(g["family"].iloc[0]),
+                    "rho": None if pd.isna(g["rho"].iloc[0]) else int(g["rho"].iloc[0]),
+                    "T": int(T),
+                    "n_runs": len(first),
+                    "first": float(np.median(first)),
+                    "lowest": float(np.median(lowest)),
+                    "last": float(np.median(last)),
+                }
+            )
     return rows
 
 
-def fig_grad_during_training(df: pd.DataFrame, curves: pd.DataFrame | None,
-                             src: str | None = None) -> Figure:
+def fig_grad_during_training(df: pd.DataFrame, curves: pd.DataFrame | None, src: str | None = None) -> Figure:
     """Top: ‖∂L/∂h_t‖ vs distance from the last output at the evaluations a run kept
     (colour = training step, geometric mean over seeds), one panel per model at the largest T
     of task `src` (default: the first task with profiles). Bottom: the share reaching the
@@ -193,24 +234,38 @@ def fig_grad_during_training(df: pd.DataFrame, curves: pd.DataFrame | None,
         g = sub[sub["model"] == model]
         steps = g["grad_profile_steps"].iloc[0]
         t = np.asarray(g["grad_profile_t"].iloc[0], float)
-        stack = [np.asarray(p, float) for p, s in zip(g["grad_profile_norms"], g["grad_profile_steps"])
-                 if s == steps and np.shape(p) == (len(steps), len(t))]
+        stack = [
+            np.asarray(p, float)
+            for p, s in zip(g["grad_profile_norms"], g["grad_profile_steps"])
+            if s == steps and np.shape(p) == (len(steps), len(t))
+        ]
         logs = np.log10(np.maximum(np.array(stack), 1e-300)).mean(axis=0)  # (k, n)
         dist = g["seq_len"].iloc[0] - 1 - t
         for k, step in enumerate(steps):
-            axes[0, j].plot(dist, 10 ** logs[k], color=cmap(k / max(1, len(steps) - 1)), lw=1,
-                            label=f"step {int(step)}")
-        axes[0, j].set(title=f"{model}, {src} T={int(T)}", yscale="log",
-                       xlabel="steps before the last output", ylabel="‖∂L/∂h_t‖")
+            axes[0, j].plot(
+                dist, 10 ** logs[k], color=cmap(k / max(1, len(steps) - 1)), lw=1, label=f"step {int(step)}"
+            )
+        axes[0, j].set(
+            title=f"{model}, {src} T={int(T)}",
+            yscale="log",
+            xlabel="steps before the last output",
+            ylabel="‖∂L/∂h_t‖",
+        )
         axes[0, j].legend(fontsize=6)
         if curves is not None and "grad_start_ratio" in curves.columns:
             for tid in g["trial_id"]:
                 c = curves[(curves["trial_id"] == tid) & curves["grad_start_ratio"].notna()]
                 c = c.sort_values("step")
-                axes[1, j].plot(c["step"], np.maximum(c["grad_start_ratio"], 1e-300),
-                                color=COLOURS.get(model.split(" ")[0]), lw=1, alpha=0.8)
-        axes[1, j].set(yscale="log", xlabel="training step",
-                       ylabel="share of ‖∂L/∂h_t‖ at the first 10 steps")
+                axes[1, j].plot(
+                    c["step"],
+                    np.maximum(c["grad_start_ratio"], 1e-300),
+                    color=COLOURS.get(model.split(" ")[0]),
+                    lw=1,
+                    alpha=0.8,
+                )
+        axes[1, j].set(
+            yscale="log", xlabel="training step", ylabel="share of ‖∂L/∂h_t‖ at the first 10 steps"
+        )
     fig.tight_layout()
     return fig
 
@@ -226,8 +281,7 @@ def fig_learning_curves(df: pd.DataFrame, curves: pd.DataFrame) -> Figure:
         T = sub["task_length"].max()
         for _, run in sub[sub["task_length"] == T].iterrows():
             c = curves[curves["trial_id"] == run["trial_id"]].sort_values("step")
-            ax.plot(c["step"], c[col], color=COLOURS.get(run["family"]), lw=1, alpha=0.8,
-                    label=run["model"])
+            ax.plot(c["step"], c[col], color=COLOURS.get(run["family"]), lw=1, alpha=0.8, label=run["model"])
         handles, labels = ax.get_legend_handles_labels()
         keep = {lab: h for h, lab in zip(handles, labels)}
         ax.legend(keep.values(), keep.keys(), fontsize=7)
@@ -243,9 +297,14 @@ def bits_per_char(df: pd.DataFrame) -> list[dict[str, Any]]:
     rows = []
     for model, g in text.groupby("model", sort=True):
         uni = _median(g, "unigram_entropy")
-        rows.append({"model": model, "n_runs": int(len(g)),
-                     "bits_per_char": float(g["bits_per_char"].median()),
-                     "unigram_bits": uni / math.log(2) if uni is not None else None})
+        rows.append(
+            {
+                "model": model,
+                "n_runs": int(len(g)),
+                "bits_per_char": float(g["bits_per_char"].median()),
+                "unigram_bits": uni / math.log(2) if uni is not None else None,
+            }
+        )
     return rows
 
 
@@ -254,14 +313,28 @@ def markdown(comp_words: list[str], grad: list[dict[str, Any]], bpc: list[dict[s
     if comp_words:
         L += ["### Comparison", ""] + [f"- {s}" for s in comp_words] + [""]
     if grad:
-        L += ["### ‖∂L/∂h_t‖ during training (share reaching the first 10 steps, median over seeds)",
-              "", "| task | model | T | first eval | lowest | last eval |", "|---|---|---|---|---|---|"]
-        L += [f"| {g['task']} | {g['model']} | {g['T']} | {g['first']:.2e} | {g['lowest']:.2e} | "
-              f"{g['last']:.2e} |" for g in grad] + [""]
+        L += [
+            "### ‖∂L/∂h_t‖ during training (share reaching the first 10 steps, median over seeds)",
+            "",
+            "| task | model | T | first eval | lowest | last eval |",
+            "|---|---|---|---|---|---|",
+        ]
+        L += [
+            f"| {g['task']} | {g['model']} | {g['T']} | {g['first']:.2e} | {g['lowest']:.2e} | "
+            f"{g['last']:.2e} |"
+            for g in grad
+        ] + [""]
     if bpc:
-        L += ["### Character-level text", "", "| model | runs | bits per character | unigram bits |",
-              "|---|---|---|---|"]
-        L += [f"| {b['model']} | {b['n_runs']} | {b['bits_per_char']:.3f} | "
-              f"{b['unigram_bits']:.3f} |" if b["unigram_bits"] is not None else
-              f"| {b['model']} | {b['n_runs']} | {b['bits_per_char']:.3f} | - |" for b in bpc] + [""]
+        L += [
+            "### Character-level text",
+            "",
+            "| model | runs | bits per character | unigram bits |",
+            "|---|---|---|---|",
+        ]
+        L += [
+            f"| {b['model']} | {b['n_runs']} | {b['bits_per_char']:.3f} | {b['unigram_bits']:.3f} |"
+            if b["unigram_bits"] is not None
+            else f"| {b['model']} | {b['n_runs']} | {b['bits_per_char']:.3f} | - |"
+            for b in bpc
+        ] + [""]
     return "\n".join(L)

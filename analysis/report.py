@@ -40,13 +40,13 @@ from depthwidth.results import ANALYSIS_DIR, Location, StoreError, atomic_file
 
 REPORT_VERSION = 2
 # The sections `plot` and `kaplan` read from a stored report.json (each a JSON object).
-REPORT_KEYS = ("inputs", "power_laws", "learning_curves", "chinchilla", "regimes", "threshold",
-               "kaplan")
+REPORT_KEYS = ("inputs", "power_laws", "learning_curves", "chinchilla", "regimes", "threshold", "kaplan")
 
 
 def _version() -> str | None:
     try:
         from importlib.metadata import version
+
         return version("depthwidth")
     except Exception:  # not installed: the analysis also runs from a bare checkout
         return None
@@ -69,8 +69,10 @@ class Stopwatch:
             self._say(f"{name} done ({self.wall[name]:.1f} s)")
 
 
-NO_SHAPE = ("the input has no depth and width columns, so this section, which compares shapes, "
-            "cannot run; the shape-free sections (learning curves, L(N, D)) still do")
+NO_SHAPE = (
+    "the input has no depth and width columns, so this section, which compares shapes, "
+    "cannot run; the shape-free sections (learning curves, L(N, D)) still do"
+)
 
 
 def absent(reason: str = NO_SHAPE, **keys) -> dict:
@@ -81,6 +83,7 @@ def absent(reason: str = NO_SHAPE, **keys) -> dict:
 @dataclass
 class _Fits:
     """What one section fits and a later one reuses (in memory only)."""
+
     per_depth: dict = field(default_factory=dict)
     envelope: powerlaw.FitResult | None = None
     env_runs: object = None
@@ -92,9 +95,14 @@ class _Fits:
 
 def inputs_section(ds: Dataset) -> dict:
     """How the input was read: its layout, whether it has shapes, and which N the fits use."""
-    return {"layout": ds.layout, "kind": ds.kind, "has_shape": ds.has_shape,
-            "n_params": ds.n_params_source, "notes": list(ds.notes),
-            "n_duplicates_dropped": int(ds.n_duplicates)}
+    return {
+        "layout": ds.layout,
+        "kind": ds.kind,
+        "has_shape": ds.has_shape,
+        "n_params": ds.n_params_source,
+        "notes": list(ds.notes),
+        "n_duplicates_dropped": int(ds.n_duplicates),
+    }
 
 
 def power_laws_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:
@@ -104,20 +112,29 @@ def power_laws_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> d
     runs = ds.runs
     fits.per_depth = powerlaw.fit_per_depth(runs, bootstrap, seed)
     fits.env_runs = powerlaw.deep_envelope(runs) if len(runs) else runs
-    fits.envelope = powerlaw.fit_power_law(fits.env_runs["n_params"], fits.env_runs["loss"],
-                                           name="deep envelope",
-                                           groups=fits.env_runs["run_id"].to_numpy(),
-                                           n_boot=bootstrap, seed=seed + 1)
-    return {"per_depth": {str(d): f.to_dict() for d, f in fits.per_depth.items()},
-            "envelope": fits.envelope.to_dict()}
+    fits.envelope = powerlaw.fit_power_law(
+        fits.env_runs["n_params"],
+        fits.env_runs["loss"],
+        name="deep envelope",
+        groups=fits.env_runs["run_id"].to_numpy(),
+        n_boot=bootstrap,
+        seed=seed + 1,
+    )
+    return {
+        "per_depth": {str(d): f.to_dict() for d, f in fits.per_depth.items()},
+        "envelope": fits.envelope.to_dict(),
+    }
 
 
 def learning_curves_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:
     """L(N, S), Kaplan et al. 2020 eq. 1.6 with a floor, over every learning curve."""
     lc, conv = powerlaw.fit_learning_curves(ds.curves, bootstrap, seed + 2)
     fits.learning_curves = lc
-    return {"fit": lc.to_dict(), "n_runs_with_curves": int(ds.curves["run_id"].nunique()),
-            "converged_losses": conv.to_dict(orient="records")}
+    return {
+        "fit": lc.to_dict(),
+        "n_runs_with_curves": int(ds.curves["run_id"].nunique()),
+        "converged_losses": conv.to_dict(orient="records"),
+    }
 
 
 def chinchilla_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:
@@ -135,20 +152,31 @@ def _published_convention(ds: Dataset, points):
     total = ds.runs.get("n_params_total")
     if conv != "total" and total is not None and len(total) and total.notna().all():
         if len(points):
-            points = points.assign(n_params=points["run_id"].map(
-                ds.runs.set_index("run_id")["n_params_total"]))
-        text = (f"L(N, D) is fitted on total parameter counts ({ds.n_params_source.get('total_from')}), "
-                f"the convention of Hoffmann et al. 2022 and Besiroglu et al. 2024, so its constants "
-                f"compare with theirs; the other fits use {conv} N")
+            points = points.assign(
+                n_params=points["run_id"].map(ds.runs.set_index("run_id")["n_params_total"])
+            )
+        text = (
+            f"L(N, D) is fitted on total parameter counts ({ds.n_params_source.get('total_from')}), "
+            f"the convention of Hoffmann et al. 2022 and Besiroglu et al. 2024, so its constants "
+            f"compare with theirs; the other fits use {conv} N"
+        )
         return points, {"n_convention": "total", "convention_note": text}
     if conv == "total":
-        return points, {"n_convention": "total", "convention_note": (
-            "L(N, D) is fitted on total parameter counts, the convention of Hoffmann et al. 2022 "
-            "and Besiroglu et al. 2024")}
-    return points, {"n_convention": conv, "convention_note": (
-        f"L(N, D) is fitted on {conv} N, while Hoffmann et al. 2022 and Besiroglu et al. 2024 count "
-        f"every parameter: A and alpha differ from theirs by convention as well as by data (a "
-        f"vocab_size or n_params_total column gives the total counts)")}
+        return points, {
+            "n_convention": "total",
+            "convention_note": (
+                "L(N, D) is fitted on total parameter counts, the convention of Hoffmann et al. 2022 "
+                "and Besiroglu et al. 2024"
+            ),
+        }
+    return points, {
+        "n_convention": conv,
+        "convention_note": (
+            f"L(N, D) is fitted on {conv} N, while Hoffmann et al. 2022 and Besiroglu et al. 2024 count "
+            f"every parameter: A and alpha differ from theirs by convention as well as by data (a "
+            f"vocab_size or n_params_total column gives the total counts)"
+        ),
+    }
 
 
 def crossover_sections(ds: Dataset, fits: _Fits) -> tuple[list, dict, dict]:
@@ -160,8 +188,7 @@ def crossover_sections(ds: Dataset, fits: _Fits) -> tuple[list, dict, dict]:
     opt = threshold.optimal_depth(runs, per_depth)
     depths_ok = sorted(d for d, f in per_depth.items() if f.ok)
     points = threshold.transition_points(cross, depths_ok)
-    transition = threshold.fit_transition(points, threshold.transition_draws(runs, cross, points,
-                                                                             per_depth))
+    transition = threshold.fit_transition(points, threshold.transition_draws(runs, cross, points, per_depth))
     return cross, opt, transition
 
 
@@ -170,18 +197,30 @@ def regimes_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict
     if not ds.has_shape:
         return absent(models={}, preferred=None)
     shaped = fits.points is not None and len(fits.points) and fits.points["depth"].notna().all()
-    fits.regimes = regimes.fit_regimes(ds.runs, bootstrap, seed + 3,
-                                       points=fits.points if shaped else None,
-                                       points_source=fits.points_source if shaped else None)
+    fits.regimes = regimes.fit_regimes(
+        ds.runs,
+        bootstrap,
+        seed + 3,
+        points=fits.points if shaped else None,
+        points_source=fits.points_source if shaped else None,
+    )
     return {k: v for k, v in fits.regimes.items() if k != "fits"}
 
 
-def threshold_section(ds: Dataset, reg: dict, transition: dict, design: dict, bootstrap: int,
-                      seed: int) -> dict:
+def threshold_section(
+    ds: Dataset, reg: dict, transition: dict, design: dict, bootstrap: int, seed: int
+) -> dict:
     """The headline threshold.base with the knee cross-check (docs/science.md §4)."""
     if not ds.has_shape:
-        return absent(base=None, base_ci=None, claimed=False, consistent_with_theory=None,
-                      method=None, transition_fit=absent(points=[]), knee_fit=absent(points=[]))
+        return absent(
+            base=None,
+            base_ci=None,
+            claimed=False,
+            consistent_with_theory=None,
+            method=None,
+            transition_fit=absent(points=[]),
+            knee_fit=absent(points=[]),
+        )
     knee_fit = threshold.knees(ds.runs, bootstrap, seed + 4)
     return threshold.headline(reg, transition, knee_fit, design, grid=threshold.swept_grid(ds.runs))
 
@@ -190,25 +229,50 @@ def kaplan_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:
     """Our exponents, shape sensitivity and depth collapse beside Kaplan et al. 2020."""
     if not ds.has_shape:
         lc = fits.learning_curves
-        alpha_s = ({"value": lc.params["alpha_S"], "ci": lc.ci.get("alpha_S"),
-                    "S_c": lc.params["S_c"]} if lc is not None and lc.ok else None)
-        return {"ours": {"alpha_N": None, "alpha_S": alpha_s, "shape": absent(bands=[]),
-                         "depth_collapse": absent(depths=[])}, **kaplan.published_block()}
+        alpha_s = (
+            {"value": lc.params["alpha_S"], "ci": lc.ci.get("alpha_S"), "S_c": lc.params["S_c"]}
+            if lc is not None and lc.ok
+            else None
+        )
+        return {
+            "ours": {
+                "alpha_N": None,
+                "alpha_S": alpha_s,
+                "shape": absent(bands=[]),
+                "depth_collapse": absent(depths=[]),
+            },
+            **kaplan.published_block(),
+        }
     ref = fits.regimes["fits"].get("kaplan")
     if ref is not None and "D" in ref.law.terms:
         # Shapes are compared on final losses; the data-aware law needs a D for each, so the
         # shape-agnostic trend is refitted on the final losses alone.
-        ref = powerlaw.fit_power_law(ds.runs["n_params"], ds.runs["loss"], name="kaplan (final)",
-                                     groups=ds.runs["run_id"].to_numpy(), n_boot=0)
-    out = kaplan.compare(ds.runs, {"envelope": fits.envelope, "envelope_runs": fits.env_runs,
-                                   "learning_curves": fits.learning_curves, "kaplan": ref},
-                         bootstrap, seed + 5)
+        ref = powerlaw.fit_power_law(
+            ds.runs["n_params"],
+            ds.runs["loss"],
+            name="kaplan (final)",
+            groups=ds.runs["run_id"].to_numpy(),
+            n_boot=0,
+        )
+    out = kaplan.compare(
+        ds.runs,
+        {
+            "envelope": fits.envelope,
+            "envelope_runs": fits.env_runs,
+            "learning_curves": fits.learning_curves,
+            "kaplan": ref,
+        },
+        bootstrap,
+        seed + 5,
+    )
     conv = ds.n_params_source.get("convention")
     out["n_convention"] = conv
     out["convention_note"] = (
-        "Kaplan et al. 2020 count non-embedding parameters, as these fits do" if conv == "non-embedding"
+        "Kaplan et al. 2020 count non-embedding parameters, as these fits do"
+        if conv == "non-embedding"
         else f"Kaplan et al. 2020 count non-embedding parameters, these fits use {conv} N: their "
-             f"exponents compare across conventions")
+        f"exponents compare across conventions"
+    )
     return out
 
 
@@ -220,8 +284,7 @@ def regime_accounting_section(ds: Dataset, head: dict) -> dict:
     return levine.accounting(ds.runs, b, head.get("status", "not_claimed"))
 
 
-def build_report(ds: Dataset, bootstrap: int = 200, seed: int = 0,
-                 watch: Stopwatch | None = None) -> dict:
+def build_report(ds: Dataset, bootstrap: int = 200, seed: int = 0, watch: Stopwatch | None = None) -> dict:
     """All fits for one dataset, one section at a time. Never raises on thin data: each part that
     cannot be fitted carries status 'insufficient_data' or 'not_identified' and a reason; parts
     the input cannot have (shape comparisons without a shape) are 'absent' with the reason."""
@@ -308,8 +371,10 @@ def output_location(out_dir: str | Path | None, source: str | Path, kind: str) -
         if out_dir is not None:
             dest = Location.writable(out_dir, "--out")
             if dest.is_local and (store := store_owning(Path(dest.root) / "report.json")):
-                raise InputError(f"--out = {str(out_dir)!r} is invalid: it is inside the results "
-                                 f"store {str(store)!r}'s own files; write the report elsewhere.")
+                raise InputError(
+                    f"--out = {str(out_dir)!r} is invalid: it is inside the results "
+                    f"store {str(store)!r}'s own files; write the report elsewhere."
+                )
             return dest
         dest = default_out(source, kind)
         dest.check_writable("the report folder")
@@ -331,15 +396,25 @@ def check_bootstrap(bootstrap, seed, n_runs: int | None = None, n_points: int = 
     need = bootstrap_bytes(int(bootstrap), n_runs, n_points)
     if free is not None and need > free / 2:
         most = int(free / 2 / bootstrap_bytes(1, n_runs, n_points))
-        raise InputError(f"bootstrap = {bootstrap} is invalid: its replicates need about "
-                         f"{need / 1e9:.3g} GB for {n_runs} runs, more than half of the "
-                         f"{free / 1e9:.3g} GB this machine has free; use at most {most:,}.")
+        raise InputError(
+            f"bootstrap = {bootstrap} is invalid: its replicates need about "
+            f"{need / 1e9:.3g} GB for {n_runs} runs, more than half of the "
+            f"{free / 1e9:.3g} GB this machine has free; use at most {most:,}."
+        )
 
 
 @single_threaded
-def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: int = 200,
-            seed: int = 0, tune: tuple = (), selection: str = "auto", no_tune: bool = False,
-            progress=None, n: str = "non-embedding") -> dict:
+def analyze(
+    source: str | Path,
+    out_dir: str | Path | None = None,
+    bootstrap: int = 200,
+    seed: int = 0,
+    tune: tuple = (),
+    selection: str = "auto",
+    no_tune: bool = False,
+    progress=None,
+    n: str = "non-embedding",
+) -> dict:
     """Fit, plot and write the report for a results store or CSV; returns the report dict.
     Every fit sees each shape at its best setting of the tuning axes (analysis.tuning; `tune`
     names extra axes, `no_tune` averages every setting instead).
@@ -351,7 +426,7 @@ def analyze(source: str | Path, out_dir: str | Path | None = None, bootstrap: in
     watch = Stopwatch(progress)
     ds = load(source, n)
     source_print = fingerprint(ds.all_runs, ds.all_curves)  # the data as read, as `plot` reads it
-    if (empty := nothing_to_fit(ds)):  # raises when there is nothing to report at all
+    if empty := nothing_to_fit(ds):  # raises when there is nothing to report at all
         ds = replace(ds, notes=(empty,) + ds.notes)
 
     ds, tuned = tuning.apply(ds, tuple(tune), selection, no_tune)
@@ -395,6 +470,7 @@ def write_report(report: dict, out: Path) -> None:
 def write_page(report: dict, ds: Dataset, out: Path) -> None:
     """report.html beside report.md: the same report as one self-contained page (analysis/html.py)."""
     from analysis.html import write_html
+
     write_html(report, render(report), ds.all_runs, ds.all_curves, out)
 
 
@@ -416,11 +492,13 @@ def find_report(path: str | Path) -> tuple[Location, dict]:
             report = json.loads(text)
             if not isinstance(report, dict) or "source" not in report:
                 raise ValueError("it holds no report")
-            if (lacking := [k for k in REPORT_KEYS if not isinstance(report.get(k), dict)]):
+            if lacking := [k for k in REPORT_KEYS if not isinstance(report.get(k), dict)]:
                 raise ValueError(f"it lacks {', '.join(lacking)}")
         except ValueError as exc:
-            raise InputError(f"{cand.display('report.json')} is not a readable report "
-                             f"({reason(exc)}); run `depthwidth analyze` again to rewrite it.") from None
+            raise InputError(
+                f"{cand.display('report.json')} is not a readable report "
+                f"({reason(exc)}); run `depthwidth analyze` again to rewrite it."
+            ) from None
         return cand, report
     raise InputError(f"no report.json under '{path}' (run `depthwidth analyze {path}` first).")
 
@@ -460,8 +538,13 @@ def _existing_report(path, out_dir) -> tuple[Location, dict]:
 
 
 @single_threaded
-def kaplan_report(path: str | Path, digitized: str | Path | None = None, bootstrap: int = 200,
-                  seed: int = 0, out_dir: str | Path | None = None) -> dict:
+def kaplan_report(
+    path: str | Path,
+    digitized: str | Path | None = None,
+    bootstrap: int = 200,
+    seed: int = 0,
+    out_dir: str | Path | None = None,
+) -> dict:
     """Our fits beside Kaplan et al. 2020 (+ digitized published curves fitted with the same code);
     writes kaplan.json, kaplan.md and, with `digitized`, the side-by-side figure next to the report.
     Runs `analyze` first (into `out_dir` if given) when there is no report yet; a report already
@@ -485,9 +568,12 @@ def kaplan_report(path: str | Path, digitized: str | Path | None = None, bootstr
             fitted = kaplan.fit_digitized(dig, n_boot=bootstrap, seed=seed)
             result["digitized"] = {"file": str(Path(digitized).resolve()), **fitted}
             ds = load(report["source"])
-            fig = plots.side_by_side(ds.curves, report["learning_curves"]["fit"],
-                                     dig.assign(step=dig["tokens"] / KAPLAN_2020["setup"]["batch_tokens"]),
-                                     fitted["learning_curves"])
+            fig = plots.side_by_side(
+                ds.curves,
+                report["learning_curves"]["fit"],
+                dig.assign(step=dig["tokens"] / KAPLAN_2020["setup"]["batch_tokens"]),
+                fitted["learning_curves"],
+            )
             result["figures"] = {"written": write_figures({"kaplan_side_by_side": fig}, out.work)}
         result = powerlaw.json_safe(result)
         with atomic_file(out.work / "kaplan.json", "w") as f:

@@ -37,8 +37,17 @@ def planted_loss(law: str, depth, width, p: dict, tokens=None) -> np.ndarray:
     return out
 
 
-def make_runs(law: str, depths, widths, params: dict, seeds=(0,), noise: float = 0.01,
-              seed: int = 0, tokens=None, shapes=None) -> pd.DataFrame:
+def make_runs(
+    law: str,
+    depths,
+    widths,
+    params: dict,
+    seeds=(0,),
+    noise: float = 0.01,
+    seed: int = 0,
+    tokens=None,
+    shapes=None,
+) -> pd.DataFrame:
     """One row per (depth, width, seed[, token budget]) with the runs-store columns the analysis
     reads; `shapes` (a list of (depth, width)) replaces the full depths × widths grid."""
     rng = np.random.default_rng(seed)
@@ -50,29 +59,40 @@ def make_runs(law: str, depths, widths, params: dict, seeds=(0,), noise: float =
     T = None if tokens is None else np.array([r[3] for r in rows], float)
     clean = planted_loss(law, D, W, params, T)
     loss = clean * np.exp(rng.normal(0.0, noise, clean.shape))
-    out = pd.DataFrame({
-        "trial_id": [f"t{i:05d}" for i in range(len(D))], "family": "transformer",
-        "depth": D.astype(int), "width": W.astype(int), "heads": 1, "seed": S.astype(int),
-        "n_params": kaplan_n_params(D, W.astype(float)), "loss": loss, "clean_loss": clean,
-    })
+    out = pd.DataFrame(
+        {
+            "trial_id": [f"t{i:05d}" for i in range(len(D))],
+            "family": "transformer",
+            "depth": D.astype(int),
+            "width": W.astype(int),
+            "heads": 1,
+            "seed": S.astype(int),
+            "n_params": kaplan_n_params(D, W.astype(float)),
+            "loss": loss,
+            "clean_loss": clean,
+        }
+    )
     if T is not None:
         out["tokens"] = T
     return out
 
 
-def make_chinchilla(params: dict, n_sizes: int = 12, n_budgets: int = 8, noise: float = 0.01,
-                    seed: int = 0) -> pd.DataFrame:
+def make_chinchilla(
+    params: dict, n_sizes: int = 12, n_budgets: int = 8, noise: float = 0.01, seed: int = 0
+) -> pd.DataFrame:
     """Points of L(N, D) = E + A/N^alpha + B/D^beta (Hoffmann et al. 2022) on a grid of sizes
     1e7–1e10 and token budgets 1e9–1e12, as a generic n_params,tokens,loss table."""
     rng = np.random.default_rng(seed)
     N, D = (a.ravel() for a in np.meshgrid(np.logspace(7, 10, n_sizes), np.logspace(9, 12, n_budgets)))
     clean = params["E"] + params["A"] * N ** -params["alpha"] + params["B"] * D ** -params["beta"]
-    return pd.DataFrame({"n_params": N, "tokens": D,
-                         "loss": clean * np.exp(rng.normal(0.0, noise, clean.shape))})
+    return pd.DataFrame(
+        {"n_params": N, "tokens": D, "loss": clean * np.exp(rng.normal(0.0, noise, clean.shape))}
+    )
 
 
-def make_curves(runs: pd.DataFrame, alpha_S: float, S_c: float, steps=None, noise: float = 0.005,
-                seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+def make_curves(
+    runs: pd.DataFrame, alpha_S: float, S_c: float, steps=None, noise: float = 0.005, seed: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Learning curves L(S) = L_∞ + (S_c/S)^α_S with L_∞ each run's clean loss (Kaplan eq. 1.6).
 
     Returns (runs with final_val_loss = last point of the curve, long-format curves)."""
@@ -81,11 +101,18 @@ def make_curves(runs: pd.DataFrame, alpha_S: float, S_c: float, steps=None, nois
     n = len(steps)
     base = runs["clean_loss"].to_numpy(float)[:, None] + (S_c / steps[None, :].astype(float)) ** alpha_S
     val = base * np.exp(rng.normal(0.0, noise, base.shape))
-    curves = pd.DataFrame({
-        "trial_id": np.repeat(runs["trial_id"].to_numpy(), n), "step": np.tile(steps, len(runs)),
-        "tokens": np.tile(steps, len(runs)) * 4096, "flops": 0.0,
-        "train_loss": val.ravel(), "val_loss": val.ravel(), "lr": 1e-3, "wall_s": 0.0,
-    })
+    curves = pd.DataFrame(
+        {
+            "trial_id": np.repeat(runs["trial_id"].to_numpy(), n),
+            "step": np.tile(steps, len(runs)),
+            "tokens": np.tile(steps, len(runs)) * 4096,
+            "flops": 0.0,
+            "train_loss": val.ravel(),
+            "val_loss": val.ravel(),
+            "lr": 1e-3,
+            "wall_s": 0.0,
+        }
+    )
     out = runs.copy()
     out["final_val_loss"] = val[:, -1]
     out["final_train_loss"] = val[:, -1]
@@ -101,9 +128,17 @@ def write_store(directory: str | Path, runs: pd.DataFrame, curves: pd.DataFrame 
     r = runs.copy()
     for k in ("final_val_loss", "final_train_loss"):
         r[k] = r[k].fillna(r["loss"]) if k in r else r["loss"]
-    defaults = {"status": "ok", "n_params_total": r["n_params"] * 1.1, "flops_per_token": 2 * r["n_params"],
-                "tokens": 0, "steps": 0, "wall_s": 0.0, "depthwidth_version": "synthetic",
-                "torch_version": "none", "device": "none"}
+    defaults = {
+        "status": "ok",
+        "n_params_total": r["n_params"] * 1.1,
+        "flops_per_token": 2 * r["n_params"],
+        "tokens": 0,
+        "steps": 0,
+        "wall_s": 0.0,
+        "depthwidth_version": "synthetic",
+        "torch_version": "none",
+        "device": "none",
+    }
     for k, v in defaults.items():
         r[k] = r[k].fillna(v) if k in r else v
     r.drop(columns=[c for c in ("loss", "clean_loss") if c in r]).to_parquet(d / "runs.parquet")
@@ -114,13 +149,25 @@ def write_store(directory: str | Path, runs: pd.DataFrame, curves: pd.DataFrame 
 
 def lr_optimum(depth, width, drift: dict) -> np.ndarray:
     """Planted best learning rate lr*(L, d) = lr0 · (d/64)^width_exp · (L/4)^depth_exp."""
-    return (drift["lr0"] * (np.asarray(width, float) / 64.0) ** drift["width_exp"]
-            * (np.asarray(depth, float) / 4.0) ** drift["depth_exp"])
+    return (
+        drift["lr0"]
+        * (np.asarray(width, float) / 64.0) ** drift["width_exp"]
+        * (np.asarray(depth, float) / 4.0) ** drift["depth_exp"]
+    )
 
 
-def make_tuned_runs(law: str, depths, widths, params: dict, lrs, drift: dict,
-                    sharpness: float = 0.15, seeds=(0, 1), noise: float = 0.01,
-                    seed: int = 0) -> pd.DataFrame:
+def make_tuned_runs(
+    law: str,
+    depths,
+    widths,
+    params: dict,
+    lrs,
+    drift: dict,
+    sharpness: float = 0.15,
+    seeds=(0, 1),
+    noise: float = 0.01,
+    seed: int = 0,
+) -> pd.DataFrame:
     """A grid of depth x width x learning rate x seed whose best lr drifts with shape.
 
     log loss = log L_law(depth, width) + sharpness · (log10 lr − log10 lr*(depth, width))²
@@ -132,27 +179,51 @@ def make_tuned_runs(law: str, depths, widths, params: dict, lrs, drift: dict,
     opt = lr_optimum(D, W, drift)
     off = sharpness * (np.log10(R) - np.log10(opt)) ** 2
     loss = clean * np.exp(off + rng.normal(0.0, noise, clean.shape))
-    return pd.DataFrame({
-        "trial_id": [f"t{i:05d}" for i in range(len(D))], "family": "transformer",
-        "depth": D.astype(int), "width": W.astype(int), "heads": 1, "seed": S.astype(int),
-        "lr": R.astype(float), "lr_opt": opt, "n_params": 12.0 * D * W.astype(float) ** 2,
-        "loss": loss, "clean_loss": clean,
-    })
+    return pd.DataFrame(
+        {
+            "trial_id": [f"t{i:05d}" for i in range(len(D))],
+            "family": "transformer",
+            "depth": D.astype(int),
+            "width": W.astype(int),
+            "heads": 1,
+            "seed": S.astype(int),
+            "lr": R.astype(float),
+            "lr_opt": opt,
+            "n_params": 12.0 * D * W.astype(float) ** 2,
+            "loss": loss,
+            "clean_loss": clean,
+        }
+    )
 
-def write_gemstones_lines(path: str | Path, shapes=((2, 64), (4, 64), (3, 128), (6, 128), (5, 256)),
-                          vocab: int = 1000, steps=(100, 200, 400)) -> Path:
+
+def write_gemstones_lines(
+    path: str | Path,
+    shapes=((2, 64), (4, 64), (3, 128), (6, 128), (5, 256)),
+    vocab: int = 1000,
+    steps=(100, 200, 400),
+) -> Path:
     """Checkpoint lines in Gemstones' own JSON-lines layout (docs/science.md §9), with total
     counts built as Gemma-style blocks (15·d² + 2·d per layer) plus an untied embedding and
     read-out ((2·vocab + 1)·d), and losses falling with checkpoint and depth."""
     import json
+
     lines = []
     for L, d in shapes:
         total = L * (15 * d * d + 2 * d) + (2 * vocab + 1) * d
         for k, step in enumerate(steps):
-            lines.append({"run_name": f"Gem-{d}x{L}", "params_active_precise": total, "width": d,
-                          "depth": L, "tokens": step * 4096, "step": step, "num_nodes": 1,
-                          "seconds_per_step": 0.5,
-                          "final_loss": 4.0 / (1 + k) ** 0.1 - 0.01 * L - 0.1 * np.log(d / 64)})
+            lines.append(
+                {
+                    "run_name": f"Gem-{d}x{L}",
+                    "params_active_precise": total,
+                    "width": d,
+                    "depth": L,
+                    "tokens": step * 4096,
+                    "step": step,
+                    "num_nodes": 1,
+                    "seconds_per_step": 0.5,
+                    "final_loss": 4.0 / (1 + k) ** 0.1 - 0.01 * L - 0.1 * np.log(d / 64),
+                }
+            )
     p = Path(path)
     p.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     return p

@@ -28,8 +28,9 @@ def width_at(runs: pd.DataFrame, depth: int, n_params: np.ndarray) -> np.ndarray
     (so any parameter count, not only 12·L·d², is inverted consistently)."""
     g = runs[runs["depth"] == depth].groupby("width", as_index=False)["n_params"].mean()
     g = g.sort_values("n_params")
-    lw = np.interp(np.log(n_params), np.log(g["n_params"].to_numpy(float)),
-                   np.log(g["width"].to_numpy(float)))
+    lw = np.interp(
+        np.log(n_params), np.log(g["n_params"].to_numpy(float)), np.log(g["width"].to_numpy(float))
+    )
     return np.exp(lw)
 
 
@@ -40,13 +41,20 @@ def _first_crossing(diff: np.ndarray) -> tuple[int | None, str]:
     if change.size:
         return int(change[0]), "crossover"
     return None, "shallower_better_throughout" if pos.all() else (
-        "deeper_better_throughout" if (~pos).all() else "deeper_falls_behind")
+        "deeper_better_throughout" if (~pos).all() else "deeper_falls_behind"
+    )
 
 
 def crossover(runs: pd.DataFrame, d1: int, f1: FitResult, d2: int, f2: FitResult) -> dict:
     """Where depth d2 (> d1) starts to beat depth d1 at equal N, within the N range both cover."""
-    out = {"depths": [d1, d2], "status": "insufficient_data", "n_params": None, "n_params_ci": None,
-           "widths": None, "p_crossover": None}
+    out = {
+        "depths": [d1, d2],
+        "status": "insufficient_data",
+        "n_params": None,
+        "n_params_ci": None,
+        "widths": None,
+        "p_crossover": None,
+    }
     if not (f1.ok and f2.ok):
         missing = [f"depth {d}: {f.reason}" for d, f in ((d1, f1), (d2, f2)) if not f.ok]
         out["reason"] = "no per-depth fit (" + "; ".join(missing) + ")"
@@ -64,12 +72,18 @@ def crossover(runs: pd.DataFrame, d1: int, f1: FitResult, d2: int, f2: FitResult
     if i is None:
         out.update(status="no_crossover_in_range", which=kind)
     else:
-        g = lambda ln: float(np.log(f2.predict(N=np.array([np.exp(ln)]))[0])
-                             - np.log(f1.predict(N=np.array([np.exp(ln)]))[0]))
+        g = lambda ln: float(
+            np.log(f2.predict(N=np.array([np.exp(ln)]))[0]) - np.log(f1.predict(N=np.array([np.exp(ln)]))[0])
+        )
         n_star = float(np.exp(brentq(g, np.log(grid[i]), np.log(grid[i + 1]))))
-        out.update(status="ok", n_params=n_star,
-                   widths=[float(width_at(runs, d1, np.array([n_star]))[0]),
-                           float(width_at(runs, d2, np.array([n_star]))[0])])
+        out.update(
+            status="ok",
+            n_params=n_star,
+            widths=[
+                float(width_at(runs, d1, np.array([n_star]))[0]),
+                float(width_at(runs, d2, np.array([n_star]))[0]),
+            ],
+        )
     draws = boot_crossovers(f1, f2, grid)
     if draws is not None:
         found = np.isfinite(draws)
@@ -105,32 +119,51 @@ def boot_crossovers(f1: FitResult, f2: FitResult, grid: np.ndarray) -> np.ndarra
 
 def all_crossovers(runs: pd.DataFrame, fits: dict[int, FitResult]) -> list[dict]:
     depths = sorted(fits)
-    return [crossover(runs, d1, fits[d1], d2, fits[d2])
-            for k, d1 in enumerate(depths) for d2 in depths[k + 1:]]
+    return [
+        crossover(runs, d1, fits[d1], d2, fits[d2]) for k, d1 in enumerate(depths) for d2 in depths[k + 1 :]
+    ]
 
 
 def optimal_depth(runs: pd.DataFrame, fits: dict[int, FitResult], n_grid: int = 40) -> dict:
     """L*(N): the depth whose fitted curve is lowest at N, among depths whose runs cover N."""
     ok = {d: f for d, f in fits.items() if f.ok}
     if len(ok) < 2:
-        return {"status": "insufficient_data", "reason": "needs fitted curves for at least two "
-                f"depths, has {len(ok)}", "points": []}
-    rng = {d: (runs.loc[runs["depth"] == d, "n_params"].min(),
-               runs.loc[runs["depth"] == d, "n_params"].max()) for d in ok}
-    grid = np.logspace(np.log10(min(r[0] for r in rng.values())),
-                       np.log10(max(r[1] for r in rng.values())), n_grid)
+        return {
+            "status": "insufficient_data",
+            "reason": f"needs fitted curves for at least two depths, has {len(ok)}",
+            "points": [],
+        }
+    rng = {
+        d: (runs.loc[runs["depth"] == d, "n_params"].min(), runs.loc[runs["depth"] == d, "n_params"].max())
+        for d in ok
+    }
+    grid = np.logspace(
+        np.log10(min(r[0] for r in rng.values())), np.log10(max(r[1] for r in rng.values())), n_grid
+    )
     points = []
     for N in grid:
-        cands = {d: float(f.predict(N=np.array([N]))[0]) for d, f in ok.items()
-                 if rng[d][0] * (1 - 1e-9) <= N <= rng[d][1] * (1 + 1e-9)}
+        cands = {
+            d: float(f.predict(N=np.array([N]))[0])
+            for d, f in ok.items()
+            if rng[d][0] * (1 - 1e-9) <= N <= rng[d][1] * (1 + 1e-9)
+        }
         if len(cands) < 2:
             continue
         best = min(cands, key=cands.get)
-        points.append({"n_params": float(N), "depth": int(best), "loss": cands[best],
-                       "width": float(width_at(runs, best, np.array([N]))[0]),
-                       "n_compared": len(cands)})
-    return {"status": "ok" if points else "insufficient_data", "points": points,
-            "reason": "" if points else "no size is covered by two fitted depths"}
+        points.append(
+            {
+                "n_params": float(N),
+                "depth": int(best),
+                "loss": cands[best],
+                "width": float(width_at(runs, best, np.array([N]))[0]),
+                "n_compared": len(cands),
+            }
+        )
+    return {
+        "status": "ok" if points else "insufficient_data",
+        "points": points,
+        "reason": "" if points else "no size is covered by two fitted depths",
+    }
 
 
 def line_fit(depth: np.ndarray, log_width: np.ndarray) -> tuple[float, float]:
@@ -150,20 +183,37 @@ def transition_points(crossovers: list[dict], depths: list[int]) -> list[dict]:
         robust = c.get("p_crossover") is None or c["p_crossover"] >= MIN_P_CROSSOVER
         if c["status"] == "ok" and tuple(c["depths"]) in cons and robust:
             d1, d2 = c["depths"]
-            pts.append({"depth": (d1 + d2) / 2, "width": float(np.sqrt(c["widths"][0] * c["widths"][1])),
-                        "n_params": c["n_params"], "depths": [d1, d2]})
+            pts.append(
+                {
+                    "depth": (d1 + d2) / 2,
+                    "width": float(np.sqrt(c["widths"][0] * c["widths"][1])),
+                    "n_params": c["n_params"],
+                    "depths": [d1, d2],
+                }
+            )
     return pts
 
 
-def fit_transition(points: list[dict], draws: np.ndarray | None = None,
-                   source: str = "crossovers") -> dict:
+def fit_transition(points: list[dict], draws: np.ndarray | None = None, source: str = "crossovers") -> dict:
     """log d = a + β·L through transition points; base e^β with intervals (and a band for the
     line) from bootstrap replicates of (a, β) in `draws` (B, 2)."""
-    out = {"source": source, "points": points, "theory": {"a": 0.0, "beta": float(np.log(THEORY_BASE))},
-           "levine_empirical": dict(LEVINE_EMPIRICAL), "a": None, "beta": None, "base": None,
-           "beta_ci": None, "base_ci": None, "n_boot": 0, "band": None}
+    out = {
+        "source": source,
+        "points": points,
+        "theory": {"a": 0.0, "beta": float(np.log(THEORY_BASE))},
+        "levine_empirical": dict(LEVINE_EMPIRICAL),
+        "a": None,
+        "beta": None,
+        "base": None,
+        "beta_ci": None,
+        "base_ci": None,
+        "n_boot": 0,
+        "band": None,
+    }
     if len(points) < 2:
-        out.update(status="insufficient_data", reason=f"needs at least 2 transition points, has {len(points)}")
+        out.update(
+            status="insufficient_data", reason=f"needs at least 2 transition points, has {len(points)}"
+        )
         return out
     L = np.array([p["depth"] for p in points], float)
     lw = np.log([p["width"] for p in points])
@@ -177,18 +227,29 @@ def fit_transition(points: list[dict], draws: np.ndarray | None = None,
         lo_b, hi_b = np.exp(LOG_BASE_BOUNDS)
         if np.exp(lo) <= lo_b and np.exp(hi) >= hi_b:
             # The interval covers every base the κ-laws may take: no estimate to report.
-            out.update(status="not_identified", a=None, beta=None, base=None, n_boot=int(len(draws)),
-                       reason=f"the 95% bootstrap interval of the base, [{np.exp(lo):.3g}, "
-                              f"{np.exp(hi):.3g}], spans the whole range [{lo_b:.3g}, {hi_b:.3g}]: "
-                              f"the line through {len(points)} points is not identified")
+            out.update(
+                status="not_identified",
+                a=None,
+                beta=None,
+                base=None,
+                n_boot=int(len(draws)),
+                reason=f"the 95% bootstrap interval of the base, [{np.exp(lo):.3g}, "
+                f"{np.exp(hi):.3g}], spans the whole range [{lo_b:.3g}, {hi_b:.3g}]: "
+                f"the line through {len(points)} points is not identified",
+            )
             return out
         grid = np.linspace(L.min() - 0.5, L.max() + 0.5, 25)
         lines = draws[:, :1] + draws[:, 1:] * grid[None, :]
-        out.update(beta_ci=[float(lo), float(hi)], base_ci=[float(np.exp(lo)), float(np.exp(hi))],
-                   n_boot=int(len(draws)),
-                   band={"depth": grid.tolist(),
-                         "width_lo": np.exp(np.percentile(lines, 2.5, axis=0)).tolist(),
-                         "width_hi": np.exp(np.percentile(lines, 97.5, axis=0)).tolist()})
+        out.update(
+            beta_ci=[float(lo), float(hi)],
+            base_ci=[float(np.exp(lo)), float(np.exp(hi))],
+            n_boot=int(len(draws)),
+            band={
+                "depth": grid.tolist(),
+                "width_lo": np.exp(np.percentile(lines, 2.5, axis=0)).tolist(),
+                "width_hi": np.exp(np.percentile(lines, 97.5, axis=0)).tolist(),
+            },
+        )
     return out
 
 
@@ -212,8 +273,9 @@ def transition_draws(runs, crossovers, points, fits) -> np.ndarray | None:
         cols.append(w)
     B = min(len(c) for c in cols)
     lw = np.stack([c[:B] for c in cols], axis=1)
-    lines = [line_fit(L[m], row[m]) for row in lw
-             for m in [np.isfinite(row)] if m.sum() >= 2 and np.ptp(L[m]) > 0]
+    lines = [
+        line_fit(L[m], row[m]) for row in lw for m in [np.isfinite(row)] if m.sum() >= 2 and np.ptp(L[m]) > 0
+    ]
     return np.array(lines).reshape(-1, 2)
 
 
@@ -267,28 +329,36 @@ def _kappa_estimate(models: dict, name: str | None) -> dict | None:
     m = models[name]
     prof = m.get("profile") or {}
     ci = _hull(m["ci"].get("b"), prof.get("interval"))
-    return {"base": m["params"].get("b"), "base_ci": ci, "bootstrap_ci": m["ci"].get("b"),
-            "profile": prof or None,
-            "open": bool(prof.get("open_below") or prof.get("open_above")),
-            "method": f"the {name} law (docs/science.md §4) with b free, preferred by BIC; 95% "
-                      f"interval: the hull of {m['n_boot']} bootstrap replicates over runs "
-                      f"({m.get('bootstrap_method', 'refit').replace('_', '-')}) and the profile "
-                      f"likelihood of b"}
+    return {
+        "base": m["params"].get("b"),
+        "base_ci": ci,
+        "bootstrap_ci": m["ci"].get("b"),
+        "profile": prof or None,
+        "open": bool(prof.get("open_below") or prof.get("open_above")),
+        "method": f"the {name} law (docs/science.md §4) with b free, preferred by BIC; 95% "
+        f"interval: the hull of {m['n_boot']} bootstrap replicates over runs "
+        f"({m.get('bootstrap_method', 'refit').replace('_', '-')}) and the profile "
+        f"likelihood of b",
+    }
 
 
 def _transition_estimate(tf: dict) -> dict | None:
     if tf.get("status") != "ok" or not tf.get("base_ci"):
         return None
-    return {"base": tf["base"], "base_ci": tf["base_ci"],
-            "method": f"transition widths: log d = a + beta*L through the crossovers of "
-                      f"{len(tf['points'])} pairs of consecutive depths, base e^beta; 95% interval "
-                      f"from {tf['n_boot']} bootstrap replicates of the per-depth fits"}
+    return {
+        "base": tf["base"],
+        "base_ci": tf["base_ci"],
+        "method": f"transition widths: log d = a + beta*L through the crossovers of "
+        f"{len(tf['points'])} pairs of consecutive depths, base e^beta; 95% interval "
+        f"from {tf['n_boot']} bootstrap replicates of the per-depth fits",
+    }
 
 
 def _not_identified_reason(models: dict, transition: dict, design: dict | None) -> str:
     """Why b is not identified, and which design would identify it."""
-    kappa = [f"{k}: {models[k]['reason']}" for k in KAPPA_LAWS if k in models
-             and models[k].get("status") != "ok"]
+    kappa = [
+        f"{k}: {models[k]['reason']}" for k in KAPPA_LAWS if k in models and models[k].get("status") != "ok"
+    ]
     parts = ["b is not identified by this design"]
     if kappa:
         parts.append("the threshold laws give no estimate (" + "; ".join(kappa) + ")")
@@ -296,8 +366,10 @@ def _not_identified_reason(models: dict, transition: dict, design: dict | None) 
         parts.append(f"the transition widths give none ({transition.get('reason', '')})")
     if design:
         rich = design.get("depths_with_3_widths") or []
-        parts.append(f"{len(rich)} of {design.get('n_depths')} depths have the 3 or more widths "
-                     f"that the per-depth fits and crossovers need")
+        parts.append(
+            f"{len(rich)} of {design.get('n_depths')} depths have the 3 or more widths "
+            f"that the per-depth fits and crossovers need"
+        )
         parts.append("a design that would identify it: " + design["text"])
     return "; ".join(parts)
 
@@ -332,25 +404,45 @@ def locate(base: float, base_ci: list, grid: dict[float, list[int]]) -> dict:
     for w, depths in sorted(grid.items()):
         lth = float(np.log(w) / np.log(base))
         lo, hi = sorted(float(np.log(w) / np.log(b)) for b in base_ci)
-        per.append({"width": w, "depths": depths, "L_th": lth, "L_th_ci": [lo, hi],
-                    "side": _side(lth, lo, hi, depths)})
+        per.append(
+            {
+                "width": w,
+                "depths": depths,
+                "L_th": lth,
+                "L_th_ci": [lo, hi],
+                "side": _side(lth, lo, hi, depths),
+            }
+        )
     sides = {p["side"] for p in per}
     all_depths = sorted({d for p in per for d in p["depths"]})
     located = [p["width"] for p in per if p["side"] == "located"]
     if located:
-        text = (f"the fitted L_th and its interval lie inside the depths swept at width"
-                f"{'s' if len(located) > 1 else ''} {', '.join(f'{w:g}' for w in located)}")
+        text = (
+            f"the fitted L_th and its interval lie inside the depths swept at width"
+            f"{'s' if len(located) > 1 else ''} {', '.join(f'{w:g}' for w in located)}"
+        )
     elif sides == {"beyond"}:
-        text = (f"depth still pays at every depth swept ({_span(all_depths)}); any threshold lies "
-                f"beyond depth {all_depths[-1]} at these widths")
+        text = (
+            f"depth still pays at every depth swept ({_span(all_depths)}); any threshold lies "
+            f"beyond depth {all_depths[-1]} at these widths"
+        )
     elif sides == {"below"}:
-        text = (f"every depth swept ({_span(all_depths)}) lies past the fitted threshold; any "
-                f"threshold lies below depth {all_depths[0]} at these widths")
+        text = (
+            f"every depth swept ({_span(all_depths)}) lies past the fitted threshold; any "
+            f"threshold lies below depth {all_depths[0]} at these widths"
+        )
     else:
-        text = (f"at no width swept does the interval of L_th fall inside the depths run there "
-                f"({_span(all_depths)}), with runs on both sides")
-    return {"located": bool(located), "located_widths": located, "per_width": per,
-            "depths": all_depths, "text": text}
+        text = (
+            f"at no width swept does the interval of L_th fall inside the depths run there "
+            f"({_span(all_depths)}), with runs on both sides"
+        )
+    return {
+        "located": bool(located),
+        "located_widths": located,
+        "per_width": per,
+        "depths": all_depths,
+        "text": text,
+    }
 
 
 def _apply_located_rule(out: dict, grid: dict | None) -> None:
@@ -360,18 +452,30 @@ def _apply_located_rule(out: dict, grid: dict | None) -> None:
         return
     if (out.get("method") or "").startswith("transition"):
         # Crossovers are found inside the runs' range of N, between consecutive depths swept.
-        out["location"] = {"located": True, "text": "the transition widths are crossovers "
-                           "found between depths swept, inside the runs' range of N"}
+        out["location"] = {
+            "located": True,
+            "text": "the transition widths are crossovers "
+            "found between depths swept, inside the runs' range of N",
+        }
         return
     loc = locate(out["base"], out["base_ci"], grid)
     out["location"] = loc
     if not loc["located"] and out["claimed"]:
-        out.update(claimed=False, status="not_claimed", extrapolation=True,
-                   reason=f"the threshold is not located in these runs: {loc['text']}")
+        out.update(
+            claimed=False,
+            status="not_claimed",
+            extrapolation=True,
+            reason=f"the threshold is not located in these runs: {loc['text']}",
+        )
 
 
-def headline(regimes: dict, transition: dict, knee_fit: dict, design: dict | None = None,
-             grid: dict[float, list[int]] | None = None) -> dict:
+def headline(
+    regimes: dict,
+    transition: dict,
+    knee_fit: dict,
+    design: dict | None = None,
+    grid: dict[float, list[int]] | None = None,
+) -> dict:
     """threshold.base: b in L_th = log_b(d_x), how it was obtained, and whether it is claimed.
     With `grid` ({width: depths run}, `swept_grid`), a b that passes every test below is claimed
     only when the threshold it implies is located inside the depths swept (`locate`)."""
@@ -390,9 +494,18 @@ def _headline(regimes: dict, transition: dict, knee_fit: dict, design: dict | No
     its bound, or an interval spanning the range), when its interval reaches a search bound, or
     when the interval spans more than a factor of 4; the other estimate is kept as a cross-check.
     `status` is 'claimed', 'not_claimed', 'not_identified' or 'absent'."""
-    out = {"status": "not_claimed", "base": None, "base_ci": None, "method": None, "claimed": False,
-           "consistent_with_theory": None, "theory_base": THEORY_BASE,
-           "transition_fit": transition, "knee_fit": knee_fit, "cross_check": None}
+    out = {
+        "status": "not_claimed",
+        "base": None,
+        "base_ci": None,
+        "method": None,
+        "claimed": False,
+        "consistent_with_theory": None,
+        "theory_base": THEORY_BASE,
+        "transition_fit": transition,
+        "knee_fit": knee_fit,
+        "cross_check": None,
+    }
     pref = regimes.get("preferred")
     models = regimes.get("models", {})
     kappa = _kappa_estimate(models, pref)
@@ -402,25 +515,37 @@ def _headline(regimes: dict, transition: dict, knee_fit: dict, design: dict | No
         alt = next(k for k in KAPPA_LAWS if k != pref)
         kappa = _kappa_estimate(models, alt)
         if kappa is not None:
-            kappa["method"] = (f"the {alt} law (the preferred {pref} law is not identified: "
-                               f"{models[pref]['reason']}); " + kappa["method"].split("; ", 1)[1])
+            kappa["method"] = (
+                f"the {alt} law (the preferred {pref} law is not identified: "
+                f"{models[pref]['reason']}); " + kappa["method"].split("; ", 1)[1]
+            )
     trans = _transition_estimate(transition)
     if pref == "kaplan":
-        out.update(method="none", reason="the shape-agnostic law E + A·N^-alpha is preferred by "
-                   "BIC: loss depends on N alone in these runs, so no depth threshold is claimed")
+        out.update(
+            method="none",
+            reason="the shape-agnostic law E + A·N^-alpha is preferred by "
+            "BIC: loss depends on N alone in these runs, so no depth threshold is claimed",
+        )
         return out
     if pref == "width_depth" and trans is None:
         return _no_threshold_law(out, models, transition, design)
     chosen, other = (trans, kappa) if trans else (kappa, None)
     if chosen is None:
-        if pref in KAPPA_LAWS or any(models.get(k, {}).get("status") == "not_identified"
-                                     for k in KAPPA_LAWS):
-            out.update(status="not_identified", method="none",
-                       reason=_not_identified_reason(models, transition, design))
+        if pref in KAPPA_LAWS or any(models.get(k, {}).get("status") == "not_identified" for k in KAPPA_LAWS):
+            out.update(
+                status="not_identified",
+                method="none",
+                reason=_not_identified_reason(models, transition, design),
+            )
         else:
-            out.update(method="none", reason="neither a threshold law nor the transition widths "
-                       "could be fitted: " + "; ".join(filter(None, [
-                           models.get("two_regime", {}).get("reason"), transition.get("reason")])))
+            out.update(
+                method="none",
+                reason="neither a threshold law nor the transition widths "
+                "could be fitted: "
+                + "; ".join(
+                    filter(None, [models.get("two_regime", {}).get("reason"), transition.get("reason")])
+                ),
+            )
         return out
     return _judge(out, chosen, kappa, other)
 
@@ -428,17 +553,27 @@ def _headline(regimes: dict, transition: dict, knee_fit: dict, design: dict | No
 def _no_threshold_law(out: dict, models: dict, transition: dict, design: dict | None) -> dict:
     """The separable width-depth law is preferred: nothing is claimed, and the best threshold
     law's b, where it has one, is quoted beside it (a cross-check with nothing to agree with)."""
-    best = min((k for k in KAPPA_LAWS if models.get(k, {}).get("bic") is not None),
-               key=lambda k: models[k]["bic"], default=None)
-    preferred = ("the separable width-depth law, which has no threshold, is preferred by BIC "
-                 "over the threshold laws")
+    best = min(
+        (k for k in KAPPA_LAWS if models.get(k, {}).get("bic") is not None),
+        key=lambda k: models[k]["bic"],
+        default=None,
+    )
+    preferred = (
+        "the separable width-depth law, which has no threshold, is preferred by BIC over the threshold laws"
+    )
     if _kappa_estimate(models, best):
         out["cross_check"] = _kappa_estimate(models, best)
-        out.update(method="none", reason=f"{preferred} (best threshold law: {best}): shape "
-                   f"matters in these runs, but they show no threshold")
+        out.update(
+            method="none",
+            reason=f"{preferred} (best threshold law: {best}): shape "
+            f"matters in these runs, but they show no threshold",
+        )
     else:
-        out.update(status="not_identified", method="none", reason=(
-            _not_identified_reason(models, transition, design) + f"; {preferred}"))
+        out.update(
+            status="not_identified",
+            method="none",
+            reason=(_not_identified_reason(models, transition, design) + f"; {preferred}"),
+        )
     return out
 
 
@@ -457,12 +592,15 @@ def _judge(out: dict, chosen: dict, kappa: dict | None, other: dict | None) -> d
         return out
     lo_b, hi_b = np.exp(LOG_BASE_BOUNDS)
     if chosen is kappa and kappa["open"]:
-        out["reason"] = ("the interval of b reaches the edge of its search range "
-                         f"[{lo_b:.3g}, {hi_b:.3g}]: the data bound b on one side only")
+        out["reason"] = (
+            "the interval of b reaches the edge of its search range "
+            f"[{lo_b:.3g}, {hi_b:.3g}]: the data bound b on one side only"
+        )
         return out
     out["consistent_with_theory"] = bool(ci[0] <= THEORY_BASE <= ci[1])
     out["claimed"] = bool(ci[1] / ci[0] <= 4.0)
     out["status"] = "claimed" if out["claimed"] else "not_claimed"
-    out["reason"] = ("" if out["claimed"] else
-                     f"the 95% interval [{ci[0]:.3g}, {ci[1]:.3g}] spans more than a factor of 4")
+    out["reason"] = (
+        "" if out["claimed"] else f"the 95% interval [{ci[0]:.3g}, {ci[1]:.3g}] spans more than a factor of 4"
+    )
     return out

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 MIN_TOKEN_FRACTION = 0.1  # checkpoints from 10% of a run's tokens on: past warmup and the transient
-PER_RUN = 12              # at most this many checkpoints per run, log-spaced in tokens
-MAX_POINTS = 3000         # fewer per run when there are many runs (at least 3 each)
+PER_RUN = 12  # at most this many checkpoints per run, log-spaced in tokens
+MAX_POINTS = 3000  # fewer per run when there are many runs (at least 3 each)
 MIN_DISTINCT_D = 3
 
 COLUMNS = ["run_id", "trial_id", "n_params", "tokens", "loss", "weight", "depth", "width"]
@@ -37,8 +37,12 @@ def _thin(g: pd.DataFrame, per_run: int) -> pd.DataFrame:
     return g.iloc[np.unique(np.abs(lt[None, :] - targets[:, None]).argmin(axis=1))]
 
 
-def checkpoint_points(runs: pd.DataFrame, curves: pd.DataFrame, per_run: int | None = None,
-                      min_fraction: float = MIN_TOKEN_FRACTION) -> pd.DataFrame:
+def checkpoint_points(
+    runs: pd.DataFrame,
+    curves: pd.DataFrame,
+    per_run: int | None = None,
+    min_fraction: float = MIN_TOKEN_FRACTION,
+) -> pd.DataFrame:
     """Each run's checkpoints from `min_fraction` of its last token count on, at most `per_run`
     of them log-spaced in tokens (each decade of training weighs alike), each weighted 1/k for
     the k kept, so that every run carries a total weight of one. By default `per_run` is
@@ -70,30 +74,50 @@ def token_points(runs: pd.DataFrame, curves: pd.DataFrame) -> tuple[pd.DataFrame
     n_final = int(tok.dropna().nunique())
     if len(runs) and tok.notna().all() and n_final >= MIN_DISTINCT_D:
         pts = _final_points(runs)
-        return pts, {"kind": "final", "n_runs": int(len(runs)), "n_points": int(len(pts)),
-                     "n_tokens": n_final, "weighting": "each run's final loss is one point",
-                     "why": f"the runs were trained to {n_final} different token budgets, so each "
-                            f"run's final loss is one (N, D, loss) point"}
+        return pts, {
+            "kind": "final",
+            "n_runs": int(len(runs)),
+            "n_points": int(len(pts)),
+            "n_tokens": n_final,
+            "weighting": "each run's final loss is one point",
+            "why": f"the runs were trained to {n_final} different token budgets, so each "
+            f"run's final loss is one (N, D, loss) point",
+        }
     has_tokens = len(curves) and "tokens" in curves and curves["tokens"].notna().any()
     if has_tokens:
         pts = checkpoint_points(runs, curves)
         n_tok = int(pts["tokens"].nunique())
         if n_tok >= MIN_DISTINCT_D:
-            why = (f"the runs share {'one token budget' if n_final <= 1 else f'{n_final} budgets'}, "
-                   f"so D varies along the learning curves: each run's checkpoints from "
-                   f"{MIN_TOKEN_FRACTION:.0%} of its tokens on are the points. A checkpoint part "
-                   f"way through a run whose learning rate decays to its end is not a run trained "
-                   f"to that many tokens (Hoffmann et al. 2022): the data term then also carries "
-                   f"the schedule")
-            return pts, {"kind": "checkpoints", "n_runs": int(pts["run_id"].nunique()),
-                         "n_points": int(len(pts)), "n_tokens": n_tok,
-                         "weighting": f"at most {int(pts.groupby('run_id').size().max())} "
-                                      f"checkpoints per run, log-spaced in "
-                                      f"tokens, each weighted 1/k for the k kept, so every run "
-                                      f"counts once; the bootstrap resamples whole runs",
-                         "why": why}
-    why = ("the training tokens are not recorded" if tok.isna().all() and not has_tokens else
-           f"D takes fewer than {MIN_DISTINCT_D} distinct values (one token budget and no "
-           f"learning curves with tokens), so a data term B·D^-beta cannot be told from the floor E")
-    return pd.DataFrame(columns=COLUMNS), {"kind": None, "n_runs": int(len(runs)), "n_points": 0,
-                                           "n_tokens": n_final, "weighting": None, "why": why}
+            why = (
+                f"the runs share {'one token budget' if n_final <= 1 else f'{n_final} budgets'}, "
+                f"so D varies along the learning curves: each run's checkpoints from "
+                f"{MIN_TOKEN_FRACTION:.0%} of its tokens on are the points. A checkpoint part "
+                f"way through a run whose learning rate decays to its end is not a run trained "
+                f"to that many tokens (Hoffmann et al. 2022): the data term then also carries "
+                f"the schedule"
+            )
+            return pts, {
+                "kind": "checkpoints",
+                "n_runs": int(pts["run_id"].nunique()),
+                "n_points": int(len(pts)),
+                "n_tokens": n_tok,
+                "weighting": f"at most {int(pts.groupby('run_id').size().max())} "
+                f"checkpoints per run, log-spaced in "
+                f"tokens, each weighted 1/k for the k kept, so every run "
+                f"counts once; the bootstrap resamples whole runs",
+                "why": why,
+            }
+    why = (
+        "the training tokens are not recorded"
+        if tok.isna().all() and not has_tokens
+        else f"D takes fewer than {MIN_DISTINCT_D} distinct values (one token budget and no "
+        f"learning curves with tokens), so a data term B·D^-beta cannot be told from the floor E"
+    )
+    return pd.DataFrame(columns=COLUMNS), {
+        "kind": None,
+        "n_runs": int(len(runs)),
+        "n_points": 0,
+        "n_tokens": n_final,
+        "weighting": None,
+        "why": why,
+    }

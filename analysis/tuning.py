@@ -23,33 +23,75 @@ from analysis.inputs import InputError
 
 # Fields of TrainConfig / ModelConfig that tune a run without changing the model's shape or its
 # data; any of them that takes several values within one shape is a tuning axis.
-TRAIN_TUNABLE = ("lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps", "batch_size",
-                 "min_lr_ratio", "grad_clip")
+TRAIN_TUNABLE = (
+    "lr",
+    "beta1",
+    "beta2",
+    "eps",
+    "weight_decay",
+    "warmup_steps",
+    "batch_size",
+    "min_lr_ratio",
+    "grad_clip",
+)
 MODEL_TUNABLE = ("init_std", "depth_alpha")
 SHAPE = ("family", "depth", "width")
 RULES = ("auto", "split", "same")
 # What each parametrization promises for lr*(width, depth) ∝ width^a · depth^g: 0 means the
 # optimum transfers along that axis; None means no promise (docs/science.md §7).
-PROMISES = {"standard": {"width": None, "depth": None},
-            "mup": {"width": 0.0, "depth": None},
-            "completep": {"width": 0.0, "depth": 0.0}}
+PROMISES = {
+    "standard": {"width": None, "depth": None},
+    "mup": {"width": 0.0, "depth": None},
+    "completep": {"width": 0.0, "depth": 0.0},
+}
 
 
 # Columns `--tune` may not name, with why: choosing the "best" of them per shape would compare
 # different models, pick a replicate (the winner's curse the seed split exists to prevent), or
 # select on the outcome itself.
 NOT_AXES = {
-    **dict.fromkeys(("family", "depth", "width", "heads", "d_ff", "ffn_ratio", "vocab_size",
-                     "seq_len", "n_params", "n_params_total", "n_params_nonemb", "flops_per_token", "tokens",
-                     "steps", "step", "flops"),
-                    "it defines the model or its training budget, which every fit compares, so "
-                    "it cannot be a setting chosen per shape"),
-    **dict.fromkeys(("trial_id", "run_id", "run_name", "seed"),
-                    "it tells replicates apart, and picking the best one per shape brings back "
-                    "the winner's curse the seed split exists to prevent"),
-    **dict.fromkeys(("status", "wall_s", "device", "depthwidth_version", "torch_version",
-                     "final_train_loss", "final_val_loss", "loss", "val_loss", "train_loss"),
-                    "it is an outcome or a record of the run, not a setting of it"),
+    **dict.fromkeys(
+        (
+            "family",
+            "depth",
+            "width",
+            "heads",
+            "d_ff",
+            "ffn_ratio",
+            "vocab_size",
+            "seq_len",
+            "n_params",
+            "n_params_total",
+            "n_params_nonemb",
+            "flops_per_token",
+            "tokens",
+            "steps",
+            "step",
+            "flops",
+        ),
+        "it defines the model or its training budget, which every fit compares, so "
+        "it cannot be a setting chosen per shape",
+    ),
+    **dict.fromkeys(
+        ("trial_id", "run_id", "run_name", "seed"),
+        "it tells replicates apart, and picking the best one per shape brings back "
+        "the winner's curse the seed split exists to prevent",
+    ),
+    **dict.fromkeys(
+        (
+            "status",
+            "wall_s",
+            "device",
+            "depthwidth_version",
+            "torch_version",
+            "final_train_loss",
+            "final_val_loss",
+            "loss",
+            "val_loss",
+            "train_loss",
+        ),
+        "it is an outcome or a record of the run, not a setting of it",
+    ),
 }
 
 
@@ -57,8 +99,9 @@ def check_axis(col: str) -> None:
     """`col` can be a tuning axis: not a shape, budget, identity, seed or outcome column."""
     why = NOT_AXES.get(col) or (NOT_AXES["loss"] if "loss" in str(col).lower() else None)
     if why:
-        raise TuningError(f"--tune {col!r} is invalid: {why}; name a training setting such as "
-                          f"lr, beta2 or warmup_steps.")
+        raise TuningError(
+            f"--tune {col!r} is invalid: {why}; name a training setting such as lr, beta2 or warmup_steps."
+        )
 
 
 class TuningError(InputError):
@@ -69,22 +112,24 @@ class TuningError(InputError):
 class Selection:
     """The runs every fit uses and how they were chosen."""
 
-    runs: pd.DataFrame             # the selected runs (the best setting of each shape)
-    axes: tuple                    # tuning axes found in the input
-    rule: str                      # "split", "same", "mixed" or "none"
-    shape_cols: tuple              # the columns that define a shape
+    runs: pd.DataFrame  # the selected runs (the best setting of each shape)
+    axes: tuple  # tuning axes found in the input
+    rule: str  # "split", "same", "mixed" or "none"
+    shape_cols: tuple  # the columns that define a shape
     settings: pd.DataFrame = field(default_factory=pd.DataFrame)  # shape x setting: losses
-    best: pd.DataFrame = field(default_factory=pd.DataFrame)      # per shape: the chosen setting
+    best: pd.DataFrame = field(default_factory=pd.DataFrame)  # per shape: the chosen setting
 
 
 def _config_field(runs: pd.DataFrame, column: str, name: str) -> pd.Series | None:
     if column not in runs.columns:
         return None
+
     def get(text):
         try:
             return json.loads(text).get(name) if isinstance(text, str) else None
         except ValueError:
             return None
+
     values = runs[column].map(get)
     return values if values.notna().all() else None
 
@@ -126,15 +171,13 @@ def tuning_axes(runs: pd.DataFrame, extra: tuple = (), disabled: bool = False) -
     missing = [c for c in extra if c not in runs.columns]
     if missing:
         have = ", ".join(map(str, runs.columns))
-        raise TuningError(f"--tune {missing[0]!r} names no column of the runs (columns present: "
-                          f"{have}).")
+        raise TuningError(f"--tune {missing[0]!r} names no column of the runs (columns present: {have}).")
     for c in extra:
         if runs[c].isna().any():
             pos = int(np.flatnonzero(runs[c].isna().to_numpy())[0])
             raise TuningError(f"--tune {c!r}: row {pos + 1} has no value; every run needs one.")
     keys = [c for c in SHAPE if c in runs.columns]
-    found = [c for c in TRAIN_TUNABLE + MODEL_TUNABLE if c not in extra
-             and _varies_within(runs, c, keys)]
+    found = [c for c in TRAIN_TUNABLE + MODEL_TUNABLE if c not in extra and _varies_within(runs, c, keys)]
     return tuple(extra) + tuple(found)
 
 
@@ -154,8 +197,7 @@ def select(runs: pd.DataFrame, axes: tuple, rule: str = "auto") -> Selection:
     if rule not in RULES:
         raise TuningError(f"--selection {rule!r} is invalid: expected one of {', '.join(RULES)}.")
     if not axes or runs.empty:
-        return Selection(runs=runs, axes=tuple(axes), rule="none",
-                         shape_cols=shape_columns(runs, ()))
+        return Selection(runs=runs, axes=tuple(axes), rule="none", shape_cols=shape_columns(runs, ()))
     shape = list(shape_columns(runs, axes))
     seed = runs["seed"] if "seed" in runs.columns else pd.Series(0, index=runs.index)
     r = runs.assign(_seed=seed.to_numpy())
@@ -165,19 +207,25 @@ def select(runs: pd.DataFrame, axes: tuple, rule: str = "auto") -> Selection:
     can_split = min_per_shape >= 2 if rule != "same" else pd.Series(False, index=r.index)
     if rule == "split" and not can_split.all():
         bad = r[~can_split].iloc[0]
-        raise TuningError("--selection 'split' needs at least 2 seeds at every setting; shape "
-                          + ", ".join(f"{c}={bad[c]}" for c in shape) + " has one.")
+        raise TuningError(
+            "--selection 'split' needs at least 2 seeds at every setting; shape "
+            + ", ".join(f"{c}={bad[c]}" for c in shape)
+            + " has one."
+        )
     r["_select"] = True
     idx = r.index[can_split]
     if len(idx):
-        r.loc[idx, "_select"] = (r.loc[idx].groupby(setting)["_seed"].transform(_rank_split)
-                                 .astype(bool))
+        r.loc[idx, "_select"] = r.loc[idx].groupby(setting)["_seed"].transform(_rank_split).astype(bool)
     r["_report"] = ~r["_select"] | ~can_split
     r["_split"] = can_split
     sel_mean = r[r["_select"]].groupby(setting)["loss"].mean().rename("select_loss")
-    all_stats = r.groupby(setting).agg(loss=("loss", "mean"), loss_min=("loss", "min"),
-                                       loss_max=("loss", "max"), n_seeds=("_seed", "nunique"),
-                                       split=("_split", "all"))
+    all_stats = r.groupby(setting).agg(
+        loss=("loss", "mean"),
+        loss_min=("loss", "min"),
+        loss_max=("loss", "max"),
+        n_seeds=("_seed", "nunique"),
+        split=("_split", "all"),
+    )
     settings = all_stats.join(sel_mean).reset_index()
     best_rows = []
     for _, g in settings.groupby(shape, sort=True):
@@ -203,8 +251,9 @@ def select(runs: pd.DataFrame, axes: tuple, rule: str = "auto") -> Selection:
     overall = rules.pop() if len(rules) == 1 else "mixed"
     keep = chosen.drop(columns=["_seed", "_select", "_report", "_split"]).reset_index(drop=True)
     keep = keep.sort_values("run_id").reset_index(drop=True) if "run_id" in keep else keep
-    return Selection(runs=keep, axes=tuple(axes), rule=overall, shape_cols=tuple(shape),
-                     settings=settings, best=best)
+    return Selection(
+        runs=keep, axes=tuple(axes), rule=overall, shape_cols=tuple(shape), settings=settings, best=best
+    )
 
 
 def _optimum_log_lr(g: pd.DataFrame) -> tuple[float, bool]:
@@ -217,7 +266,7 @@ def _optimum_log_lr(g: pd.DataFrame) -> tuple[float, bool]:
     i = int(np.argmin(y))
     edge = len(x) > 1 and i in (0, len(x) - 1)
     if not edge and len(x) > 2:
-        a, b, _ = np.polyfit(x[i - 1:i + 2], y[i - 1:i + 2], 2)
+        a, b, _ = np.polyfit(x[i - 1 : i + 2], y[i - 1 : i + 2], 2)
         if a > 0:
             return float(np.clip(-b / (2 * a), x[i - 1], x[i + 1])), False
     return float(x[i]), edge
@@ -235,8 +284,9 @@ def lr_optima(sel: Selection) -> pd.DataFrame:
     rows = []
     for key, g in s.groupby(shape):
         x, edge = _optimum_log_lr(g)
-        rows.append({**dict(zip(shape, key if isinstance(key, tuple) else (key,))),
-                     "log10_lr": x, "at_edge": edge})
+        rows.append(
+            {**dict(zip(shape, key if isinstance(key, tuple) else (key,))), "log10_lr": x, "at_edge": edge}
+        )
     return pd.DataFrame(rows)
 
 
@@ -247,16 +297,21 @@ def _exponent(X: np.ndarray, y: np.ndarray, names: list[str]) -> dict:
     coef, *_ = np.linalg.lstsq(A, y, rcond=None)
     out = {}
     if dof < 1:
-        return {n: {"status": "not_identified", "reason": f"{len(y)} shapes for {A.shape[1]} "
-                    "coefficients"} for n in names}
+        return {
+            n: {"status": "not_identified", "reason": f"{len(y)} shapes for {A.shape[1]} coefficients"}
+            for n in names
+        }
     resid = y - A @ coef
     s2 = float(resid @ resid) / dof
     cov = s2 * np.linalg.pinv(A.T @ A)
     t = stats.t.ppf(0.975, dof)
     for k, n in enumerate(names, start=1):
         se = math.sqrt(max(cov[k, k], 0.0))
-        out[n] = {"status": "ok", "exponent": float(coef[k]),
-                  "ci": [float(coef[k] - t * se), float(coef[k] + t * se)]}
+        out[n] = {
+            "status": "ok",
+            "exponent": float(coef[k]),
+            "ci": [float(coef[k] - t * se), float(coef[k] + t * se)],
+        }
     return out
 
 
@@ -269,8 +324,12 @@ def lr_drift(sel: Selection, parametrizations: list[str]) -> dict:
     if opt.empty:
         return {"status": "no_lr_axis", "reason": "no learning-rate axis was swept"}
     promise = PROMISES.get(parametrizations[0]) if len(parametrizations) == 1 else None
-    out = {"status": "ok", "n_shapes": int(len(opt)), "n_at_edge": int(opt["at_edge"].sum()),
-           "optima": opt.to_dict(orient="records")}
+    out = {
+        "status": "ok",
+        "n_shapes": int(len(opt)),
+        "n_at_edge": int(opt["at_edge"].sum()),
+        "optima": opt.to_dict(orient="records"),
+    }
     inner = opt[~opt["at_edge"]]
     cols, names = [], []
     for axis in ("width", "depth"):
@@ -278,9 +337,10 @@ def lr_drift(sel: Selection, parametrizations: list[str]) -> dict:
             cols.append(np.log(inner[axis].to_numpy(float)))
             names.append(axis)
         else:
-            out[axis] = {"status": "not_identified",
-                         "reason": f"{inner[axis].nunique()} distinct {axis}s with an interior "
-                                   "optimum (needs 3)"}
+            out[axis] = {
+                "status": "not_identified",
+                "reason": f"{inner[axis].nunique()} distinct {axis}s with an interior optimum (needs 3)",
+            }
     y = inner["log10_lr"].to_numpy(float) * math.log(10)  # natural log: exponents of width/depth
     if names:
         out.update(_exponent(np.column_stack(cols), y, names))
@@ -292,8 +352,10 @@ def lr_drift(sel: Selection, parametrizations: list[str]) -> dict:
             e["as_promised"] = bool(e["ci"][0] <= p <= e["ci"][1])
     out["promise_of"] = parametrizations[0] if promise else None
     if out["n_at_edge"]:
-        out["note"] = (f"{out['n_at_edge']} of {len(opt)} optima lie at the edge of the grid, where "
-                       "the true optimum may lie outside it; they are left out of the fit")
+        out["note"] = (
+            f"{out['n_at_edge']} of {len(opt)} optima lie at the edge of the grid, where "
+            "the true optimum may lie outside it; they are left out of the fit"
+        )
     return out
 
 
@@ -307,12 +369,12 @@ def parametrizations(runs: pd.DataFrame) -> list[str]:
 
 RULE_TEXT = {
     "split": "the best setting of each shape was chosen on the first half of its seeds and every "
-             "fit uses the other half (no winner's curse)",
+    "fit uses the other half (no winner's curse)",
     "same": "the best setting of each shape was chosen and reported on the same seeds (too few "
-            "seeds to split): its loss is biased low by up to the seed noise among near-tied "
-            "settings (see runner_up_gap)",
+    "seeds to split): its loss is biased low by up to the seed noise among near-tied "
+    "settings (see runner_up_gap)",
     "mixed": "shapes with at least 2 seeds at every setting were chosen on half the seeds and "
-             "reported on the other half; the rest were chosen and reported on the same seeds",
+    "reported on the other half; the rest were chosen and reported on the same seeds",
     "none": "no tuning axis was swept: every run is used",
 }
 
@@ -321,13 +383,20 @@ def summary(sel: Selection, runs_all: pd.DataFrame) -> dict:
     """The report's `tuning` section: axes, rule, parametrization, each shape's best setting
     (with at_edge), every setting's losses (for the figure) and the drift of the best lr."""
     pars = parametrizations(runs_all)
-    return {"axes": list(sel.axes), "rule": sel.rule, "rule_text": RULE_TEXT[sel.rule],
-            "shape_columns": list(sel.shape_cols), "parametrization": pars,
-            "n_runs_in": int(len(runs_all)), "n_runs_used": int(len(sel.runs)),
-            "best": sel.best.to_dict(orient="records"),
-            "settings": sel.settings.to_dict(orient="records"),
-            "lr_drift": lr_drift(sel, pars) if sel.axes else
-            {"status": "no_lr_axis", "reason": "no tuning axis was swept"}}
+    return {
+        "axes": list(sel.axes),
+        "rule": sel.rule,
+        "rule_text": RULE_TEXT[sel.rule],
+        "shape_columns": list(sel.shape_cols),
+        "parametrization": pars,
+        "n_runs_in": int(len(runs_all)),
+        "n_runs_used": int(len(sel.runs)),
+        "best": sel.best.to_dict(orient="records"),
+        "settings": sel.settings.to_dict(orient="records"),
+        "lr_drift": lr_drift(sel, pars)
+        if sel.axes
+        else {"status": "no_lr_axis", "reason": "no tuning axis was swept"},
+    }
 
 
 def apply(ds, extra: tuple = (), rule: str = "auto", disabled: bool = False):

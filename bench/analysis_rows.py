@@ -32,9 +32,10 @@ LRS = (3e-4, 1e-3, 3e-3, 1e-2)
 
 
 def table(depths: int, widths: int, seeds: int, rows_per_run: int) -> pd.DataFrame:
-    w = [16 * 2 ** k for k in range(widths)]
-    runs = synthetic.make_runs("two_regime", range(1, depths + 1), w, PARAMS,
-                               seeds=tuple(range(seeds)), noise=0.01)
+    w = [16 * 2**k for k in range(widths)]
+    runs = synthetic.make_runs(
+        "two_regime", range(1, depths + 1), w, PARAMS, seeds=tuple(range(seeds)), noise=0.01
+    )
     rng = np.random.default_rng(1)
     parts = []
     for lr in LRS:  # the optimum sits at 1e-3: 3% worse per decade away from it, squared
@@ -61,18 +62,34 @@ def main() -> None:
         df.to_csv(csv, index=False)
         load0 = os.getloadavg()[0]
         t0 = time.perf_counter()
-        res = subprocess.run([sys.executable, "-m", "depthwidth.cli", "analyze", str(csv), "--out",
-                              str(Path(tmp) / "out"), "--bootstrap", str(boot)],
-                             capture_output=True, text=True)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "depthwidth.cli",
+                "analyze",
+                str(csv),
+                "--out",
+                str(Path(tmp) / "out"),
+                "--bootstrap",
+                str(boot),
+            ],
+            capture_output=True,
+            text=True,
+        )
         wall = time.perf_counter() - t0
         child = resource.getrusage(resource.RUSAGE_CHILDREN)
     if res.returncode != 0:
         sys.exit(f"analyze failed ({res.returncode}): {res.stderr.strip()}")
     cpu = subprocess.run("lscpu | grep 'Model name'", shell=True, capture_output=True, text=True)
-    print(f"machine: {cpu.stdout.strip() or platform.processor()}, {os.cpu_count()} cores; load "
-          f"average {load0:.1f} before, {os.getloadavg()[0]:.1f} after")
-    print(f"rows: {len(df):,} over {df.groupby(['depth', 'width']).ngroups} shapes "
-          f"({len(LRS)} lr x {dims[2]} seeds x {dims[3]} rows per run); bootstrap {boot}")
+    print(
+        f"machine: {cpu.stdout.strip() or platform.processor()}, {os.cpu_count()} cores; load "
+        f"average {load0:.1f} before, {os.getloadavg()[0]:.1f} after"
+    )
+    print(
+        f"rows: {len(df):,} over {df.groupby(['depth', 'width']).ngroups} shapes "
+        f"({len(LRS)} lr x {dims[2]} seeds x {dims[3]} rows per run); bootstrap {boot}"
+    )
     print(f"analyze: {wall:.1f} s wall, {child.ru_utime + child.ru_stime:.1f} s CPU")
     print("progress lines (stderr):\n" + res.stderr.strip())
     print(res.stdout.strip())

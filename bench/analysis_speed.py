@@ -51,8 +51,9 @@ print(json.dumps(dict(runs=len(runs), points=len(curves), mb=resource.getrusage(
 
 def planted_store(tmp: Path, depths: int, widths: int, seeds: int, points: int):
     w = np.unique(np.round(np.logspace(np.log10(16), np.log10(2048), widths)).astype(int))
-    runs = synthetic.make_runs("two_regime", range(1, depths + 1), w, PARAMS,
-                               seeds=tuple(range(seeds)), noise=0.01)
+    runs = synthetic.make_runs(
+        "two_regime", range(1, depths + 1), w, PARAMS, seeds=tuple(range(seeds)), noise=0.01
+    )
     curves = None
     if points:
         steps = np.unique(np.round(np.logspace(1, 4, points)).astype(int))
@@ -63,13 +64,17 @@ def planted_store(tmp: Path, depths: int, widths: int, seeds: int, points: int):
 
 def memory(boots: tuple[int, int]) -> None:
     from analysis.fitcore import bootstrap_bytes
+
     print("| runs | curve points | bytes per replicate, measured | estimate (bootstrap_bytes) |")
     print("|---|---|---|---|")
     for sweep in MEMORY_SWEEPS:
         lo, hi = (peak_rss(*sweep, b) for b in boots)
-        per = (hi["mb"] - lo["mb"]) * 2 ** 20 / (boots[1] - boots[0])
-        print(f"| {lo['runs']} | {lo['points']} | {per:,.0f} | "
-              f"{bootstrap_bytes(1, lo['runs'], lo['points']):,.0f} |", flush=True)
+        per = (hi["mb"] - lo["mb"]) * 2**20 / (boots[1] - boots[0])
+        print(
+            f"| {lo['runs']} | {lo['points']} | {per:,.0f} | "
+            f"{bootstrap_bytes(1, lo['runs'], lo['points']):,.0f} |",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -88,8 +93,9 @@ def main() -> None:
     if a.smoke:
         a.bootstrap, a.depths, a.widths, a.seeds = 5, 3, 4, 1
     widths = np.unique(np.round(np.logspace(np.log10(16), np.log10(2048), a.widths)).astype(int))
-    runs = synthetic.make_runs("two_regime", range(1, a.depths + 1), widths, PARAMS,
-                               seeds=tuple(range(a.seeds)), noise=0.01)
+    runs = synthetic.make_runs(
+        "two_regime", range(1, a.depths + 1), widths, PARAMS, seeds=tuple(range(a.seeds)), noise=0.01
+    )
     runs, curves = synthetic.make_curves(runs, alpha_S=0.6, S_c=50.0)
     with tempfile.TemporaryDirectory() as tmp:
         store = synthetic.write_store(Path(tmp) / "bench", runs, curves)
@@ -97,16 +103,20 @@ def main() -> None:
         rep = analyze(store, out_dir=a.out, bootstrap=a.bootstrap, seed=0)
         total = time.perf_counter() - t0
     cpu = subprocess.run("lscpu | grep 'Model name'", shell=True, capture_output=True, text=True)
-    print(f"machine: {cpu.stdout.strip() or platform.processor()}; load average "
-          f"{open('/proc/loadavg').read().split()[0] if Path('/proc/loadavg').exists() else '?'}")
+    print(
+        f"machine: {cpu.stdout.strip() or platform.processor()}; load average "
+        f"{open('/proc/loadavg').read().split()[0] if Path('/proc/loadavg').exists() else '?'}"
+    )
     print(f"runs: {rep['n_runs']}, curve points: {len(curves)}, bootstrap: {a.bootstrap}")
     print("\n| stage | wall s | CPU s |\n|---|---|---|")
     for k, v in rep["timings_s"].items():
         print(f"| {k} | {v:.2f} | {rep['cpu_s'][k]:.2f} |")
     print(f"| analyze() call | {total:.2f} | |")
-    methods = {"per-depth L(N)": {f["bootstrap_method"] for f in rep["power_laws"]["per_depth"].values()},
-               "L(N,S)": {rep["learning_curves"]["fit"]["bootstrap_method"]},
-               **{f"regimes.{k}": {m["bootstrap_method"]} for k, m in rep["regimes"]["models"].items()}}
+    methods = {
+        "per-depth L(N)": {f["bootstrap_method"] for f in rep["power_laws"]["per_depth"].values()},
+        "L(N,S)": {rep["learning_curves"]["fit"]["bootstrap_method"]},
+        **{f"regimes.{k}": {m["bootstrap_method"]} for k, m in rep["regimes"]["models"].items()},
+    }
     print("\nbootstrap method: " + "; ".join(f"{k} {'/'.join(sorted(v))}" for k, v in methods.items()))
     thr = rep["threshold"]
     if thr.get("base") is None or not thr.get("base_ci"):

@@ -32,13 +32,26 @@ from test_multinode import SPEC, Cluster, descends_from, stop_group  # noqa: E40
 
 
 def sweep(spec: Path, storage: Path, env: dict, address: str | None, hook: Path | None = None):
-    cmd = [sys.executable, "-m", "depthwidth.cli", "sweep", "run", str(spec), "--storage",
-           str(storage), "--no-analyze"] + (["--address", address] if address else [])
+    cmd = [
+        sys.executable,
+        "-m",
+        "depthwidth.cli",
+        "sweep",
+        "run",
+        str(spec),
+        "--storage",
+        str(storage),
+        "--no-analyze",
+    ] + (["--address", address] if address else [])
     if hook is not None:
-        env = {**env, "DEPTHWIDTH_TEST_HOOK_DIR": str(hook),
-               "DEPTHWIDTH_TRIAL_HOOK": str(ROOT / "tests" / "trial_hook.py")}
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+        env = {
+            **env,
+            "DEPTHWIDTH_TEST_HOOK_DIR": str(hook),
+            "DEPTHWIDTH_TRIAL_HOOK": str(ROOT / "tests" / "trial_hook.py"),
+        }
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
 
 
 def timed_sweep(spec: Path, storage: Path, env: dict, address: str | None) -> float:
@@ -55,8 +68,11 @@ def main() -> None:
     ap.add_argument("--out", help="also write the table to this markdown file")
     ap.add_argument("--smoke", action="store_true", help="the same flow with 10-step trials")
     args = ap.parse_args()
-    spec_text = SPEC if not args.smoke else (SPEC.replace("steps = 20", "steps = 10")
-                                             .replace("eval_every = 10", "eval_every = 5"))
+    spec_text = (
+        SPEC
+        if not args.smoke
+        else (SPEC.replace("steps = 20", "steps = 10").replace("eval_every = 10", "eval_every = 5"))
+    )
     work = Path(tempfile.mkdtemp(prefix="dwbench-"))
     rows: list[tuple[str, float]] = []
     c = Cluster(work)
@@ -72,11 +88,20 @@ def main() -> None:
         rows.append(("head start: `ray start --head` until the GCS port answers", time.perf_counter() - t))
         t = time.perf_counter()
         c._node("node2", head=False)
-        out = subprocess.run([sys.executable, "-c", __import__("test_multinode").NODES_SCRIPT,
-                              c.address], env=c.env, capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-c", __import__("test_multinode").NODES_SCRIPT, c.address],
+            env=c.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert "worker" in out.stdout, out.stderr[-2000:]
-        rows.append(("second node join, seen alive by a driver (includes the driver's connect)",
-                     time.perf_counter() - t))
+        rows.append(
+            (
+                "second node join, seen alive by a driver (includes the driver's connect)",
+                time.perf_counter() - t,
+            )
+        )
 
         spec = work / "bench.toml"
         spec.write_text(spec_text.format(name="bench", storage=work / "unused"))
@@ -103,20 +128,28 @@ def main() -> None:
         stop_group(c.procs["node2"])
         stopped = time.perf_counter() - t
         (hook / "hold").unlink()
-        while sum(1 for line in (hook / "starts.log").read_text().splitlines()
-                  if line.split()[1] == lost) < 2:
+        while (
+            sum(1 for line in (hook / "starts.log").read_text().splitlines() if line.split()[1] == lost) < 2
+        ):
             time.sleep(0.1)
         resumed = time.perf_counter() - t
         p.communicate(timeout=900)
         rows.append(("node loss: SIGTERM to the second node until its processes are gone", stopped))
-        rows.append(("node loss: SIGTERM until the lost trial restarts on the head (from its checkpoint)",
-                     resumed))
+        rows.append(
+            ("node loss: SIGTERM until the lost trial restarts on the head (from its checkpoint)", resumed)
+        )
     finally:
         c.stop()
         shutil.rmtree(work, ignore_errors=True)
 
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
     table = ["| step | seconds |", "|---|---:|"] + [f"| {name} | {s:.1f} |" for name, s in rows]
     text = "\n".join(table)
     print(text)
@@ -128,7 +161,8 @@ def main() -> None:
             f"(other work was running). Date: {dt.date.today().isoformat()}.\n"
             f"Command: `python bench/cluster_overhead.py --out {args.out}`\n\n"
             "Tiny transformer trials (depth 1-2, width 16-32, 20 steps), 1 CPU each; the same\n"
-            "two-node `ray start` cluster on one machine as tests/test_multinode.py.\n\n" + text + "\n")
+            "two-node `ray start` cluster on one machine as tests/test_multinode.py.\n\n" + text + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -62,9 +62,12 @@ def main() -> None:
             base = base or r["step_s"]
             r["speedup_vs_1"] = round(base / r["step_s"], 3)
             rows.append(r)
-            print(f"depth {depth:2d} width {width:4d} threads {n}: {r['step_s'] * 1e3:8.2f} ms/step "
-                  f"({r['flops_per_step']:.3g} FLOP/step, x{r['speedup_vs_1']:.2f} vs 1 thread, "
-                  f"load {r['load_before']})", flush=True)
+            print(
+                f"depth {depth:2d} width {width:4d} threads {n}: {r['step_s'] * 1e3:8.2f} ms/step "
+                f"({r['flops_per_step']:.3g} FLOP/step, x{r['speedup_vs_1']:.2f} vs 1 thread, "
+                f"load {r['load_before']})",
+                flush=True,
+            )
     print(f"{len(rows)} cells in {time.perf_counter() - t0:.0f} s; cores: {os.cpu_count()}")
     if args.out:
         with open(args.out, "w") as f:

@@ -48,16 +48,25 @@ def measure(name: str, cfg: DataConfig, batches: int) -> dict:
         src.batch("train", i, BATCH)
         cpu.append(time.process_time() - c0)
         wall.append(time.perf_counter() - w0)
-    return dict(name=name, desc=src.describe(), build_ms=1e3 * build[0], entropy_ms=1e3 * entropy_cpu,
-                cpu_ms=1e3 * statistics.median(cpu), wall_ms=1e3 * statistics.median(wall),
-                tok_s=BATCH * (SEQ + 1) / statistics.median(cpu))
+    return dict(
+        name=name,
+        desc=src.describe(),
+        build_ms=1e3 * build[0],
+        entropy_ms=1e3 * entropy_cpu,
+        cpu_ms=1e3 * statistics.median(cpu),
+        wall_ms=1e3 * statistics.median(wall),
+        tok_s=BATCH * (SEQ + 1) / statistics.median(cpu),
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=int, default=200)
-    ap.add_argument("--out", default=None, help="write the table here (default docs/bench/data.md; "
-                                                "a smoke run only prints it)")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="write the table here (default docs/bench/data.md; a smoke run only prints it)",
+    )
     ap.add_argument("--smoke", action="store_true", help="seconds: 3 batches, a 128 KiB token file")
     args = ap.parse_args()
     tokens = TOKENS
@@ -66,9 +75,14 @@ def main() -> None:
     elif args.out is None:
         args.out = "docs/bench/data.md"
     torch.set_num_threads(1)
-    rows = [measure("pcfg (default)", DataConfig(), args.batches),
-            measure("pcfg V=512 depth 10 b=4", DataConfig(vocab_size=512, pcfg_depth=10, branching=4,
-                                                           n_nonterminals=48), args.batches)]
+    rows = [
+        measure("pcfg (default)", DataConfig(), args.batches),
+        measure(
+            "pcfg V=512 depth 10 b=4",
+            DataConfig(vocab_size=512, pcfg_depth=10, branching=4, n_nonterminals=48),
+            args.batches,
+        ),
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         text = SHAKESPEARE if SHAKESPEARE.is_file() else Path(tmp) / "gen.txt"
         if not SHAKESPEARE.is_file():
@@ -77,9 +91,13 @@ def main() -> None:
         rows.append(measure(label, DataConfig(source="text", path=str(text)), args.batches))
         tok = Path(tmp) / "tokens.bin"
         np.random.default_rng(0).integers(0, 50257, tokens, dtype=np.uint16).tofile(tok)
-        rows.append(measure(f"tokens (2^{tokens.bit_length() - 1} uint16, memmap)",
-                            DataConfig(source="tokens", path=str(tok)),
-                            args.batches))
+        rows.append(
+            measure(
+                f"tokens (2^{tokens.bit_length() - 1} uint16, memmap)",
+                DataConfig(source="tokens", path=str(tok)),
+                args.batches,
+            )
+        )
     lines = [
         "# Data sources: cost per batch",
         "",
@@ -92,8 +110,10 @@ def main() -> None:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['name']} | {r['cpu_ms']:.2f} | {r['wall_ms']:.2f} | {r['tok_s']:,.0f} | "
-                     f"{r['build_ms']:.0f} | {r['entropy_ms']:.0f} |")
+        lines.append(
+            f"| {r['name']} | {r['cpu_ms']:.2f} | {r['wall_ms']:.2f} | {r['tok_s']:,.0f} | "
+            f"{r['build_ms']:.0f} | {r['entropy_ms']:.0f} |"
+        )
     grammars = [f"- {r['name']}: {r['desc']}" for r in rows if r["name"].startswith("pcfg")]
     lines += ["", "Grammars:", ""] + grammars
     out = "\n".join(lines) + "\n"

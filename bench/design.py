@@ -53,8 +53,15 @@ CAP = 0.6  # the adaptive budget, as a fraction of the full grid's compute
 def planted(effect: str, depths, widths, rep: int) -> pd.DataFrame:
     if effect == "null":
         return synthetic.make_runs("kaplan", depths, widths, NULL, seeds=(0, 1), noise=NOISE, seed=rep)
-    return synthetic.make_runs("two_regime", depths, widths, {**LAW, "b": float(effect)},
-                               seeds=(0, 1), noise=NOISE, seed=1000 * rep + int(10 * float(effect)))
+    return synthetic.make_runs(
+        "two_regime",
+        depths,
+        widths,
+        {**LAW, "b": float(effect)},
+        seeds=(0, 1),
+        noise=NOISE,
+        seed=1000 * rep + int(10 * float(effect)),
+    )
 
 
 def covers(est: dict, b: float) -> bool | None:
@@ -78,8 +85,9 @@ def adaptive_run(cells, runs: pd.DataFrame, cfg: Adaptive) -> dict:
     return {"est": est, "flops": flops, "trials": n, "rounds": rounds, "stop": d.stop}
 
 
-def run(effects, depths, widths, reps: int, n_boot: int, batch: int, start: int = 0,
-        target: float | None = None) -> pd.DataFrame:
+def run(
+    effects, depths, widths, reps: int, n_boot: int, batch: int, start: int = 0, target: float | None = None
+) -> pd.DataFrame:
     """`start`: the first replicate's number (replicates are numbered, so runs split over
     processes draw what one run would); `target`: the adaptive target, instead of the grid's."""
     spec = parse_spec(SPEC.format(depths=depths, widths=widths), "design-bench")
@@ -108,10 +116,26 @@ def run(effects, depths, widths, reps: int, n_boot: int, batch: int, start: int 
         for r in range(start, start + reps):
             t0 = time.perf_counter()
             out = adaptive_run(cells, grid[(effect, r)], cfg)
-            rows.append(_row(effect, r, "adaptive", out["est"], out["flops"], grid_flops, out["trials"],
-                             out["rounds"], out["stop"], goal, time.perf_counter() - t0))
-            print(f"{effect} rep {r}: {rows[-1]['compute_fraction']:.2f} of the grid, "
-                  f"width {rows[-1]['width']:.3g} (target {goal:.3g}), {out['stop'][:40]}", flush=True)
+            rows.append(
+                _row(
+                    effect,
+                    r,
+                    "adaptive",
+                    out["est"],
+                    out["flops"],
+                    grid_flops,
+                    out["trials"],
+                    out["rounds"],
+                    out["stop"],
+                    goal,
+                    time.perf_counter() - t0,
+                )
+            )
+            print(
+                f"{effect} rep {r}: {rows[-1]['compute_fraction']:.2f} of the grid, "
+                f"width {rows[-1]['width']:.3g} (target {goal:.3g}), {out['stop'][:40]}",
+                flush=True,
+            )
     return pd.DataFrame(rows)
 
 
@@ -125,13 +149,23 @@ def merge(parts: list[str]) -> pd.DataFrame:
 
 def _row(effect, r, design, est, flops, grid_flops, trials, rounds, stop, target=math.nan, secs=0.0):
     truth = math.nan if effect == "null" else float(effect)
-    return {"effect": effect, "replicate": r, "design": design, "claimed": bool(est.get("claimed")),
-            "base": est.get("base"), "lo": (est.get("ci") or [None, None])[0],
-            "hi": (est.get("ci") or [None, None])[1],
-            "width": est["width"] if est.get("claimed") else math.inf,
-            "covers": covers(est, truth) if effect != "null" else None,
-            "compute_fraction": flops / grid_flops, "trials": trials, "rounds": rounds,
-            "stop": stop.split(":")[0], "target": target, "seconds": secs}
+    return {
+        "effect": effect,
+        "replicate": r,
+        "design": design,
+        "claimed": bool(est.get("claimed")),
+        "base": est.get("base"),
+        "lo": (est.get("ci") or [None, None])[0],
+        "hi": (est.get("ci") or [None, None])[1],
+        "width": est["width"] if est.get("claimed") else math.inf,
+        "covers": covers(est, truth) if effect != "null" else None,
+        "compute_fraction": flops / grid_flops,
+        "trials": trials,
+        "rounds": rounds,
+        "stop": stop.split(":")[0],
+        "target": target,
+        "seconds": secs,
+    }
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -140,16 +174,25 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
         claimed = g[g["claimed"]]
         cov = claimed["covers"].dropna()
         reached = g["width"] <= g["target"] if design == "adaptive" else pd.Series(dtype=bool)
-        out.append({"effect": effect, "design": design, "replicates": len(g),
-                    "claims": f"{len(claimed)}/{len(g)}",
-                    "coverage": f"{cov.mean():.2f} ({int(cov.sum())}/{len(cov)})" if len(cov) else "—",
-                    "median width": f"{np.median(g['width']):.3g}",
-                    "median compute": f"{np.median(g['compute_fraction']):.2f}",
-                    "reached target": (f"{int(reached.sum())}/{len(g)}" if design == "adaptive" else "—"),
-                    "reached within 50%": (f"{int((reached & (g['compute_fraction'] <= 0.5)).sum())}/{len(g)}"
-                                           if design == "adaptive" else "—"),
-                    "median compute to reach target": _reach(g, reached) if design == "adaptive" else "—",
-                    "median trials": f"{np.median(g['trials']):.0f}"})
+        out.append(
+            {
+                "effect": effect,
+                "design": design,
+                "replicates": len(g),
+                "claims": f"{len(claimed)}/{len(g)}",
+                "coverage": f"{cov.mean():.2f} ({int(cov.sum())}/{len(cov)})" if len(cov) else "—",
+                "median width": f"{np.median(g['width']):.3g}",
+                "median compute": f"{np.median(g['compute_fraction']):.2f}",
+                "reached target": (f"{int(reached.sum())}/{len(g)}" if design == "adaptive" else "—"),
+                "reached within 50%": (
+                    f"{int((reached & (g['compute_fraction'] <= 0.5)).sum())}/{len(g)}"
+                    if design == "adaptive"
+                    else "—"
+                ),
+                "median compute to reach target": _reach(g, reached) if design == "adaptive" else "—",
+                "median trials": f"{np.median(g['trials']):.0f}",
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -168,8 +211,10 @@ def _reach(g: pd.DataFrame, reached: pd.Series) -> str:
 
 def figure(df: pd.DataFrame, path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     effects = [e for e in df["effect"].unique() if e != "null"]
     fig, axes = plt.subplots(1, len(effects), figsize=(4 * len(effects), 3.4), squeeze=False)
     for ax, effect in zip(axes[0], effects):
@@ -181,8 +226,12 @@ def figure(df: pd.DataFrame, path: Path) -> None:
         ax.scatter(np.ones(len(grid)), finite(grid["width"]), s=14, marker="x", label="full grid")
         ax.axhline(ada["target"].iloc[0], color="grey", lw=0.8, ls="--", label="grid median width")
         ax.axvline(0.5, color="red", lw=0.8, ls=":", label="50% of the grid's compute")
-        ax.set(title=f"planted b = {effect}", xlabel="compute / full grid", xlim=(0, 1.05),
-               ylabel="width of b's 95% interval")
+        ax.set(
+            title=f"planted b = {effect}",
+            xlabel="compute / full grid",
+            xlim=(0, 1.05),
+            ylabel="width of b's 95% interval",
+        )
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -197,10 +246,15 @@ def main(argv=None) -> int:
     ap.add_argument("--replicate-start", type=int, default=0)
     ap.add_argument("--target", type=float, help="the adaptive target width (default: the grid's median)")
     ap.add_argument("--out", default="docs/bench/design.md")
-    ap.add_argument("--merge", nargs="+", metavar="CSV",
-                    help="summarise the CSVs of earlier runs (one per effect) instead of running")
-    ap.add_argument("--smoke", action="store_true",
-                    help="2 replicates of b = 3 on a 5 x 3 grid; writes nothing")
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="CSV",
+        help="summarise the CSVs of earlier runs (one per effect) instead of running",
+    )
+    ap.add_argument(
+        "--smoke", action="store_true", help="2 replicates of b = 3 on a 5 x 3 grid; writes nothing"
+    )
     args = ap.parse_args(argv)
     t0 = time.time()
     if args.smoke:
@@ -208,8 +262,15 @@ def main(argv=None) -> int:
     elif args.merge:
         df = merge(args.merge)
     else:
-        df = run(args.effects.split(","), *FULL, reps=args.replicates, n_boot=args.bootstrap,
-                 batch=args.batch, start=args.replicate_start, target=args.target)
+        df = run(
+            args.effects.split(","),
+            *FULL,
+            reps=args.replicates,
+            n_boot=args.bootstrap,
+            batch=args.batch,
+            start=args.replicate_start,
+            target=args.target,
+        )
     table = summary(df)
     print(markdown(table))
     print(f"adaptive vs grid done in {time.time() - t0:.0f} s")
@@ -219,9 +280,13 @@ def main(argv=None) -> int:
     df.to_csv(out.with_suffix(".csv"), index=False)
     if len([e for e in df["effect"].unique() if e != "null"]):
         figure(df, out.with_suffix(".png"))
-    meta = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} {os.cpu_count()} cores",
-            "python": platform.python_version(), "seconds": round(time.time() - t0),
-            "load": os.getloadavg()}
+    meta = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "python": platform.python_version(),
+        "seconds": round(time.time() - t0),
+        "load": os.getloadavg(),
+    }
     if args.merge:  # the time is that of the runs merged, not of this step
         meta = {**meta, "seconds": None, "merged": [Path(p).name for p in args.merge]}
     record = {"meta": meta, "summary": table.to_dict("records")}

@@ -83,12 +83,13 @@ def _check_one(task: tuple) -> dict:
     return {"claimed": claimed, "covers": bool(claimed and ci[0] <= b <= ci[1])}
 
 
-def independent_check(spec_path: str, b: float, replicates: int, seed: int, bootstrap: int,
-                      jobs: int) -> dict:
+def independent_check(
+    spec_path: str, b: float, replicates: int, seed: int, bootstrap: int, jobs: int
+) -> dict:
     import multiprocessing as mp
 
     from analysis import design as dz
-    from sweeps.design import default_model, trials_frame
+    from sweeps.design_plan import default_model, trials_frame
     from sweeps.spec import load_spec
 
     spec = load_spec(spec_path)
@@ -99,9 +100,13 @@ def independent_check(spec_path: str, b: float, replicates: int, seed: int, boot
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork")) as ex:
         rows = list(ex.map(_check_one, tasks))
     k = sum(r["claimed"] and r["covers"] for r in rows)
-    return {"power": k / replicates, "se": math.sqrt(k / replicates * (1 - k / replicates) / replicates),
-            "claimed": sum(r["claimed"] for r in rows) / replicates, "replicates": replicates,
-            "wall_s": time.perf_counter() - t0}
+    return {
+        "power": k / replicates,
+        "se": math.sqrt(k / replicates * (1 - k / replicates) / replicates),
+        "claimed": sum(r["claimed"] for r in rows) / replicates,
+        "replicates": replicates,
+        "wall_s": time.perf_counter() - t0,
+    }
 
 
 def main() -> None:
@@ -110,13 +115,20 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=50, help="replicates of the independent check")
     ap.add_argument("--bootstrap", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
-    ap.add_argument("--design-json", default=None,
-                    help="a `design --json` object already computed (skips timing the run)")
-    ap.add_argument("--design-times", default=None, metavar="WALL,CPU",
-                    help="with --design-json: the wall and CPU seconds that run took")
-    ap.add_argument("--check-json", default=None,
-                    help="read the independent check from this JSON if it exists, else run it and "
-                         "save it there")
+    ap.add_argument(
+        "--design-json", default=None, help="a `design --json` object already computed (skips timing the run)"
+    )
+    ap.add_argument(
+        "--design-times",
+        default=None,
+        metavar="WALL,CPU",
+        help="with --design-json: the wall and CPU seconds that run took",
+    )
+    ap.add_argument(
+        "--check-json",
+        default=None,
+        help="read the independent check from this JSON if it exists, else run it and save it there",
+    )
     ap.add_argument("--check-only", action="store_true", help="run the check alone (with --check-json)")
     ap.add_argument("--write", action="store_true", help="write docs/bench/design-power.md")
     ap.add_argument("--smoke", action="store_true")
@@ -141,27 +153,35 @@ def main() -> None:
         return
     if a.design_json:
         d = json.loads(Path(a.design_json).read_text())
-        wall, cpu = (map(float, a.design_times.split(",")) if a.design_times
-                     else (float("nan"), float("nan")))
+        wall, cpu = map(float, a.design_times.split(",")) if a.design_times else (float("nan"), float("nan"))
     else:
         d, wall, cpu = run_design(a.spec, design_args)
     p, se = d["power"]["3.0"], d["power_mc"]["3.0"]["se"]
     z = (p - chk["power"]) / max(math.hypot(se, chk["se"]), 1e-9)
     fc = d["false_claim"]
     verdict = "agree" if abs(z) < 2 else "DISAGREE"
-    rows = [("spec", Path(a.spec).name), ("design wall time (s)", f"{wall:.0f}"),
-            ("design CPU time, all processes (s)", f"{cpu:.0f}"),
-            ("load average at the start (1 min)", f"{load0:.1f}"),
-            ("design replicates per case",
-             ", ".join(f"{k}: {v}" for k, v in d["replicates"].items()))]
-    rows += [(f"design power at b = {k} (median interval width)",
-              f"{v:.2f} ± {d['power_mc'][k]['se']:.2f} ({d['median_interval_width'][k] or float('nan'):.3g})")
-             for k, v in d["power"].items()]
-    rows += [("design false claims under the null", f"{fc['rate']:.2f} ± {fc['se']:.2f}"),
-             ("independent check through analyze: power at b = 3",
-              f"{chk['power']:.2f} ± {chk['se']:.2f} ({chk['replicates']} replicates, "
-              f"{chk['wall_s']:.0f} s)"),
-             ("difference in Monte Carlo standard errors", f"{z:+.2f} ({verdict})")]
+    rows = [
+        ("spec", Path(a.spec).name),
+        ("design wall time (s)", f"{wall:.0f}"),
+        ("design CPU time, all processes (s)", f"{cpu:.0f}"),
+        ("load average at the start (1 min)", f"{load0:.1f}"),
+        ("design replicates per case", ", ".join(f"{k}: {v}" for k, v in d["replicates"].items())),
+    ]
+    rows += [
+        (
+            f"design power at b = {k} (median interval width)",
+            f"{v:.2f} ± {d['power_mc'][k]['se']:.2f} ({d['median_interval_width'][k] or float('nan'):.3g})",
+        )
+        for k, v in d["power"].items()
+    ]
+    rows += [
+        ("design false claims under the null", f"{fc['rate']:.2f} ± {fc['se']:.2f}"),
+        (
+            "independent check through analyze: power at b = 3",
+            f"{chk['power']:.2f} ± {chk['se']:.2f} ({chk['replicates']} replicates, {chk['wall_s']:.0f} s)",
+        ),
+        ("difference in Monte Carlo standard errors", f"{z:+.2f} ({verdict})"),
+    ]
     table = "| quantity | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
     print(table)
     print("design power vs independent check:", "agree" if abs(z) < 2 else "disagree")
@@ -171,7 +191,8 @@ def main() -> None:
             "# `depthwidth design`: time and agreement with an independent check\n\n"
             f"`python bench/design_power.py --write` on {platform.machine()} "
             f"({len(os.sched_getaffinity(0))} CPUs), {time.strftime('%Y-%m-%d', time.gmtime())}, "
-            f"Python {platform.python_version()}.\n\n" + table + "\n\n" + d.get("advice", "") + "\n")
+            f"Python {platform.python_version()}.\n\n" + table + "\n\n" + d.get("advice", "") + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -42,19 +42,30 @@ cpus = 1
 """
 
 
-def spec_text(name: str, steps: int, resources: str, smoke: bool, widths=None, seeds=None,
-              train_extra: str = "") -> str:
-    return SPEC.format(name=name, seq=32 if smoke else 256, steps=steps,
-                       eval_every=max(1, steps // 5), resources=resources, train_extra=train_extra,
-                       widths=widths or ([16, 32] if smoke else [128, 256]),
-                       seeds=seeds or ([0] if smoke else [0, 1, 2, 3]))
+def spec_text(
+    name: str, steps: int, resources: str, smoke: bool, widths=None, seeds=None, train_extra: str = ""
+) -> str:
+    return SPEC.format(
+        name=name,
+        seq=32 if smoke else 256,
+        steps=steps,
+        eval_every=max(1, steps // 5),
+        resources=resources,
+        train_extra=train_extra,
+        widths=widths or ([16, 32] if smoke else [128, 256]),
+        seeds=seeds or ([0] if smoke else [0, 1, 2, 3]),
+    )
 
 
 def run(spec: Path, store: Path) -> tuple[float, str]:
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     t0 = time.perf_counter()
-    r = subprocess.run([DEPTHWIDTH, "sweep", "run", str(spec), "--storage", str(store),
-                        "--no-analyze"], env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [DEPTHWIDTH, "sweep", "run", str(spec), "--storage", str(store), "--no-analyze"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         raise SystemExit(f"sweep failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     return time.perf_counter() - t0, r.stdout
@@ -62,6 +73,7 @@ def run(spec: Path, store: Path) -> tuple[float, str]:
 
 def curve(store: Path) -> list[float]:
     from depthwidth.results import Location, read_tables
+
     _, curves, _ = read_tables(Location(str(store)))
     return list(curves.sort_values("step")["val_loss"])
 
@@ -73,21 +85,30 @@ def main() -> int:
     ap.add_argument("--out", help="write the figures as JSON")
     a = ap.parse_args()
     import torch
+
     gpus = torch.cuda.device_count()
     if not a.smoke and gpus == 0:
-        print("bench/gpu_sweeps.py: no CUDA device is available on this machine; run it on a GPU "
-              "host (or pass --smoke).", file=sys.stderr)
+        print(
+            "bench/gpu_sweeps.py: no CUDA device is available on this machine; run it on a GPU "
+            "host (or pass --smoke).",
+            file=sys.stderr,
+        )
         return 3
     steps = 20 if a.smoke else a.steps
-    fig: dict = {"gpus": gpus, "steps": steps, "load_before": round(os.getloadavg()[0], 2),
-                 "device": torch.cuda.get_device_name(0) if gpus else "cpu (smoke)"}
+    fig: dict = {
+        "gpus": gpus,
+        "steps": steps,
+        "load_before": round(os.getloadavg()[0], 2),
+        "device": torch.cuda.get_device_name(0) if gpus else "cpu (smoke)",
+    }
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
         # 1. packed against one GPU per trial
         packed = t / "packed.toml"
         packed.write_text(spec_text("packed", steps, 'gpus = "auto"', a.smoke))
-        plan = subprocess.run([DEPTHWIDTH, "sweep", "plan", str(packed), "--json"],
-                              capture_output=True, text=True, check=True)
+        plan = subprocess.run(
+            [DEPTHWIDTH, "sweep", "plan", str(packed), "--json"], capture_output=True, text=True, check=True
+        )
         shares = [json.loads(line)["gpus"] for line in plan.stdout.splitlines()]
         fig["planned_shares"] = shares
         if gpus:
@@ -105,9 +126,17 @@ def main() -> int:
         curves = {}
         for workers in (1, 2):
             s = t / f"w{workers}.toml"
-            s.write_text(spec_text(f"w{workers}", steps, f"workers = {workers}\n{per_worker}",
-                                   a.smoke, widths=[32 if a.smoke else 256], seeds=[0],
-                                   train_extra=device).replace("depth = [2, 4]", "depth = [2]"))
+            s.write_text(
+                spec_text(
+                    f"w{workers}",
+                    steps,
+                    f"workers = {workers}\n{per_worker}",
+                    a.smoke,
+                    widths=[32 if a.smoke else 256],
+                    seeds=[0],
+                    train_extra=device,
+                ).replace("depth = [2, 4]", "depth = [2]")
+            )
             wall, _ = run(s, t / f"w{workers}-store")
             curves[workers] = curve(t / f"w{workers}-store")
             fig[f"workers_{workers}_wall_s"] = round(wall, 1)

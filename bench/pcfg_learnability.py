@@ -22,8 +22,7 @@ from depthwidth.config import DataConfig, ModelConfig, TrainConfig
 from depthwidth.data import make_data
 from depthwidth.train import train
 
-LADDER = [(1, 32, 200), (2, 32, 200), (4, 32, 200), (2, 64, 200), (4, 64, 200),
-          (2, 32, 800), (4, 64, 800)]
+LADDER = [(1, 32, 200), (2, 32, 200), (4, 32, 200), (2, 64, 200), (4, 64, 200), (2, 32, 800), (4, 64, 800)]
 
 
 def bigram_loss(data_cfg: DataConfig, seq_len: int, batches: int = 200) -> float:
@@ -44,13 +43,15 @@ def bigram_loss(data_cfg: DataConfig, seq_len: int, batches: int = 200) -> float
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=None, help="write the table here (default "
-                                                "docs/bench/data-learnability.md; a smoke run only "
-                                                "prints it)")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="write the table here (default docs/bench/data-learnability.md; a smoke run only prints it)",
+    )
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--smoke", action="store_true", help="seconds: one 5-step shape, 5 bigram batches")
     args = ap.parse_args()
-    ladder, bigram_batches = (([(1, 32, 5)], 5) if args.smoke else (LADDER, 200))
+    ladder, bigram_batches = ([(1, 32, 5)], 5) if args.smoke else (LADDER, 200)
     if args.out is None and not args.smoke:
         args.out = "docs/bench/data-learnability.md"
     torch.set_num_threads(args.threads)
@@ -61,8 +62,11 @@ def main() -> None:
     rows = []
     for depth, width, steps in ladder:
         heads = 2 if width <= 32 else 4
-        r = train(ModelConfig(depth=depth, width=width, heads=heads),
-                  data_cfg, TrainConfig(steps=steps, eval_every=steps, eval_batches=8, threads=args.threads))
+        r = train(
+            ModelConfig(depth=depth, width=width, heads=heads),
+            data_cfg,
+            TrainConfig(steps=steps, eval_every=steps, eval_batches=8, threads=args.threads),
+        )
         rows.append((depth, width, steps, r.n_params, r.final_val_loss, r.wall_s))
         print(depth, width, steps, r.status, f"{r.final_val_loss:.3f}", f"{r.wall_s:.0f}s", flush=True)
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
@@ -83,8 +87,9 @@ def main() -> None:
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for depth, width, steps, n, val, wall in rows:
-        lines.append(f"| {depth} | {width} | {steps} | {n:,} | {val:.3f} | {val - unigram:+.3f} "
-                     f"| {wall:.0f} |")
+        lines.append(
+            f"| {depth} | {width} | {steps} | {n:,} | {val:.3f} | {val - unigram:+.3f} | {wall:.0f} |"
+        )
     out = "\n".join(lines) + "\n"
     print(out)
     if args.out:

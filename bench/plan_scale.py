@@ -33,23 +33,26 @@ depth = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
 width = [4, 8, 12, 16, 20, 24, 28, 32, 36, 40]
 seed = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
 {more}"""
-MORE = ('lr = [0.0001, 0.0002, 0.0003, 0.0005, 0.0007, 0.001, 0.0015, 0.002, 0.003, 0.005]\n'
-        '"train.warmup_steps" = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n'
-        '"train.weight_decay" = [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09]\n')
+MORE = (
+    "lr = [0.0001, 0.0002, 0.0003, 0.0005, 0.0007, 0.001, 0.0015, 0.002, 0.003, 0.005]\n"
+    '"train.warmup_steps" = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n'
+    '"train.weight_decay" = [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09]\n'
+)
 WHERE = 'where = "width % heads == 0 and depth <= 4 and seed < 2{more}"'
-
 
 
 def timed(spec: Path) -> tuple[float, float, int, str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "depthwidth.cli", "sweep", "plan", str(spec)],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "depthwidth.cli", "sweep", "plan", str(spec)], capture_output=True, text=True
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    first = (res.stdout.splitlines() or [""])[0] if res.returncode == 0 else \
-        res.stderr.strip().splitlines()[-1]
+    first = (
+        (res.stdout.splitlines() or [""])[0] if res.returncode == 0 else res.stderr.strip().splitlines()[-1]
+    )
     return wall, cpu, res.returncode, first
 
 
@@ -58,10 +61,14 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="1,000 candidates")
     a = ap.parse_args()
     more = "" if a.smoke else MORE
-    cases = {"bare grid": "", "filtered": WHERE.format(
-        more="" if a.smoke else " and lr < 0.002 and weight_decay < 0.01")}
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
-          f"{10 ** (3 if a.smoke else 6):,} candidate trials")
+    cases = {
+        "bare grid": "",
+        "filtered": WHERE.format(more="" if a.smoke else " and lr < 0.002 and weight_decay < 0.01"),
+    }
+    print(
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+        f"{10 ** (3 if a.smoke else 6):,} candidate trials"
+    )
     print("| case | exit | wall s | CPU s | first line |\n|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for case, where in cases.items():

@@ -51,8 +51,9 @@ return {sort: t1 - t0, filter: t2 - t1, curves: t3 - t2,
 
 def make_store(folder: Path, depths: int, widths: int, seeds: int, evals: int) -> Path:
     w = np.unique(np.round(np.logspace(np.log10(16), np.log10(2048), widths)).astype(int))
-    runs = synthetic.make_runs("two_regime", range(1, depths + 1), w, PARAMS,
-                               seeds=tuple(range(seeds)), noise=0.01)
+    runs = synthetic.make_runs(
+        "two_regime", range(1, depths + 1), w, PARAMS, seeds=tuple(range(seeds)), noise=0.01
+    )
     steps = np.unique(np.round(np.logspace(1, 4, evals)).astype(int))
     runs, curves = synthetic.make_curves(runs, alpha_S=0.6, S_c=50.0, steps=steps)
     runs["lr"] = 1e-3
@@ -88,19 +89,26 @@ def main() -> None:
             finally:
                 browser.stop(driver, profile)
     cpu = subprocess.run("lscpu | grep 'Model name'", shell=True, capture_output=True, text=True)
-    print(f"machine: {cpu.stdout.strip() or platform.processor()}; load average "
-          f"{open('/proc/loadavg').read().split()[0]}")
+    print(
+        f"machine: {cpu.stdout.strip() or platform.processor()}; load average "
+        f"{open('/proc/loadavg').read().split()[0]}"
+    )
     chromium = subprocess.run([browser.find_browser()[0], "--version"], capture_output=True, text=True)
     print(f"browser: {chromium.stdout.strip()}")
-    print(f"runs: {report['n_runs']}, evaluations per run: {dims[3]}, report.html: {size / 1e6:.2f} MB "
-          f"(analyze without bootstrap {t_analyze:.1f} s)")
+    print(
+        f"runs: {report['n_runs']}, evaluations per run: {dims[3]}, report.html: {size / 1e6:.2f} MB "
+        f"(analyze without bootstrap {t_analyze:.1f} s)"
+    )
     med = lambda xs: statistics.median(xs)  # noqa: E731
     print(f"\n| step | median ms (of {repeats}) |\n|---|---|")
     print(f"| DOMContentLoaded | {med([x['dom'] for x in loads]):.0f} |")
     print(f"| load event | {med([x['load'] for x in loads]):.0f} |")
     print(f"| script ready (table + first chart drawn) | {med([x['ready'] for x in loads]):.0f} |")
-    for k, label in (("sort", f"sort {report['n_runs']} rows by loss"), ("filter", "filter `depth:4 seed<10`"),
-                     ("curves", "click a run: its shape's curves")):
+    for k, label in (
+        ("sort", f"sort {report['n_runs']} rows by loss"),
+        ("filter", "filter `depth:4 seed<10`"),
+        ("curves", "click a run: its shape's curves"),
+    ):
         print(f"| {label} | {med([x[k] for x in inter]):.1f} |")
     print(f"\nrows shown after the filter: {inter[-1]['rows']}; curves drawn: {inter[-1]['lines']}")
 

@@ -30,8 +30,8 @@ def rank_unblocked(m: np.ndarray, p: int) -> int:
             continue
         piv = r + int(nz[0])
         a[[r, piv]] = a[[piv, r]]
-        mult = (a[r + 1:, c] * pow(int(a[r, c]), p - 2, p)) % p
-        a[r + 1:, c:] = (a[r + 1:, c:] - mult[:, None] * a[r, c:]) % p
+        mult = (a[r + 1 :, c] * pow(int(a[r, c]), p - 2, p)) % p
+        a[r + 1 :, c:] = (a[r + 1 :, c:] - mult[:, None] * a[r, c:]) % p
         r += 1
     return r
 
@@ -64,8 +64,10 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     rng = np.random.default_rng(0)
     load0 = os.getloadavg()[0]
-    lines = ["| K | blocked rank (s) | plain rank (s) | s / K^3 (blocked) | growth exponent | rank |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| K | blocked rank (s) | plain rank (s) | s / K^3 (blocked) | growth exponent | rank |",
+        "|---|---|---|---|---|---|",
+    ]
     times = []
     for k in sizes:
         m = rng.integers(0, P1, size=(k, k), dtype=np.int64)
@@ -77,23 +79,29 @@ def main() -> None:
             tu = f"{t:.2f}"
         growth = f"{np.log(tb / times[-1]) / np.log(k / sizes[len(times) - 1]):.2f}" if times else "-"
         times.append(tb)
-        lines.append(f"| {k} | {tb:.2f} | {tu} | {tb / k ** 3:.2e} | {growth} | {rb} |")
+        lines.append(f"| {k} | {tb:.2f} | {tu} | {tb / k**3:.2e} | {growth} | {rb} |")
         print(lines[-1], flush=True)
-    lines.append("\nGrowth exponent: log(t_K / t_K') / log(K / K') against the previous size; "
-                 "elimination is K^3, per-panel Python overhead flattens it at small K.")
-    lines += ["", "| cell | K | grid evaluations | ops / eval | s | s per op |",
-              "|---|---|---|---|---|---|"]
+    lines.append(
+        "\nGrowth exponent: log(t_K / t_K') / log(K / K') against the previous size; "
+        "elimination is K^3, per-panel Python overhead flattens it at small K."
+    )
+    lines += ["", "| cell | K | grid evaluations | ops / eval | s | s per op |", "|---|---|---|---|---|---|"]
     for cell, k in [(Cell(2, 8), grid_k), (Cell(3, 4), grid_k), (Cell(4, 2), grid_k), (Cell(8, 1), grid_k)]:
         w = seprank.random_weights(cell, P1, rng)
         a, b = seprank._side_points(cell, k, P1, rng)
         t, _ = timed(seprank.grid_matrix, w, cell, a, b, P1)
         per = seprank.evaluation_ops(cell)
-        lines.append(f"| depth {cell.depth} width {cell.width} | {k} | {k * k} | {per} | {t:.2f} | "
-                     f"{t / (k * k * per):.2e} |")
+        lines.append(
+            f"| depth {cell.depth} width {cell.width} | {k} | {k * k} | {per} | {t:.2f} | "
+            f"{t / (k * k * per):.2e} |"
+        )
         print(lines[-1], flush=True)
-    head = [f"Machine: {machine()}; load average {load0:.1f} at start, {os.getloadavg()[0]:.1f} at "
-            f"end (shared machine); numpy {np.__version__}; {datetime.date.today().isoformat()}.",
-            "Command: `python bench/seprank_rank.py --sizes " + args.sizes + "`", ""]
+    head = [
+        f"Machine: {machine()}; load average {load0:.1f} at start, {os.getloadavg()[0]:.1f} at "
+        f"end (shared machine); numpy {np.__version__}; {datetime.date.today().isoformat()}.",
+        "Command: `python bench/seprank_rank.py --sizes " + args.sizes + "`",
+        "",
+    ]
     text = "\n".join(head + lines) + "\n"
     print(text)
     if args.out:

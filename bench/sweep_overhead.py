@@ -78,8 +78,10 @@ def back_to_back(spec_path: str) -> tuple[float, float]:
 
 def back_to_back_cold(spec_path: str) -> float:
     """The same loop as a fresh process: Python start and imports counted, as for the service."""
-    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-            f"import sweep_overhead as b; b.back_to_back({spec_path!r})")
+    code = (
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+        f"import sweep_overhead as b; b.back_to_back({spec_path!r})"
+    )
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], check=True)
     return time.perf_counter() - t0
@@ -92,9 +94,22 @@ def through_service(spec_path: str, store: str, concurrent: int) -> tuple[float,
 
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     t0 = time.perf_counter()
-    res = subprocess.run([DEPTHWIDTH, "sweep", "run", spec_path, "--storage", store,
-                          "--max-concurrent", str(concurrent), "--no-analyze"], env=env,
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            DEPTHWIDTH,
+            "sweep",
+            "run",
+            spec_path,
+            "--storage",
+            store,
+            "--max-concurrent",
+            str(concurrent),
+            "--no-analyze",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t0
     if res.returncode != 0:
         raise SystemExit(f"sweep failed:\n{res.stdout}\n{res.stderr}")
@@ -102,8 +117,10 @@ def through_service(spec_path: str, store: str, concurrent: int) -> tuple[float,
 
 
 def ray_start_seconds() -> float:
-    code = ("import time, ray; t=time.perf_counter(); ray.init(include_dashboard=False, "
-            "logging_level='ERROR'); print(time.perf_counter()-t); ray.shutdown()")
+    code = (
+        "import time, ray; t=time.perf_counter(); ray.init(include_dashboard=False, "
+        "logging_level='ERROR'); print(time.perf_counter()-t); ray.shutdown()"
+    )
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
@@ -145,17 +162,22 @@ def main() -> None:
     ap.add_argument("--out", help="also write the figures as JSON")
     ap.add_argument("--smoke", action="store_true", help="the whole flow on 4 trials of 2 steps")
     args = ap.parse_args()
-    seeds, big = ([0, 1, 2, 3], BIG_SPEC) if not args.smoke else (
-        [0], BIG_SPEC.replace("depth = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16]", "depth = [1, 2]")
-        .replace("width = [32, 64, 96, 128, 192, 256, 384, 512, 768, 1024]", "width = [32, 64]")
-        .replace("seed = [0, 1, 2, 3, 4]", "seed = [0]"))
+    seeds, big = (
+        ([0, 1, 2, 3], BIG_SPEC)
+        if not args.smoke
+        else (
+            [0],
+            BIG_SPEC.replace("depth = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16]", "depth = [1, 2]")
+            .replace("width = [32, 64, 96, 128, 192, 256, 384, 512, 768, 1024]", "width = [32, 64]")
+            .replace("seed = [0, 1, 2, 3, 4]", "seed = [0]"),
+        )
+    )
     if args.smoke:
         args.steps = 2
     n, n_small = 4 * len(seeds), 4 if len(seeds) > 1 else 1
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "overhead.toml"
-        spec.write_text(GRID_SPEC.format(steps=args.steps, eval_every=max(1, args.steps // 5),
-                                         seeds=seeds))
+        spec.write_text(GRID_SPEC.format(steps=args.steps, eval_every=max(1, args.steps // 5), seeds=seeds))
         b2b, inner = back_to_back(str(spec))
         cold = back_to_back_cold(str(spec))
         # Ray's start and the 4-trial sweep vary by ±1 s from run to run on 2 cores: medians of 3
@@ -174,10 +196,14 @@ def main() -> None:
     marginal = ((svc1 - work1) - (svc_small - work_small)) / (n - n_small)
     fixed = (svc_small - work_small) - n_small * marginal
     figures = {
-        "trials": n, "steps_per_trial": args.steps,
-        "back_to_back_s": round(b2b, 2), "back_to_back_cold_process_s": round(cold, 2),
-        "mean_trial_s": round(inner / n, 3), "ray_start_s": round(ray_s, 2),
-        "service_2_concurrent_s": round(svc2, 2), "service_1_concurrent_s": round(svc1, 2),
+        "trials": n,
+        "steps_per_trial": args.steps,
+        "back_to_back_s": round(b2b, 2),
+        "back_to_back_cold_process_s": round(cold, 2),
+        "mean_trial_s": round(inner / n, 3),
+        "ray_start_s": round(ray_s, 2),
+        "service_2_concurrent_s": round(svc2, 2),
+        "service_1_concurrent_s": round(svc1, 2),
         "ratio_2_concurrent_vs_back_to_back": round(svc2 / b2b, 3),
         "ratio_2_concurrent_vs_cold_process": round(svc2 / cold, 3),
         "ratio_1_concurrent_vs_back_to_back": round(svc1 / b2b, 3),
@@ -186,8 +212,10 @@ def main() -> None:
         # one at a time, 16 vs 4 trials: wall = fixed + sum(train wall) + trials x marginal
         "marginal_overhead_per_trial_s": round(marginal, 3),
         "fixed_overhead_per_sweep_s": round(fixed, 2),
-        "driver_peak_rss_mb_500_trials": round(mem["peak_rss_mb"], 1), "plan_500_s": round(mem["plan_s"], 2),
-        "store_500_rows_write_s": round(mem["store_write_s"], 2), "store_500_rows_read_s": round(mem["store_read_s"], 3),
+        "driver_peak_rss_mb_500_trials": round(mem["peak_rss_mb"], 1),
+        "plan_500_s": round(mem["plan_s"], 2),
+        "store_500_rows_write_s": round(mem["store_write_s"], 2),
+        "store_500_rows_read_s": round(mem["store_read_s"], 3),
     }
     for k, v in figures.items():
         print(f"{k:45s} {v}")

@@ -49,8 +49,7 @@ cpus = 1
 def write_spec(path: Path, trials: int, steps: int) -> Path:
     per_seed = len(DEPTHS) * len(WIDTHS)  # the where filter keeps the first `trials` points
     seeds = list(range(-(-trials // per_seed)))
-    path.write_text(SPEC.format(steps=steps, depths=DEPTHS, widths=WIDTHS, seeds=seeds,
-                                trials=trials))
+    path.write_text(SPEC.format(steps=steps, depths=DEPTHS, widths=WIDTHS, seeds=seeds, trials=trials))
     return path
 
 
@@ -92,12 +91,29 @@ def timed(cmd: list[str], sample_rss: bool = False) -> dict:
 def sweep(spec: Path, store: Path, concurrent: int) -> dict:
     from depthwidth.results import Location, read_tables
 
-    res = timed([DEPTHWIDTH, "sweep", "run", str(spec), "--storage", str(store), "--no-analyze",
-                 "--max-concurrent", str(concurrent)], sample_rss=True)
+    res = timed(
+        [
+            DEPTHWIDTH,
+            "sweep",
+            "run",
+            str(spec),
+            "--storage",
+            str(store),
+            "--no-analyze",
+            "--max-concurrent",
+            str(concurrent),
+        ],
+        sample_rss=True,
+    )
     runs, curves, _ = read_tables(Location(str(store)))
     assert (runs["status"] == "ok").all(), runs["status"].value_counts()
-    return {"trials": len(runs), "curve_rows": len(curves), "wall_s": res["wall_s"],
-            "train_s": float(runs["wall_s"].sum()), "driver_peak_rss_mb": res["peak_rss_mb"]}
+    return {
+        "trials": len(runs),
+        "curve_rows": len(curves),
+        "wall_s": res["wall_s"],
+        "train_s": float(runs["wall_s"].sum()),
+        "driver_peak_rss_mb": res["peak_rss_mb"],
+    }
 
 
 def record_cost(tmp: str, trials: int) -> dict:
@@ -179,12 +195,14 @@ def main() -> None:
         print("large sweep:", figures["large"], flush=True)
         s, b, c = figures["small"], figures["large"], args.concurrent
         overhead = ((b["wall_s"] - b["train_s"] / c) - (s["wall_s"] - s["train_s"] / c)) / (
-            b["trials"] - s["trials"])
+            b["trials"] - s["trials"]
+        )
         figures["overhead_per_trial_s"] = overhead
         figures["fixed_s"] = (s["wall_s"] - s["train_s"] / c) - s["trials"] * overhead
         if not args.smoke:
-            res = timed([DEPTHWIDTH, "analyze", str(store), "--out", str(Path(tmp) / "report")],
-                        sample_rss=True)
+            res = timed(
+                [DEPTHWIDTH, "analyze", str(store), "--out", str(Path(tmp) / "report")], sample_rss=True
+            )
             figures["analyze"] = {"wall_s": res["wall_s"], "peak_rss_mb": res["peak_rss_mb"]}
             print("analyze:", figures["analyze"], flush=True)
     figures["load_after"] = round(os.getloadavg()[0], 2)

@@ -34,7 +34,7 @@ def matmul_gflops(n: int = 2048, reps: int = 5) -> float:
     t = time.perf_counter()
     for _ in range(reps):
         torch.mm(a, b)
-    return 2 * n ** 3 * reps / (time.perf_counter() - t) / 1e9
+    return 2 * n**3 * reps / (time.perf_counter() - t) / 1e9
 
 
 def plain_loop(model_cfg: ModelConfig, data, steps: int) -> float:
@@ -69,8 +69,7 @@ def ours(model_cfg: ModelConfig, data_cfg: DataConfig, steps: int) -> float:
     `steps` training steps and one evaluation. Set-up (data source, model build, optimizer)
     and the warm-up steps fall outside it, as they do for the plain loop."""
     marks = {}
-    cfg = TrainConfig(steps=2 * steps, batch_size=BATCH, eval_every=steps, eval_batches=1,
-                      warmup_steps=0)
+    cfg = TrainConfig(steps=2 * steps, batch_size=BATCH, eval_every=steps, eval_batches=1, warmup_steps=0)
     r = train(model_cfg, data_cfg, cfg, report=lambda m: marks.setdefault(m["step"], time.perf_counter()))
     assert r.status == "ok", r.error
     return (marks[2 * steps] - marks[steps]) / steps
@@ -81,10 +80,14 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5, help="alternating runs of each loop per shape")
-    ap.add_argument("--out", default=None, help="write the table here (default docs/bench/train.md; "
-                                                "a smoke run only prints it)")
-    ap.add_argument("--shapes", default=",".join(f"{d}x{w}" for d, w in SHAPES),
-                    help="comma-separated DEPTHxWIDTH list")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="write the table here (default docs/bench/train.md; a smoke run only prints it)",
+    )
+    ap.add_argument(
+        "--shapes", default=",".join(f"{d}x{w}" for d, w in SHAPES), help="comma-separated DEPTHxWIDTH list"
+    )
     ap.add_argument("--smoke", action="store_true", help="seconds: one tiny shape, 2 steps, one pair")
     a = ap.parse_args()
     if a.smoke:
@@ -107,27 +110,51 @@ def main() -> None:
             plains.append(plain_loop(cfg, data, a.steps))
             mines.append(ours(cfg, data_cfg, a.steps))
         pairs = sorted(p / m for p, m in zip(plains, mines))
-        print(f"  s/step plain {[round(v, 4) for v in plains]}  ours {[round(v, 4) for v in mines]}  "
-              f"pair ratios {[round(r, 3) for r in pairs]}", flush=True)
+        print(
+            f"  s/step plain {[round(v, 4) for v in plains]}  ours {[round(v, 4) for v in mines]}  "
+            f"pair ratios {[round(r, 3) for r in pairs]}",
+            flush=True,
+        )
         plain, mine = min(plains), min(mines)
         tok = BATCH * SEQ
-        rows.append((depth, width, n, tok / mine, tok / plain, statistics.median(pairs),
-                     6 * n * tok / mine / 1e9, 6 * n * tok / mine / 1e9 / ceiling,
-                     pairs[0], pairs[-1]))
+        rows.append(
+            (
+                depth,
+                width,
+                n,
+                tok / mine,
+                tok / plain,
+                statistics.median(pairs),
+                6 * n * tok / mine / 1e9,
+                6 * n * tok / mine / 1e9 / ceiling,
+                pairs[0],
+                pairs[-1],
+            )
+        )
         print(rows[-1], flush=True)
-    cpu = subprocess.run("lscpu | grep 'Model name'", shell=True, capture_output=True,
-                         text=True).stdout.split(":")[-1].strip() or platform.processor()
-    lines = [f"## train() throughput ({datetime.date.today()}, {cpu}, {a.threads} threads, "
-             f"torch {torch.__version__})", "",
-             f"Command: `python bench/train_throughput.py --steps {a.steps} --threads {a.threads} "
-             f"--repeats {a.repeats}`; "
-             f"batch {BATCH} x {SEQ} tokens; fp32 matmul ceiling (torch.mm 2048²): {ceiling:.1f} GFLOP/s.",
-             "", "| depth | width | N | ours tok/s | plain tok/s | ours/plain (median of pairs) | "
-             "pair range | ours GFLOP/s (6N) | of ceiling |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    cpu = (
+        subprocess.run("lscpu | grep 'Model name'", shell=True, capture_output=True, text=True)
+        .stdout.split(":")[-1]
+        .strip()
+        or platform.processor()
+    )
+    lines = [
+        f"## train() throughput ({datetime.date.today()}, {cpu}, {a.threads} threads, "
+        f"torch {torch.__version__})",
+        "",
+        f"Command: `python bench/train_throughput.py --steps {a.steps} --threads {a.threads} "
+        f"--repeats {a.repeats}`; "
+        f"batch {BATCH} x {SEQ} tokens; fp32 matmul ceiling (torch.mm 2048²): {ceiling:.1f} GFLOP/s.",
+        "",
+        "| depth | width | N | ours tok/s | plain tok/s | ours/plain (median of pairs) | "
+        "pair range | ours GFLOP/s (6N) | of ceiling |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r[0]} | {r[1]} | {r[2]:,} | {r[3]:,.0f} | {r[4]:,.0f} | {r[5]:.3f} | "
-                     f"{r[8]:.3f}–{r[9]:.3f} | {r[6]:.1f} | {100 * r[7]:.0f}% |")
+        lines.append(
+            f"| {r[0]} | {r[1]} | {r[2]:,} | {r[3]:,.0f} | {r[4]:,.0f} | {r[5]:.3f} | "
+            f"{r[8]:.3f}–{r[9]:.3f} | {r[6]:.1f} | {100 * r[7]:.0f}% |"
+        )
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:

@@ -26,37 +26,67 @@ import pandas as pd
 
 PARAMETRIZATIONS = ("standard", "mup", "completep")
 DEPTHS = (2, 4, 8, 16)
-LRS = tuple(10.0 ** e for e in (-3.5, -3.0, -2.5, -2.0, -1.5))  # half a decade apart
+LRS = tuple(10.0**e for e in (-3.5, -3.0, -2.5, -2.0, -1.5))  # half a decade apart
 WIDTH, HEADS, BASE_WIDTH, BASE_DEPTH = 64, 4, 64, 2
 KEY = ["parametrization", "depth", "lr", "seed"]
 
 
-def one_run(par: str, depth: int, lr: float, seed: int, steps: int, batch: int,
-            seq_len: int) -> dict:
+def one_run(par: str, depth: int, lr: float, seed: int, steps: int, batch: int, seq_len: int) -> dict:
     import torch
 
     from depthwidth.config import DataConfig, ModelConfig, TrainConfig
     from depthwidth.train import train
 
     torch.set_num_threads(1)
-    model = ModelConfig(depth=depth, width=WIDTH, heads=HEADS, seq_len=seq_len,
-                        parametrization=par, base_width=BASE_WIDTH, base_depth=BASE_DEPTH)
-    cfg = TrainConfig(steps=steps, batch_size=batch, lr=lr, warmup_steps=max(1, steps // 10),
-                      eval_every=steps, eval_batches=8, seed=seed, threads=1)
+    model = ModelConfig(
+        depth=depth,
+        width=WIDTH,
+        heads=HEADS,
+        seq_len=seq_len,
+        parametrization=par,
+        base_width=BASE_WIDTH,
+        base_depth=BASE_DEPTH,
+    )
+    cfg = TrainConfig(
+        steps=steps,
+        batch_size=batch,
+        lr=lr,
+        warmup_steps=max(1, steps // 10),
+        eval_every=steps,
+        eval_batches=8,
+        seed=seed,
+        threads=1,
+    )
     r = train(model, DataConfig(), cfg)
     loss = r.final_val_loss if r.status == "ok" else math.nan
-    return dict(parametrization=par, depth=depth, lr=lr, seed=seed, status=r.status,
-                val_loss=loss, n_params=r.n_params, wall_s=r.wall_s, steps=steps, batch=batch,
-                seq_len=seq_len)
+    return dict(
+        parametrization=par,
+        depth=depth,
+        lr=lr,
+        seed=seed,
+        status=r.status,
+        val_loss=loss,
+        n_params=r.n_params,
+        wall_s=r.wall_s,
+        steps=steps,
+        batch=batch,
+        seq_len=seq_len,
+    )
 
 
-def run_all(csv: Path, seeds: int, steps: int, batch: int, seq_len: int, workers: int,
-            depths=DEPTHS, lrs=LRS) -> pd.DataFrame:
+def run_all(
+    csv: Path, seeds: int, steps: int, batch: int, seq_len: int, workers: int, depths=DEPTHS, lrs=LRS
+) -> pd.DataFrame:
     done = pd.read_csv(csv) if csv.is_file() else pd.DataFrame(columns=KEY)
     have = {tuple(r) for r in done[KEY].itertuples(index=False)}
-    todo = [(p, d, lr, s) for d in sorted(depths, reverse=True)  # deepest (slowest) first
-            for p in PARAMETRIZATIONS for lr in lrs for s in range(seeds)
-            if (p, d, lr, s) not in have]
+    todo = [
+        (p, d, lr, s)
+        for d in sorted(depths, reverse=True)  # deepest (slowest) first
+        for p in PARAMETRIZATIONS
+        for lr in lrs
+        for s in range(seeds)
+        if (p, d, lr, s) not in have
+    ]
     print(f"{len(have)} runs stored, {len(todo)} to run on {workers} workers", flush=True)
     t0 = time.perf_counter()
     rows = [] if done.empty else done.to_dict("records")
@@ -67,13 +97,15 @@ def run_all(csv: Path, seeds: int, steps: int, batch: int, seq_len: int, workers
             rows.append(r)
             pd.DataFrame(rows).to_csv(csv, index=False)  # each finished run is kept
             el = time.perf_counter() - t0
-            print(f"[{i}/{len(todo)}] {r['parametrization']:>9} depth {r['depth']:>2} "
-                  f"lr {r['lr']:.2e} seed {r['seed']}: {r['status']} {r['val_loss']:.4f} "
-                  f"({r['wall_s']:.0f}s; elapsed {el / 60:.1f} min, eta "
-                  f"{el / i * (len(todo) - i) / 60:.1f} min)", flush=True)
+            print(
+                f"[{i}/{len(todo)}] {r['parametrization']:>9} depth {r['depth']:>2} "
+                f"lr {r['lr']:.2e} seed {r['seed']}: {r['status']} {r['val_loss']:.4f} "
+                f"({r['wall_s']:.0f}s; elapsed {el / 60:.1f} min, eta "
+                f"{el / i * (len(todo) - i) / 60:.1f} min)",
+                flush=True,
+            )
     df = pd.DataFrame(rows)
-    return df[df["depth"].isin(depths) & df["lr"].isin(lrs) & (df["seed"] < seeds)
-              & (df["steps"] == steps)]
+    return df[df["depth"].isin(depths) & df["lr"].isin(lrs) & (df["seed"] < seeds) & (df["steps"] == steps)]
 
 
 def optima(df: pd.DataFrame) -> pd.DataFrame:
@@ -87,14 +119,22 @@ def optima(df: pd.DataFrame) -> pd.DataFrame:
         m = m.reindex(lrs)
         i = int(np.nanargmin(m.to_numpy()))
         refined = math.log10(lrs[i])
-        if 0 < i < len(lrs) - 1 and np.isfinite(m.iloc[i - 1:i + 2]).all():
-            x, y = np.log10(lrs[i - 1:i + 2]), m.iloc[i - 1:i + 2].to_numpy()
+        if 0 < i < len(lrs) - 1 and np.isfinite(m.iloc[i - 1 : i + 2]).all():
+            x, y = np.log10(lrs[i - 1 : i + 2]), m.iloc[i - 1 : i + 2].to_numpy()
             a, b, _ = np.polyfit(x, y, 2)
             if a > 0:
                 refined = float(-b / (2 * a))
-        out.append(dict(parametrization=par, depth=int(depth), best_lr=lrs[i], index=i,
-                        at_edge=i in (0, len(lrs) - 1), best_loss=float(m.iloc[i]),
-                        refined_log10_lr=refined))
+        out.append(
+            dict(
+                parametrization=par,
+                depth=int(depth),
+                best_lr=lrs[i],
+                index=i,
+                at_edge=i in (0, len(lrs) - 1),
+                best_loss=float(m.iloc[i]),
+                refined_log10_lr=refined,
+            )
+        )
     return pd.DataFrame(out)
 
 
@@ -105,6 +145,7 @@ def shifts(opt: pd.DataFrame) -> dict[str, int]:
 
 def figure(df: pd.DataFrame, opt: pd.DataFrame, path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -124,16 +165,17 @@ def figure(df: pd.DataFrame, opt: pd.DataFrame, path: Path) -> None:
     lo, hi = float(finite.min()), float(np.quantile(finite, 0.9))
     axes[0][0].set(ylabel="final validation loss (nats/token)", ylim=(lo - 0.02, hi + 0.05))
     axes[0][-1].legend(fontsize=8)
-    fig.suptitle(f"Width {WIDTH}: loss vs learning rate per depth (★ = seed-mean optimum; band = "
-                 f"seed range)", fontsize=10)
+    fig.suptitle(
+        f"Width {WIDTH}: loss vs learning rate per depth (★ = seed-mean optimum; band = seed range)",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
 
 def page(df: pd.DataFrame, opt: pd.DataFrame, args, fig_name: str, wall_min: float, load: str) -> str:
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    cpu = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines()
-                if ln.startswith("Model name")), "?")
+    cpu = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("Model name")), "?")
     sh = shifts(opt)
     lines = [
         "# Learning-rate transfer across depth: standard, μP, CompleteP",
@@ -158,7 +200,8 @@ def page(df: pd.DataFrame, opt: pd.DataFrame, args, fig_name: str, wall_min: flo
         "true optimum may lie outside it; refined = vertex of a parabola in log10 lr through "
         "the best point and its neighbours):",
         "",
-        "| parametrization | " + " | ".join(f"depth {d}" for d in sorted(opt["depth"].unique()))
+        "| parametrization | "
+        + " | ".join(f"depth {d}" for d in sorted(opt["depth"].unique()))
         + " | shift (grid steps) |",
         "|---|" + "---:|" * (opt["depth"].nunique() + 1),
     ]
@@ -166,19 +209,28 @@ def page(df: pd.DataFrame, opt: pd.DataFrame, args, fig_name: str, wall_min: flo
         o = opt[opt["parametrization"] == par].sort_values("depth")
         if o.empty:
             continue
-        cells = [f"{r.best_lr:.2g}{' (edge)' if r.at_edge else ''} · {r.best_loss:.3f} · "
-                 f"10^{r.refined_log10_lr:.2f}" for r in o.itertuples()]
+        cells = [
+            f"{r.best_lr:.2g}{' (edge)' if r.at_edge else ''} · {r.best_loss:.3f} · "
+            f"10^{r.refined_log10_lr:.2f}"
+            for r in o.itertuples()
+        ]
         lines.append(f"| {par} | " + " | ".join(cells) + f" | {sh[par]} |")
     cp = sh.get("completep")
-    verdict = ("met" if cp is not None and cp <= 1 else "not met")
+    verdict = "met" if cp is not None and cp <= 1 else "not met"
     lines += [
         "",
         f"Target: the CompleteP optimum moves by at most one grid step across depths 2–16: "
         f"**{verdict}** (shift {cp}). Standard: {sh.get('standard')} steps; μP: {sh.get('mup')} steps.",
         "",
-        "Diverged runs: " + (", ".join(
-            f"{r.parametrization} depth {r.depth} lr {r.lr:.2g} seed {r.seed}"
-            for r in df[df["status"] != "ok"].itertuples()) or "none") + ".",
+        "Diverged runs: "
+        + (
+            ", ".join(
+                f"{r.parametrization} depth {r.depth} lr {r.lr:.2g} seed {r.seed}"
+                for r in df[df["status"] != "ok"].itertuples()
+            )
+            or "none"
+        )
+        + ".",
         "",
     ]
     return "\n".join(lines)

@@ -65,8 +65,7 @@ def _count_module(cfg: ModelConfig) -> ParamCount:
         model = build_model(cfg)
     total = sum(p.numel() for p in model.parameters())
     emb = sum(p.numel() for n, p in model.named_parameters() if _is_embedding_name(n))
-    small = sum(p.numel() for n, p in model.named_parameters()
-                if p.dim() < 2 and not _is_embedding_name(n))
+    small = sum(p.numel() for n, p in model.named_parameters() if p.dim() < 2 and not _is_embedding_name(n))
     return ParamCount(total - emb - small, total, small, emb)
 
 

@@ -16,13 +16,21 @@ import sys
 import time
 
 from depthwidth import __version__
-from depthwidth.config import (ATTENTIONS, DEVICES, FAMILIES, PARAMETRIZATIONS, PRECISIONS,
-                               ConfigError, DataConfig, ModelConfig, TrainConfig, from_name)
-
 from depthwidth.clitools import EXIT_BAD_INPUT, check_output_file, fail
+from depthwidth.config import (
+    ATTENTIONS,
+    DEVICES,
+    FAMILIES,
+    PARAMETRIZATIONS,
+    PRECISIONS,
+    ConfigError,
+    DataConfig,
+    ModelConfig,
+    TrainConfig,
+    from_name,
+)
 
-SUBCOMMAND_MODULES = ("sweeps.cli", "sweeps.export", "sweeps.design", "analysis.cli",
-                      "depthwidth.theory_cli")
+SUBCOMMAND_MODULES = ("sweeps.cli", "sweeps.export", "sweeps.design", "analysis.cli", "depthwidth.theory_cli")
 
 
 def parse_data(spec: str, seed: int) -> DataConfig:
@@ -36,14 +44,21 @@ def parse_data(spec: str, seed: int) -> DataConfig:
         try:
             return DataConfig(source=kind, task_length=int(arg or 100), seed=seed)
         except ValueError:
-            raise ConfigError(f"--data = {spec!r} is invalid: the delay T after '{kind}:' must be an integer.") from None
-    raise ConfigError(f"--data = {spec!r} is invalid: expected pcfg, text:PATH, tokens:PATH, "
-                      f"copy:T, denoise:T, digits or pdigits.")
+            raise ConfigError(
+                f"--data = {spec!r} is invalid: the delay T after '{kind}:' must be an integer."
+            ) from None
+    raise ConfigError(
+        f"--data = {spec!r} is invalid: expected pcfg, text:PATH, tokens:PATH, "
+        f"copy:T, denoise:T, digits or pdigits."
+    )
 
 
 def add_train_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train one model (no Ray) and print its losses",
-                       description="Train one model on one data source, without Ray.")
+    p = sub.add_parser(
+        "train",
+        help="train one model (no Ray) and print its losses",
+        description="Train one model on one data source, without Ray.",
+    )
     p.add_argument("--preset", help="named model preset (see depthwidth.config.PRESETS)")
     p.add_argument("--family", choices=FAMILIES)
     p.add_argument("--depth", type=int)
@@ -52,14 +67,21 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ffn-ratio", type=float)
     p.add_argument("--seq-len", type=int)
     p.add_argument("--attention", choices=ATTENTIONS)
-    p.add_argument("--parametrization", choices=PARAMETRIZATIONS,
-                   help="standard | mup (width transfer) | completep (width and depth transfer)")
+    p.add_argument(
+        "--parametrization",
+        choices=PARAMETRIZATIONS,
+        help="standard | mup (width transfer) | completep (width and depth transfer)",
+    )
     p.add_argument("--base-width", type=int, help="μP/CompleteP base width (multiplier width/base)")
     p.add_argument("--base-depth", type=int, help="CompleteP base depth (branches × (base/depth)^α)")
     p.add_argument("--depth-alpha", type=float, help="CompleteP's α in [0.5, 1] (default 1)")
     p.add_argument("--nu", type=int)
     p.add_argument("--rho", type=int)
-    p.add_argument("--data", default="pcfg", help="pcfg | text:PATH | tokens:PATH | copy:T | denoise:T | digits | pdigits")
+    p.add_argument(
+        "--data",
+        default="pcfg",
+        help="pcfg | text:PATH | tokens:PATH | copy:T | denoise:T | digits | pdigits",
+    )
     p.add_argument("--steps", type=int)
     p.add_argument("--batch-size", type=int)
     p.add_argument("--lr", type=float)
@@ -95,11 +117,36 @@ def _parametrization(cfg: ModelConfig) -> str:
 def cmd_train(args: argparse.Namespace) -> int:
     from depthwidth.data.base import DataError
 
-    model_fields = ("family", "depth", "width", "heads", "ffn_ratio", "seq_len", "attention",
-                    "parametrization", "base_width", "base_depth", "depth_alpha", "nu", "rho")
-    train_fields = ("steps", "batch_size", "lr", "warmup_steps", "min_lr_ratio", "beta2",
-                    "grad_clip", "eval_batches", "eval_every", "device", "precision", "compile",
-                    "threads")
+    model_fields = (
+        "family",
+        "depth",
+        "width",
+        "heads",
+        "ffn_ratio",
+        "seq_len",
+        "attention",
+        "parametrization",
+        "base_width",
+        "base_depth",
+        "depth_alpha",
+        "nu",
+        "rho",
+    )
+    train_fields = (
+        "steps",
+        "batch_size",
+        "lr",
+        "warmup_steps",
+        "min_lr_ratio",
+        "beta2",
+        "grad_clip",
+        "eval_batches",
+        "eval_every",
+        "device",
+        "precision",
+        "compile",
+        "threads",
+    )
     try:
         overrides = _given(args, model_fields)
         model_cfg = from_name(args.preset, **overrides) if args.preset else ModelConfig(**overrides)
@@ -111,25 +158,31 @@ def cmd_train(args: argparse.Namespace) -> int:
         train_cfg = TrainConfig(seed=args.seed, **tkw)
         data_cfg = parse_data(args.data, seed=0)
         from depthwidth.data import resolve
+
         model_cfg, data = resolve(model_cfg, data_cfg)
         if args.json:  # checked now, not after the run has trained to the end
             check_output_file(args.json, "--json", force=args.force)
     except (ConfigError, DataError, ValueError) as exc:  # OutputError is a ValueError
         return fail(str(exc))
 
+    import torch
+
     from depthwidth.accounting import count_params
     from depthwidth.train import train
 
-    import torch
     if train_cfg.device == "cuda" and not torch.cuda.is_available():
-        return fail("--device = 'cuda' is invalid: this machine has no CUDA device that torch can "
-                    "use; give --device cpu (or auto, which picks a GPU when there is one).")
+        return fail(
+            "--device = 'cuda' is invalid: this machine has no CUDA device that torch can "
+            "use; give --device cpu (or auto, which picks a GPU when there is one)."
+        )
     if (too_big := _memory_check(model_cfg, train_cfg)) is not None:
         return fail(too_big)
     counts = count_params(model_cfg)
-    print(f"model: {model_cfg.family} depth={model_cfg.depth} width={model_cfg.width} "
-          f"heads={model_cfg.heads} N={counts.n_params:,} (total {counts.n_params_total:,}) "
-          f"parametrization={_parametrization(model_cfg)}")
+    print(
+        f"model: {model_cfg.family} depth={model_cfg.depth} width={model_cfg.width} "
+        f"heads={model_cfg.heads} N={counts.n_params:,} (total {counts.n_params_total:,}) "
+        f"parametrization={_parametrization(model_cfg)}"
+    )
     print(f"data:  {data.describe()}  vocab={data.vocab_size}")
     t0 = time.perf_counter()
 
@@ -137,20 +190,28 @@ def cmd_train(args: argparse.Namespace) -> int:
         done = m["step"] / train_cfg.steps
         eta = (time.perf_counter() - t0) * (1 - done) / max(done, 1e-9)
         extra = "".join(f"  {k}={v:.4f}" for k, v in m.items() if k in ("accuracy", "bits_per_char"))
-        print(f"step {m['step']:>6}/{train_cfg.steps} ({100 * done:5.1f}%)  train {m['train_loss']:.4f}"
-              f"  val {m['val_loss']:.4f}{extra}  lr {m['lr']:.2e}  eta {eta:5.1f}s", flush=True)
+        print(
+            f"step {m['step']:>6}/{train_cfg.steps} ({100 * done:5.1f}%)  train {m['train_loss']:.4f}"
+            f"  val {m['val_loss']:.4f}{extra}  lr {m['lr']:.2e}  eta {eta:5.1f}s",
+            flush=True,
+        )
 
     result = train(model_cfg, data_cfg, train_cfg, report=progress)
     if args.json:
         from depthwidth.results import atomic_file
+
         with atomic_file(args.json, "w") as f:
             f.write(json.dumps(result.to_dict(), indent=1))
     h = result.unigram_entropy
     print(f"status: {result.status}{'  (' + result.error + ')' if result.error else ''}")
-    print(f"final train loss {result.final_train_loss:.4f}  val loss {result.final_val_loss:.4f}  "
-          f"unigram entropy {h:.4f} nats  (val/unigram = {result.final_val_loss / h:.3f})")
-    print(f"tokens {result.tokens:,}  train FLOPs {result.flops:.3g}  wall {result.wall_s:.1f}s  "
-          f"device {result.device}")
+    print(
+        f"final train loss {result.final_train_loss:.4f}  val loss {result.final_val_loss:.4f}  "
+        f"unigram entropy {h:.4f} nats  (val/unigram = {result.final_val_loss / h:.3f})"
+    )
+    print(
+        f"tokens {result.tokens:,}  train FLOPs {result.flops:.3g}  wall {result.wall_s:.1f}s  "
+        f"device {result.device}"
+    )
     return 0 if result.status == "ok" else 1
 
 
@@ -168,17 +229,20 @@ def _memory_check(model_cfg: ModelConfig, train_cfg: TrainConfig) -> str | None:
         have, where = machine_memory_bytes(), "this machine has"
     if have is None or need <= have:
         return None
-    return (f"depth = {model_cfg.depth}, width = {model_cfg.width}, batch_size = "
-            f"{train_cfg.batch_size} is invalid: training it needs about {need / 1e9:.3g} GB "
-            f"(weights, gradients, AdamW moments and activations), more than the "
-            f"{have / 1e9:.3g} GB {where}.")
+    return (
+        f"depth = {model_cfg.depth}, width = {model_cfg.width}, batch_size = "
+        f"{train_cfg.batch_size} is invalid: training it needs about {need / 1e9:.3g} GB "
+        f"(weights, gradients, AdamW moments and activations), more than the "
+        f"{have / 1e9:.3g} GB {where}."
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="depthwidth",
         description="Depth-width expressivity simulator and sweep service: at what depth does "
-                    "stacking self-attention layers stop paying for a given width?")
+        "stacking self-attention layers stop paying for a given width?",
+    )
     parser.add_argument("--version", action="version", version=f"depthwidth {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_train_parser(sub)

@@ -73,21 +73,21 @@ def check_output_file(path: str | os.PathLike, flag: str, force: bool = False) -
     if p.is_dir():
         raise OutputError(f"{flag} = {str(path)!r} is invalid: it is a folder, not a file.")
     if (store := store_owning(p)) is not None:
-        raise OutputError(f"{flag} = {str(path)!r} is invalid: it is one of the results store "
-                          f"{str(store)!r}'s own files; write to a path outside them.")
+        raise OutputError(
+            f"{flag} = {str(path)!r} is invalid: it is one of the results store "
+            f"{str(store)!r}'s own files; write to a path outside them."
+        )
     if p.exists() and not force:
-        raise OutputError(f"{flag} = {str(path)!r} is invalid: the file already exists; give "
-                          f"--force to replace it.")
+        raise OutputError(
+            f"{flag} = {str(path)!r} is invalid: the file already exists; give --force to replace it."
+        )
     if p.exists() and not os.access(p, os.W_OK):
         raise OutputError(f"{flag} = {str(path)!r} is invalid: the file is not writable.")
     parent = p.parent
     if not parent.exists():
         probe = _nearest_existing(parent)
         if not probe.is_dir():
-            raise OutputError(f"{flag} = {str(path)!r} is invalid: {str(probe)!r} is a file, "
-                              f"not a folder.")
-        raise OutputError(f"{flag} = {str(path)!r} is invalid: the folder {str(parent)!r} does "
-                          f"not exist.")
+            raise OutputError(f"{flag} = {str(path)!r} is invalid: {str(probe)!r} is a file, not a folder.")
+        raise OutputError(f"{flag} = {str(path)!r} is invalid: the folder {str(parent)!r} does not exist.")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputError(f"{flag} = {str(path)!r} is invalid: the folder {str(parent)!r} is not "
-                          f"writable.")
+        raise OutputError(f"{flag} = {str(path)!r} is invalid: the folder {str(parent)!r} is not writable.")

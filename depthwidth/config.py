@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 try:  # Python 3.11+
     import tomllib
@@ -34,7 +35,7 @@ DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("fp32", "bf16")
 
 
-INT64_LIMIT = 2 ** 63
+INT64_LIMIT = 2**63
 
 
 def _bad(cls_name: str, name: str, value: Any, why: str) -> ConfigError:
@@ -160,18 +161,27 @@ class ModelConfig(_Serializable):
         if self.attention not in ATTENTIONS:
             raise _bad(c, "attention", self.attention, f"expected one of {', '.join(ATTENTIONS)}")
         if self.parametrization not in PARAMETRIZATIONS:
-            raise _bad(c, "parametrization", self.parametrization,
-                       f"expected one of {', '.join(PARAMETRIZATIONS)}")
+            raise _bad(
+                c, "parametrization", self.parametrization, f"expected one of {', '.join(PARAMETRIZATIONS)}"
+            )
         if self.base_width < 1:
             raise _bad(c, "base_width", self.base_width, "base_width must be at least 1")
         if self.base_depth < 1:
             raise _bad(c, "base_depth", self.base_depth, "base_depth must be at least 1")
         if not 0.5 <= self.depth_alpha <= 1.0:
-            raise _bad(c, "depth_alpha", self.depth_alpha,
-                       "depth_alpha must be in [0.5, 1] (Dey et al. 2025; 1 = CompleteP)")
+            raise _bad(
+                c,
+                "depth_alpha",
+                self.depth_alpha,
+                "depth_alpha must be in [0.5, 1] (Dey et al. 2025; 1 = CompleteP)",
+            )
         if self.parametrization == "completep" and not self.residual:
-            raise _bad(c, "residual", self.residual,
-                       "completep scales the residual branches, so it needs residual = true")
+            raise _bad(
+                c,
+                "residual",
+                self.residual,
+                "completep scales the residual branches, so it needs residual = true",
+            )
         if self.init_std <= 0:
             raise _bad(c, "init_std", self.init_std, "init_std must be positive")
         if self.nu < 0:
@@ -304,8 +314,16 @@ PRESETS: dict[str, dict[str, Any]] = {
     "small": dict(depth=4, width=64, heads=4),
     "medium": dict(depth=6, width=128, heads=4),
     "large": dict(depth=8, width=256, heads=8),
-    "levine-linear": dict(depth=2, width=8, heads=2, attention="linear", layernorm=False,
-                          ffn_ratio=0.0, residual=False, bias=False),
+    "levine-linear": dict(
+        depth=2,
+        width=8,
+        heads=2,
+        attention="linear",
+        layernorm=False,
+        ffn_ratio=0.0,
+        residual=False,
+        bias=False,
+    ),
     "kaplan-6x4288": dict(depth=6, width=4288, heads=32, seq_len=1024),
     "kaplan-48x1600": dict(depth=48, width=1600, heads=25, seq_len=1024),
 }

@@ -20,8 +20,9 @@ from depthwidth.config import ModelConfig, TrainConfig
 from depthwidth.models.transformer import Transformer
 
 
-def _probe(cfg: ModelConfig, x: torch.Tensor, y: torch.Tensor, steps: int, lr: float,
-           seed: int) -> list[dict]:
+def _probe(
+    cfg: ModelConfig, x: torch.Tensor, y: torch.Tensor, steps: int, lr: float, seed: int
+) -> list[dict]:
     """Activation sizes of one model at init and after each of `steps` AdamW steps, with the same
     parameter groups (lr scale, weight decay, ε) as a training run."""
     from depthwidth.train import make_optimizer
@@ -52,19 +53,37 @@ def _batch(vocab_size: int, batch_size: int, seq_len: int) -> tuple[torch.Tensor
     return x[:, :-1], x[:, 1:]
 
 
-def coord_check(widths: list[int], parametrization: str, depth: int = 2, steps: int = 4,
-                lr: float = 1e-2, base_width: int = 32, seq_len: int = 16, vocab_size: int = 32,
-                batch_size: int = 8, seeds: int = 2, heads: int = 4) -> pd.DataFrame:
+def coord_check(
+    widths: list[int],
+    parametrization: str,
+    depth: int = 2,
+    steps: int = 4,
+    lr: float = 1e-2,
+    base_width: int = 32,
+    seq_len: int = 16,
+    vocab_size: int = 32,
+    batch_size: int = 8,
+    seeds: int = 2,
+    heads: int = 4,
+) -> pd.DataFrame:
     """Rows: parametrization, width, seed, step (0 = init), layer, act_size (mean |x|)."""
     x, y = _batch(vocab_size, batch_size, seq_len)
     rows = []
     for width in widths:
         for seed in range(seeds):
-            cfg = ModelConfig(depth=depth, width=width, heads=heads, seq_len=seq_len,
-                              vocab_size=vocab_size, parametrization=parametrization,
-                              base_width=base_width)
-            rows += [dict(parametrization=parametrization, width=width, seed=seed, **r)
-                     for r in _probe(cfg, x, y, steps, lr, seed)]
+            cfg = ModelConfig(
+                depth=depth,
+                width=width,
+                heads=heads,
+                seq_len=seq_len,
+                vocab_size=vocab_size,
+                parametrization=parametrization,
+                base_width=base_width,
+            )
+            rows += [
+                dict(parametrization=parametrization, width=width, seed=seed, **r)
+                for r in _probe(cfg, x, y, steps, lr, seed)
+            ]
     return pd.DataFrame(rows)
 
 
@@ -80,10 +99,21 @@ def width_spread(df: pd.DataFrame, step: int | None = None) -> pd.Series:
 DEPTH_LAYERS = {"q1": 0.25, "q2": 0.5, "q3": 0.75, "last": 1.0}
 
 
-def depth_coord_check(depths: list[int], parametrization: str, width: int = 32, steps: int = 4,
-                      lr: float = 1e-2, base_depth: int = 2, base_width: int = 32,
-                      seq_len: int = 16, vocab_size: int = 32, batch_size: int = 8,
-                      seeds: int = 2, heads: int = 4, depth_alpha: float = 1.0) -> pd.DataFrame:
+def depth_coord_check(
+    depths: list[int],
+    parametrization: str,
+    width: int = 32,
+    steps: int = 4,
+    lr: float = 1e-2,
+    base_depth: int = 2,
+    base_width: int = 32,
+    seq_len: int = 16,
+    vocab_size: int = 32,
+    batch_size: int = 8,
+    seeds: int = 2,
+    heads: int = 4,
+    depth_alpha: float = 1.0,
+) -> pd.DataFrame:
     """Rows: parametrization, depth, seed, step, layer (q1, q2, q3, last: the block at that
     fraction of the stack; logits), act_size (mean |x|)."""
     x, y = _batch(vocab_size, batch_size, seq_len)
@@ -94,13 +124,29 @@ def depth_coord_check(depths: list[int], parametrization: str, width: int = 32, 
         for name, q in DEPTH_LAYERS.items():
             names.setdefault(f"block{max(0, math.ceil(q * depth) - 1)}", []).append(name)
         for seed in range(seeds):
-            cfg = ModelConfig(depth=depth, width=width, heads=heads, seq_len=seq_len,
-                              vocab_size=vocab_size, parametrization=parametrization,
-                              base_width=base_width, base_depth=base_depth,
-                              depth_alpha=depth_alpha)
-            rows += [dict(parametrization=parametrization, depth=depth, seed=seed, step=r["step"],
-                          layer=n, act_size=r["act_size"])
-                     for r in _probe(cfg, x, y, steps, lr, seed) for n in names.get(r["layer"], [])]
+            cfg = ModelConfig(
+                depth=depth,
+                width=width,
+                heads=heads,
+                seq_len=seq_len,
+                vocab_size=vocab_size,
+                parametrization=parametrization,
+                base_width=base_width,
+                base_depth=base_depth,
+                depth_alpha=depth_alpha,
+            )
+            rows += [
+                dict(
+                    parametrization=parametrization,
+                    depth=depth,
+                    seed=seed,
+                    step=r["step"],
+                    layer=n,
+                    act_size=r["act_size"],
+                )
+                for r in _probe(cfg, x, y, steps, lr, seed)
+                for n in names.get(r["layer"], [])
+            ]
     return pd.DataFrame(rows)
 
 

@@ -18,8 +18,7 @@ N_LAST = 10  # the copy/denoise answer: the authors backpropagate the loss of th
 PROFILE_POINTS = 64  # points kept per stored gradient profile
 
 
-def grad_norms(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
-               n_last: int = N_LAST) -> np.ndarray:
+def grad_norms(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, n_last: int = N_LAST) -> np.ndarray:
     """‖∂L/∂h_t‖ (Frobenius over batch and hidden units) for t = 0..T−1, where L is the mean
     cross-entropy of the last `n_last` outputs and h_t the top layer's state. The derivative is
     the total one: through the recurrence, the attention and the read-out."""
@@ -118,12 +117,12 @@ def step_cost(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[
     wall = time.perf_counter() - t0
     peak = float(torch.cuda.max_memory_allocated()) if cuda else 0.0
     model.zero_grad(set_to_none=True)
-    return {"step_flops": flops, "step_activation_bytes": acts, "step_peak_bytes": peak,
-            "step_wall_s": wall}
+    return {"step_flops": flops, "step_activation_bytes": acts, "step_peak_bytes": peak, "step_wall_s": wall}
 
 
-def end_of_run_metrics(model: torch.nn.Module, data: Any, batch_size: int,
-                       device: torch.device | str = "cpu") -> dict[str, Any]:
+def end_of_run_metrics(
+    model: torch.nn.Module, data: Any, batch_size: int, device: torch.device | str = "cpu"
+) -> dict[str, Any]:
     """What a finished recurrent run adds to RunResult.metrics for the sweep store: the
     gradient profile on validation batch 0 (downsampled `grad_t`, `grad_norms`), its
     `grad_start_ratio`, and the step costs above. Leaves the model's gradients cleared."""

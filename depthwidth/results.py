@@ -18,8 +18,9 @@ import re
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -33,9 +34,25 @@ SPEC = "spec.toml"
 TUNE_DIR = "tune"  # Ray Tune's storage (trial checkpoints) lives inside the store
 ANALYSIS_DIR = "analysis"  # report.json, report.md and the figures
 REQUIRED_RUN_COLUMNS = (
-    "trial_id", "family", "depth", "width", "heads", "seed", "n_params", "n_params_total",
-    "flops_per_token", "tokens", "steps", "final_train_loss", "final_val_loss", "status", "wall_s",
-    "depthwidth_version", "torch_version", "device")
+    "trial_id",
+    "family",
+    "depth",
+    "width",
+    "heads",
+    "seed",
+    "n_params",
+    "n_params_total",
+    "flops_per_token",
+    "tokens",
+    "steps",
+    "final_train_loss",
+    "final_val_loss",
+    "status",
+    "wall_s",
+    "depthwidth_version",
+    "torch_version",
+    "device",
+)
 CURVE_COLUMNS = ("trial_id", "step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")
 STATUSES = ("ok", "diverged", "failed")
 OK, DIVERGED, FAILED = STATUSES
@@ -56,7 +73,7 @@ def is_remote(location: str | os.PathLike) -> bool:
 
 def local_path(location: str | os.PathLike) -> str:
     s = str(location)
-    return os.path.abspath(s[len("file://"):] if s.startswith("file://") else s)
+    return os.path.abspath(s[len("file://") :] if s.startswith("file://") else s)
 
 
 def uri_join(location: str, name: str) -> str:
@@ -108,8 +125,9 @@ class Location:
             try:
                 self.fs, root = pafs.FileSystem.from_uri(self.location)
             except _ARROW_ERRORS as exc:
-                raise StoreError(f"{self.location!r} is not a usable filesystem URI "
-                                 f"({reason(exc)}).") from None
+                raise StoreError(
+                    f"{self.location!r} is not a usable filesystem URI ({reason(exc)})."
+                ) from None
             self.root, self.is_local = root.rstrip("/"), False
         else:
             self.fs, self.root, self.is_local = pafs.LocalFileSystem(), local_path(self.location), True
@@ -126,10 +144,10 @@ class Location:
             return os.path.join(self.root, name) if name else self.root
         return uri_join(self.location, name)
 
-    def child(self, name: str) -> "Location":
+    def child(self, name: str) -> Location:
         return Location(self.display(name))
 
-    def sibling(self, name: str) -> "Location":
+    def sibling(self, name: str) -> Location:
         """A location named `name` in the same folder as this one."""
         if self.is_local:
             return Location(os.path.join(os.path.dirname(self.root), name))
@@ -195,8 +213,9 @@ class Location:
             raise StoreError(f"{label} cannot be read as CSV ({reason(exc)}).") from None
         except (*_ARROW_ERRORS, TypeError) as exc:
             kind = {".csv": "CSV", ".parquet": "parquet"}.get(suffix, "JSON lines")
-            raise StoreError(f"{label} cannot be read as {kind} ({reason(exc)}); it was left "
-                             f"untouched.") from None
+            raise StoreError(
+                f"{label} cannot be read as {kind} ({reason(exc)}); it was left untouched."
+            ) from None
         _require_columns(label, df.columns, required)
         return df
 
@@ -221,8 +240,10 @@ class Location:
                 with atomic_file(self.path(name)) as f:
                     f.write(data)
             except OSError as exc:
-                raise StoreError(f"{self.display(name)} could not be written ({reason(exc)}); "
-                                 f"what was stored before is kept.") from None
+                raise StoreError(
+                    f"{self.display(name)} could not be written ({reason(exc)}); "
+                    f"what was stored before is kept."
+                ) from None
             return
         tmp = f"{self.root}/.{name.replace('/', '_')}.{uuid.uuid4().hex[:8]}.tmp"
         try:
@@ -232,8 +253,9 @@ class Location:
                 f.write(data)
             self.fs.move(tmp, self.path(name))  # a copy on object stores: never a partial file
         except _ARROW_ERRORS as exc:
-            raise StoreError(f"{self.display(name)} could not be written ({reason(exc)}); what "
-                             f"was stored before is kept.") from None
+            raise StoreError(
+                f"{self.display(name)} could not be written ({reason(exc)}); what was stored before is kept."
+            ) from None
 
     def write_text(self, name: str, text: str) -> None:
         self.write_bytes(name, text.encode("utf-8"))
@@ -266,6 +288,7 @@ class Location:
         """The location can be created and written: locally, its nearest existing ancestor is a
         writable folder; remotely, the URI parses, the filesystem answers and the bucket exists.
         Raises StoreError naming `field` and the location."""
+
         def bad(why: str) -> StoreError:
             return StoreError(f"{field} = {self.location!r} is invalid: {why}.")
 
@@ -292,7 +315,7 @@ class Location:
         raise bad(f"its bucket {self.root.split('/')[0]!r} does not exist; create it first")
 
     @classmethod
-    def writable(cls, location: str | os.PathLike, field: str) -> "Location":
+    def writable(cls, location: str | os.PathLike, field: str) -> Location:
         """Parse `location` and check that it can be written; errors name `field`."""
         try:
             loc = cls(location)
@@ -311,20 +334,23 @@ class Location:
             try:  # file by file, each replaced atomically
                 for src in sorted(Path(local_dir).rglob("*")):
                     if src.is_file():
-                        with atomic_file(Path(dest) / src.relative_to(local_dir)) as f, \
-                                open(src, "rb") as g:
+                        with atomic_file(Path(dest) / src.relative_to(local_dir)) as f, open(src, "rb") as g:
                             shutil.copyfileobj(g, f)
             except OSError as exc:
-                raise StoreError(f"{self.display(name)} could not be written ({reason(exc)}); the "
-                                 f"files are in {local_dir}.") from None
+                raise StoreError(
+                    f"{self.display(name)} could not be written ({reason(exc)}); the "
+                    f"files are in {local_dir}."
+                ) from None
             return
         try:
             self.fs.create_dir(dest, recursive=True)
-            pafs.copy_files(str(local_dir), dest, source_filesystem=pafs.LocalFileSystem(),
-                            destination_filesystem=self.fs)
+            pafs.copy_files(
+                str(local_dir), dest, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=self.fs
+            )
         except _ARROW_ERRORS as exc:
-            raise StoreError(f"{self.display(name)} could not be written ({reason(exc)}); the "
-                             f"files are in {local_dir}.") from None
+            raise StoreError(
+                f"{self.display(name)} could not be written ({reason(exc)}); the files are in {local_dir}."
+            ) from None
 
 
 # -- the runs and curves tables: a compacted base plus append-only parts ----------------------
@@ -362,15 +388,18 @@ def _read_arrow(loc: Location, name: str, required: Iterable[str]) -> tuple[pa.T
     if kind == "missing":
         return None, 0, -1
     if kind == "dir":
-        raise StoreError(f"{loc.display(name)} is a folder, not a parquet file; it was left "
-                         f"untouched: move it aside to start the store over.")
+        raise StoreError(
+            f"{loc.display(name)} is a folder, not a parquet file; it was left "
+            f"untouched: move it aside to start the store over."
+        )
     try:
         table = _read_file(loc, name)
     except FileNotFoundError:
         raise _Raced() from None
     except (*_ARROW_ERRORS, TypeError) as exc:
-        raise StoreError(f"{loc.display(name)} cannot be read as parquet ({reason(exc)}); it was "
-                         f"left untouched.") from None
+        raise StoreError(
+            f"{loc.display(name)} cannot be read as parquet ({reason(exc)}); it was left untouched."
+        ) from None
     _require_columns(loc.display(name), table.column_names, required)
     meta = table.schema.metadata or {}
     return table, int(meta.get(_GEN, b"0")), int(meta.get(_THROUGH, b"-1"))
@@ -406,13 +435,18 @@ def _read_part(loc: Location, seq: int, kind: str) -> pa.Table:
     except (*_ARROW_ERRORS, TypeError) as exc:
         if loc.kind(part_name(seq, kind)) == "missing":
             raise _Raced() from None
-        raise StoreError(f"{loc.display(part_name(seq, kind))} cannot be read as parquet "
-                         f"({reason(exc)}); it was left untouched.") from None
+        raise StoreError(
+            f"{loc.display(part_name(seq, kind))} cannot be read as parquet "
+            f"({reason(exc)}); it was left untouched."
+        ) from None
     return _with_seq(t, seq)
 
 
-def read_tables(loc: Location, required: Iterable[str] = REQUIRED_RUN_COLUMNS,
-                curve_required: Iterable[str] = CURVE_COLUMNS):
+def read_tables(
+    loc: Location,
+    required: Iterable[str] = REQUIRED_RUN_COLUMNS,
+    curve_required: Iterable[str] = CURVE_COLUMNS,
+):
     """(runs, curves, snapshot): every finished trial once, with the curve of that same version,
     as pandas DataFrames (empty, with the schema's columns, in a new store)."""
     need = (tuple(required), tuple(curve_required))
@@ -446,8 +480,7 @@ def _read_once(loc: Location, required: tuple[str, ...], curve_required: tuple[s
     # a part counts once its runs file exists; a lone curves file is an interrupted write
     seqs = sorted(s for s, kinds in listed.items() if "runs" in kinds and s > through_r)
     run_parts = [_read_part(loc, s, "runs") for s in seqs]
-    curve_parts = [_read_part(loc, s, "curves") for s in seqs
-                   if s > through_c and "curves" in listed[s]]
+    curve_parts = [_read_part(loc, s, "curves") for s in seqs if s > through_c and "curves" in listed[s]]
     if _read_arrow_generation(loc) != gen:
         raise _Raced()
     runs = _frame([_with_seq(runs_base, -1), *run_parts], required or CURVE_COLUMNS[:1])
@@ -460,8 +493,11 @@ def _read_once(loc: Location, required: tuple[str, ...], curve_required: tuple[s
         newest = runs.loc[runs["_seq"] > through_c].set_index("trial_id")["_seq"]
         want = curves["trial_id"].map(newest).fillna(-1).astype("int64")
         curves = curves[(want == curves["_seq"]) & curves["trial_id"].isin(runs["trial_id"])]
-    return (runs.drop(columns="_seq").reset_index(drop=True),
-            curves.drop(columns="_seq").reset_index(drop=True), snap)
+    return (
+        runs.drop(columns="_seq").reset_index(drop=True),
+        curves.drop(columns="_seq").reset_index(drop=True),
+        snap,
+    )
 
 
 def _read_arrow_generation(loc: Location) -> int:
@@ -486,20 +522,29 @@ def _arrow(df) -> pa.Table:
     return pa.Table.from_pandas(df, preserve_index=False).combine_chunks()
 
 
-def append_part(loc: Location, seq: int, runs: list[dict], curves: list[dict],
-                curve_columns: Iterable[str] = CURVE_COLUMNS) -> None:
+def append_part(
+    loc: Location,
+    seq: int,
+    runs: list[dict],
+    curves: list[dict],
+    curve_columns: Iterable[str] = CURVE_COLUMNS,
+) -> None:
     """Record trials (one runs row each, and their curves, as records) as part `seq`: curves
     first, then the runs part, which makes them count. The single writer numbers parts one after
     another. A part is small and read once, so it is written plain (no compression, statistics
     or dictionaries): about half the time of a default parquet write."""
     cols = list(curve_columns)
     empty = {"trial_id": pa.string(), "step": pa.int64(), "tokens": pa.int64()}
-    curve_table = (pa.Table.from_pylist(curves) if curves
-                   else pa.table({c: pa.array([], empty.get(c, pa.float64())) for c in cols}))
-    for name, table in ((part_name(seq, "curves"), curve_table.select(cols)),
-                        (part_name(seq, "runs"), pa.Table.from_pylist(runs))):
-        loc.write_table(name, table, compression="none", write_statistics=False,
-                        use_dictionary=False)
+    curve_table = (
+        pa.Table.from_pylist(curves)
+        if curves
+        else pa.table({c: pa.array([], empty.get(c, pa.float64())) for c in cols})
+    )
+    for name, table in (
+        (part_name(seq, "curves"), curve_table.select(cols)),
+        (part_name(seq, "runs"), pa.Table.from_pylist(runs)),
+    ):
+        loc.write_table(name, table, compression="none", write_statistics=False, use_dictionary=False)
 
 
 def compact(loc: Location, required: Iterable[str] = REQUIRED_RUN_COLUMNS) -> Snapshot:

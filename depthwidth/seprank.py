@@ -15,8 +15,7 @@ from math import log
 import numpy as np
 
 from depthwidth.config import ConfigError
-from depthwidth.theory import (log_monomial_bound, monomial_bound, parity_bound, regime,
-                               threshold_depth)
+from depthwidth.theory import log_monomial_bound, monomial_bound, parity_bound, regime, threshold_depth
 
 # Two primes below 2^31 (2^31 - 1 and 2^31 - 19). Overflow bound used everywhere below: values
 # are kept in [0, p), so one product is <= (p-1)^2 < 2^62 < 2^63 - 1 = int64 max; each product is
@@ -32,6 +31,7 @@ CHUNK = 1 << 13  # network evaluations per vectorised batch
 
 # ------------------------------------------------------------------ arithmetic mod p -------
 
+
 def _matmul_mod(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
     """Exact (a @ b) mod p for int64 entries in [0, p), p < 2^31, through float64 BLAS.
 
@@ -43,10 +43,10 @@ def _matmul_mod(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
     b_hi = (b >> _LIMB).astype(np.float64)
     out = np.zeros((a.shape[0], b.shape[1]), dtype=np.int64)
     for s in range(0, a.shape[1], _BLAS_K):
-        af = a[:, s:s + _BLAS_K].astype(np.float64)
-        part = (af @ b_hi[s:s + _BLAS_K]).astype(np.int64) % p  # < 2^31
+        af = a[:, s : s + _BLAS_K].astype(np.float64)
+        part = (af @ b_hi[s : s + _BLAS_K]).astype(np.int64) % p  # < 2^31
         part <<= _LIMB  # < 2^47
-        part += (af @ b_lo[s:s + _BLAS_K]).astype(np.int64)  # < 2^47 + 2^53
+        part += (af @ b_lo[s : s + _BLAS_K]).astype(np.int64)  # < 2^47 + 2^53
         out += part % p  # < 2p
         out %= p
     return out
@@ -90,21 +90,22 @@ def rank_mod_p(m: np.ndarray, p: int, block: int = 64) -> int:
                 for arr in (panel, mults, perm):
                     arr[[s, piv]] = arr[[piv, s]]
             inv = pow(int(panel[s, c]), p - 2, p)  # Fermat inverse
-            mult = (panel[s + 1:, c] * inv) % p
-            mults[s + 1:, s] = mult
-            rows = panel[s + 1:, c:]
+            mult = (panel[s + 1 :, c] * inv) % p
+            mults[s + 1 :, s] = mult
+            rows = panel[s + 1 :, c:]
             rows -= mult[:, None] * panel[s, c:]  # each product < 2^62: stays > -2^63
             rows %= p
             s += 1
         if s and j1 < n_cols:
             rest = a[r:, j1:] if np.array_equal(perm, np.arange(n)) else a[r:, j1:][perm]
             u12 = _matmul_mod(_inv_unit_lower(mults[:s, :s], p), rest[:s], p)
-            a[r + s:, j1:] = (rest[s:] - _matmul_mod(mults[s:, :s], u12, p)) % p
+            a[r + s :, j1:] = (rest[s:] - _matmul_mod(mults[s:, :s], u12, p)) % p
         r += s
     return r
 
 
 # ------------------------------------------------------------------ the network -------------
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -123,24 +124,27 @@ class Cell:
             if not isinstance(v, int) or isinstance(v, bool) or v < low:
                 raise ConfigError(f"{name} = {v!r} is invalid: must be an integer >= {low}.")
         if self.depth > MAX_DEPTH:
-            raise ConfigError(f"depth = {self.depth} is invalid: degree 3^{self.depth} is beyond "
-                              f"what can be ranked; use depth <= {MAX_DEPTH}.")
+            raise ConfigError(
+                f"depth = {self.depth} is invalid: degree 3^{self.depth} is beyond "
+                f"what can be ranked; use depth <= {MAX_DEPTH}."
+            )
         if self.width % self.heads:
             raise ConfigError(f"width = {self.width} is invalid: not divisible by heads = {self.heads}.")
         if self.partition not in PARTITIONS:
-            raise ConfigError(f"partition = {self.partition!r} is invalid: expected one of "
-                              f"{', '.join(PARTITIONS)}.")
+            raise ConfigError(
+                f"partition = {self.partition!r} is invalid: expected one of {', '.join(PARTITIONS)}."
+            )
 
     @property
     def degree(self) -> int:
-        return 3 ** self.depth  # each layer is cubic in its input (docs/science.md §1)
+        return 3**self.depth  # each layer is cubic in its input (docs/science.md §1)
 
     @property
     def sides(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(P, Q). The read-out position 0 is always in P."""
         t = range(self.tokens)
         if self.partition == "halves":
-            return tuple(t[: self.tokens // 2]), tuple(t[self.tokens // 2:])
+            return tuple(t[: self.tokens // 2]), tuple(t[self.tokens // 2 :])
         return tuple(t[0::2]), tuple(t[1::2])
 
 
@@ -156,8 +160,11 @@ class Weights:
 def random_weights(cell: Cell, p: int, rng: np.random.Generator) -> Weights:
     d = cell.width
     draw = lambda *shape: rng.integers(0, p, size=shape, dtype=np.int64)  # noqa: E731
-    return Weights(tuple(draw(3 * d, d) for _ in range(cell.depth)),
-                   tuple(draw(d, d) for _ in range(cell.depth)), draw(d))
+    return Weights(
+        tuple(draw(3 * d, d) for _ in range(cell.depth)),
+        tuple(draw(d, d) for _ in range(cell.depth)),
+        draw(d),
+    )
 
 
 def weights_from_module(model, readout: np.ndarray) -> Weights:
@@ -165,12 +172,16 @@ def weights_from_module(model, readout: np.ndarray) -> Weights:
     layernorm=False, ffn_ratio=0, bias=False, attn.scale = 1), for exact re-evaluation."""
     cfg = model.cfg
     if cfg.attention != "linear" or cfg.layernorm or cfg.d_ff or cfg.bias:
-        raise ValueError("weights_from_module needs attention='linear', layernorm=False, "
-                         "ffn_ratio=0 and bias=False.")
+        raise ValueError(
+            "weights_from_module needs attention='linear', layernorm=False, ffn_ratio=0 and bias=False."
+        )
     if any(b.attn.scale != 1.0 for b in model.blocks):
         raise ValueError("weights_from_module needs attn.scale = 1.0 in every block.")
-    mats = [t.detach().cpu().double().numpy() for b in model.blocks
-            for t in (b.attn.qkv.weight, b.attn.proj.weight)]
+    mats = [
+        t.detach().cpu().double().numpy()
+        for b in model.blocks
+        for t in (b.attn.qkv.weight, b.attn.proj.weight)
+    ]
     if any(not np.array_equal(m, np.round(m)) for m in mats):
         raise ValueError("weights_from_module needs integer-valued weights.")
     mats = [np.round(m).astype(np.int64) for m in mats]
@@ -201,12 +212,10 @@ def _mm(w: np.ndarray, x: np.ndarray, p: int | None) -> np.ndarray:
 
 
 def _prepare(weights: Weights, p: int | None) -> list[tuple[np.ndarray, np.ndarray]]:
-    return [(q, o) if p is None else (_limbs(q, p), _limbs(o, p))
-            for q, o in zip(weights.qkv, weights.proj)]
+    return [(q, o) if p is None else (_limbs(q, p), _limbs(o, p)) for q, o in zip(weights.qkv, weights.proj)]
 
 
-def forward(weights: Weights, x: np.ndarray, heads: int, residual: bool,
-            p: int | None = None) -> np.ndarray:
+def forward(weights: Weights, x: np.ndarray, heads: int, residual: bool, p: int | None = None) -> np.ndarray:
     """Final hidden vectors (T, d, N) of inputs x (T, d, N), batch last; mod p or in float64.
 
     Layer: x'_i = W_O concat_h( sum_j <q_i^h, k_j^h> v_j^h ) (+ x_i), every position attends
@@ -215,8 +224,9 @@ def forward(weights: Weights, x: np.ndarray, heads: int, residual: bool,
     return _forward(_prepare(weights, p), x if p is None else x % p, heads, residual, p)
 
 
-def _forward(layers, x: np.ndarray, heads: int, residual: bool, p: int | None,
-             qkv_first: np.ndarray | None = None) -> np.ndarray:
+def _forward(
+    layers, x: np.ndarray, heads: int, residual: bool, p: int | None, qkv_first: np.ndarray | None = None
+) -> np.ndarray:
     T, d, N = x.shape
     dh = d // heads
     for n_layer, (w_qkv, w_o) in enumerate(layers):
@@ -249,8 +259,9 @@ def readout(weights: Weights, h: np.ndarray, p: int | None = None) -> np.ndarray
     return ((weights.readout[:, None] % p * h[0]) % p).sum(axis=0) % p
 
 
-def grid_matrix(weights: Weights, cell: Cell, a: np.ndarray, b: np.ndarray,
-                p: int | None = None, chunk: int = CHUNK) -> np.ndarray:
+def grid_matrix(
+    weights: Weights, cell: Cell, a: np.ndarray, b: np.ndarray, p: int | None = None, chunk: int = CHUNK
+) -> np.ndarray:
     """F[k, m] = y(a_k, b_m) for side inputs a (Ka, |P|, d) and b (Kb, |Q|, d)."""
     (side_p, side_q), d = cell.sides, cell.width
     ka, kb = len(a), len(b)
@@ -258,8 +269,10 @@ def grid_matrix(weights: Weights, cell: Cell, a: np.ndarray, b: np.ndarray,
     if p is not None:
         a, b = a % p, b % p
     # first-layer q, k, v of every side point: (3d, |side|, K)
-    qkv_a, qkv_b = (_mm(layers[0][0], pts.transpose(2, 1, 0).reshape(d, -1), p)
-                    .reshape(3 * d, pts.shape[1], len(pts)) for pts in (a, b))
+    qkv_a, qkv_b = (
+        _mm(layers[0][0], pts.transpose(2, 1, 0).reshape(d, -1), p).reshape(3 * d, pts.shape[1], len(pts))
+        for pts in (a, b)
+    )
     flat = np.empty(ka * kb, dtype=np.float64 if p is None else np.int64)
     for s in range(0, ka * kb, chunk):
         idx = np.arange(s, min(s + chunk, ka * kb))
@@ -276,6 +289,7 @@ def grid_matrix(weights: Weights, cell: Cell, a: np.ndarray, b: np.ndarray,
 
 
 # ------------------------------------------------------------------ bounds and cost ---------
+
 
 def degree_parity_bound(cell: Cell) -> int:
     """theory.parity_bound for this cell (read-out token 0 lies in P)."""
@@ -318,12 +332,13 @@ def estimate_cost(cell: Cell, ks: list[int]) -> tuple[float, int]:
     """(seconds, bytes) for a grid run over sizes ks plus the second-prime confirmation."""
     T, d, k = cell.tokens, cell.width, ks[-1]
     seconds = EVAL_S_PER_OP * evaluation_ops(cell) * 2 * k * k
-    seconds += RANK_S_PER_K3 * (sum(x ** 3 for x in ks) + k ** 3)
+    seconds += RANK_S_PER_K3 * (sum(x**3 for x in ks) + k**3)
     n_bytes = 6 * 8 * k * k + CHUNK * T * d * 8 * 16  # F, its copy, BLAS limbs; one eval batch
     return seconds, n_bytes
 
 
 # ------------------------------------------------------------------ measurement -------------
+
 
 @dataclass(frozen=True)
 class SeprankResult:
@@ -355,8 +370,7 @@ class SeprankResult:
 
 def _side_points(cell: Cell, k: int, p: int, rng: np.random.Generator):
     """K random inputs for each side: (K, |P|, d) and (K, |Q|, d), uniform mod p."""
-    return tuple(rng.integers(0, p, size=(k, len(side), cell.width), dtype=np.int64)
-                 for side in cell.sides)
+    return tuple(rng.integers(0, p, size=(k, len(side), cell.width), dtype=np.int64) for side in cell.sides)
 
 
 def _grown_ranks(cell: Cell, ks: list[int], p: int, rng: np.random.Generator) -> list[int]:
@@ -379,26 +393,52 @@ def _grown_ranks(cell: Cell, ks: list[int], p: int, rng: np.random.Generator) ->
     return ranks
 
 
-def measure(cell: Cell, seed: int = 0, primes: tuple[int, int] = (P1, P2),
-            max_k: int | None = None, k_start: int = K_START) -> SeprankResult:
+def measure(
+    cell: Cell,
+    seed: int = 0,
+    primes: tuple[int, int] = (P1, P2),
+    max_k: int | None = None,
+    k_start: int = K_START,
+) -> SeprankResult:
     """Grow K until the grid rank stops rising, then confirm at that K with the second prime
     (fresh weights and points). A random evaluation can only lose rank, so the larger is kept."""
     t0 = time.perf_counter()
     parity = degree_parity_bound(cell)
     ks = k_schedule(parity, k_start, max_k)
-    key = [seed, cell.depth, cell.width, cell.heads, cell.tokens, int(cell.residual),
-           PARTITIONS.index(cell.partition)]
+    key = [
+        seed,
+        cell.depth,
+        cell.width,
+        cell.heads,
+        cell.tokens,
+        int(cell.residual),
+        PARTITIONS.index(cell.partition),
+    ]
     ranks = _grown_ranks(cell, ks, primes[0], np.random.default_rng(key + [0]))
     k_final = ks[len(ranks) - 1]
     confirm = _grown_ranks(cell, [k_final], primes[1], np.random.default_rng(key + [1]))[0]
     rank = max(ranks[-1], confirm)
     bound = cell_monomial_bound(cell)
     return SeprankResult(
-        depth=cell.depth, width=cell.width, heads=cell.heads, tokens=cell.tokens,
-        residual=cell.residual, partition=cell.partition, rank=rank, rank_confirm=confirm,
-        primes_agree=confirm == ranks[-1], saturated=rank < k_final, k_final=k_final,
-        k_trail=";".join(f"{k}:{r}" for k, r in zip(ks, ranks)), bound=bound,
-        parity_bound=parity, log_rank=log(rank) if rank else float("-inf"),
+        depth=cell.depth,
+        width=cell.width,
+        heads=cell.heads,
+        tokens=cell.tokens,
+        residual=cell.residual,
+        partition=cell.partition,
+        rank=rank,
+        rank_confirm=confirm,
+        primes_agree=confirm == ranks[-1],
+        saturated=rank < k_final,
+        k_final=k_final,
+        k_trail=";".join(f"{k}:{r}" for k, r in zip(ks, ranks)),
+        bound=bound,
+        parity_bound=parity,
+        log_rank=log(rank) if rank else float("-inf"),
         log_bound=log_monomial_bound(min(map(len, cell.sides)) * cell.width, cell.degree),
-        degree=cell.degree, threshold_depth=threshold_depth(cell.width),
-        regime=regime(cell.depth, cell.width), wall_s=time.perf_counter() - t0, seed=seed)
+        degree=cell.degree,
+        threshold_depth=threshold_depth(cell.width),
+        regime=regime(cell.depth, cell.width),
+        wall_s=time.perf_counter() - t0,
+        seed=seed,
+    )

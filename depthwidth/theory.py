@@ -20,8 +20,7 @@ REGIMES = ("depth-efficient", "threshold", "width-limited")
 
 
 def _positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not isfinite(value) \
-            or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not isfinite(value) or value <= 0:
         raise ValueError(f"{name} = {value!r} is invalid: must be a positive finite number.")
     return float(value)
 
@@ -106,14 +105,13 @@ def theory_optimal_shape(n_params: float, base: float = THEORY_BASE) -> Shape:
     n = _positive("n_params", n_params)
     lb = log(_positive("base", base))
     depth = _solve_increasing(lambda L: log(12.0) + log(L) + 2.0 * L * lb, n)
-    return Shape(depth, base ** depth, n)
+    return Shape(depth, base**depth, n)
 
 
 def levine_optimal_shape(n_params: float) -> Shape:
     """Levine et al.'s empirical optimum for budget N: N = 12·L·d*(L)²."""
     n = _positive("n_params", n_params)
-    depth = _solve_increasing(
-        lambda L: log(12.0) + log(L) + 2.0 * (LEVINE_INTERCEPT + LEVINE_SLOPE * L), n)
+    depth = _solve_increasing(lambda L: log(12.0) + log(L) + 2.0 * (LEVINE_INTERCEPT + LEVINE_SLOPE * L), n)
     return Shape(depth, levine_optimal_width(depth), n)
 
 
@@ -143,14 +141,20 @@ def depth_table(depths, base: float = THEORY_BASE) -> list[dict]:
         ln_th = log_crossover_width(L, base)
         ln_lev = LEVINE_INTERCEPT + LEVINE_SLOPE * _positive("depth", L)
         ln_n_th, ln_n_lev = (log(12.0 * L) + 2.0 * x for x in (ln_th, ln_lev))
-        rows.append(dict(depth=L, crossover_width=_exp_or_inf(ln_th),
-                         n_params_at_crossover=_exp_or_inf(ln_n_th),
-                         levine_width=_exp_or_inf(ln_lev), levine_n_params=_exp_or_inf(ln_n_lev),
-                         log10_crossover_width=ln_th / log(10),
-                         log10_n_params_at_crossover=ln_n_th / log(10),
-                         log10_levine_width=ln_lev / log(10),
-                         log10_levine_n_params=ln_n_lev / log(10),
-                         levine_extrapolated=not LEVINE_FIT_DEPTHS[0] <= L <= LEVINE_FIT_DEPTHS[1]))
+        rows.append(
+            dict(
+                depth=L,
+                crossover_width=_exp_or_inf(ln_th),
+                n_params_at_crossover=_exp_or_inf(ln_n_th),
+                levine_width=_exp_or_inf(ln_lev),
+                levine_n_params=_exp_or_inf(ln_n_lev),
+                log10_crossover_width=ln_th / log(10),
+                log10_n_params_at_crossover=ln_n_th / log(10),
+                log10_levine_width=ln_lev / log(10),
+                log10_levine_n_params=ln_n_lev / log(10),
+                levine_extrapolated=not LEVINE_FIT_DEPTHS[0] <= L <= LEVINE_FIT_DEPTHS[1],
+            )
+        )
     return rows
 
 
@@ -160,9 +164,13 @@ def width_table(widths, depth: float | None = None, base: float = THEORY_BASE) -
     rows = []
     for d in widths:
         l_th, l_lev = threshold_depth(d, base), levine_depth_for_width(d)
-        row = dict(width=d, threshold_depth=l_th, n_params_at_threshold=kaplan_n_params(l_th, d)
-                   if l_th > 0 else 0.0, levine_depth=l_lev,
-                   levine_extrapolated=not LEVINE_FIT_DEPTHS[0] <= l_lev <= LEVINE_FIT_DEPTHS[1])
+        row = dict(
+            width=d,
+            threshold_depth=l_th,
+            n_params_at_threshold=kaplan_n_params(l_th, d) if l_th > 0 else 0.0,
+            levine_depth=l_lev,
+            levine_extrapolated=not LEVINE_FIT_DEPTHS[0] <= l_lev <= LEVINE_FIT_DEPTHS[1],
+        )
         if depth is not None:
             row["regime"] = regime(depth, d, base)
         rows.append(row)
@@ -190,7 +198,7 @@ def _side_counts(width: int, n_even: int, n_odd: int, degree: int) -> list[int]:
             for _ in range(width * (i + j)):
                 series = sign * np.cumsum(sign * series)  # times (1 + z)^-1
             total += series
-    return [int(c) // 2 ** n for c in total]  # exact: the 2^n of the parts' halves
+    return [int(c) // 2**n for c in total]  # exact: the 2^n of the parts' halves
 
 
 def parity_bound(width: int, depth: int, n_p: int, n_q: int, residual: bool = False) -> int:
@@ -203,7 +211,7 @@ def parity_bound(width: int, depth: int, n_p: int, n_q: int, residual: bool = Fa
     With residual only a + b <= D is known: splitting the rows at P-degree t bounds the rank by
     sum_{a<=t} cP[a] + sum_{b<D-t} cQ[b], minimised over t.
     """
-    D = 3 ** depth
+    D = 3**depth
     cp = _side_counts(width, n_p - 1, 1, D)
     cq = _side_counts(width, n_q, 0, D)
     if not residual:

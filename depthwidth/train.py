@@ -92,14 +92,22 @@ class TrainBatches:
     for the CPU-side data between steps; batch i is the same pure function of (seed, i) either
     way, so prefetching changes neither the losses nor what a checkpoint must hold."""
 
-    def __init__(self, data: DataSource, batch_size: int, start: int, device: torch.device,
-                 ahead: int = 0, rows: Callable[[torch.Tensor], torch.Tensor] | None = None):
+    def __init__(
+        self,
+        data: DataSource,
+        batch_size: int,
+        start: int,
+        device: torch.device,
+        ahead: int = 0,
+        rows: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ):
         self.data, self.batch_size, self.next, self.device = data, batch_size, start, device
         self.ahead, self.rows = ahead, rows  # rows: this worker's shard of each batch
         self._pool = None
         self._pending: dict[int, Any] = {}
         if ahead > 0:
             from concurrent.futures import ThreadPoolExecutor
+
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="depthwidth-data")
 
     def _make(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -149,14 +157,16 @@ class Parallel:
     @classmethod
     def current(cls, sharding: str = "ddp", device: str | None = None) -> Parallel:
         import torch.distributed as dist
+
         return cls(dist.get_rank(), dist.get_world_size(), sharding, device)
 
     def shard(self, t: torch.Tensor) -> torch.Tensor:
         n = t.size(0) // self.world
-        return t[self.rank * n:(self.rank + 1) * n]
+        return t[self.rank * n : (self.rank + 1) * n]
 
     def mean(self, value: torch.Tensor | float) -> float:
         import torch.distributed as dist
+
         t = value.detach().clone().float() if isinstance(value, torch.Tensor) else torch.tensor(float(value))
         if dist.get_backend() == "nccl":
             t = t.cuda()
@@ -165,18 +175,22 @@ class Parallel:
 
     def barrier(self) -> None:
         import torch.distributed as dist
+
         dist.barrier()
 
     def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
         if self.sharding == "fsdp":
             from torch.distributed.fsdp import fully_shard
+
             for block in getattr(model, "blocks", []):
                 fully_shard(block)
             return fully_shard(model)
         from torch.nn.parallel import DistributedDataParallel as DDP
+
         # gradients live in DDP's buckets (no second copy: accounting.memory_estimate holds)
-        return DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
-                   gradient_as_bucket_view=True)
+        return DDP(
+            model, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True
+        )
 
     def state(self, model: torch.nn.Module, opt: torch.optim.Optimizer) -> tuple[dict, dict]:
         """Whole (unsharded) model and optimizer state, the same as one worker's: a checkpoint
@@ -184,8 +198,8 @@ class Parallel:
         if self.sharding != "fsdp":
             return _unwrap(model).state_dict(), opt.state_dict()
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
-        return get_state_dict(model, opt, options=StateDictOptions(full_state_dict=True,
-                                                                   cpu_offload=True))
+
+        return get_state_dict(model, opt, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
     def load(self, model: torch.nn.Module, opt: torch.optim.Optimizer, state: dict) -> None:
         if self.sharding != "fsdp":
@@ -193,9 +207,14 @@ class Parallel:
             opt.load_state_dict(state["optimizer"])
             return
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
-        set_state_dict(model, opt, model_state_dict=state["model"],
-                       optim_state_dict=state["optimizer"],
-                       options=StateDictOptions(full_state_dict=True))
+
+        set_state_dict(
+            model,
+            opt,
+            model_state_dict=state["model"],
+            optim_state_dict=state["optimizer"],
+            options=StateDictOptions(full_state_dict=True),
+        )
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -215,8 +234,14 @@ def _param_groups(model: torch.nn.Module, weight_decay: float, eps: float) -> li
         return model.param_groups(weight_decay, eps)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
-    return [g for g in (dict(params=decay, lr_scale=1.0, weight_decay=weight_decay, eps=eps),
-                        dict(params=rest, lr_scale=1.0, weight_decay=0.0, eps=eps)) if g["params"]]
+    return [
+        g
+        for g in (
+            dict(params=decay, lr_scale=1.0, weight_decay=weight_decay, eps=eps),
+            dict(params=rest, lr_scale=1.0, weight_decay=0.0, eps=eps),
+        )
+        if g["params"]
+    ]
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
@@ -237,8 +262,9 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     return torch.load(Path(path) / CHECKPOINT_FILE, map_location="cpu", weights_only=True)
 
 
-def _grad_profile(model: torch.nn.Module, data: DataSource, batch_size: int,
-                  device: torch.device) -> dict[str, Any]:
+def _grad_profile(
+    model: torch.nn.Module, data: DataSource, batch_size: int, device: torch.device
+) -> dict[str, Any]:
     """‖∂L/∂h_t‖ on validation batch 0 now (depthwidth.gradprobe): the share reaching the first
     steps as a scalar for the curve, and the downsampled profile."""
     from depthwidth.gradprobe import downsample, grad_norms, start_ratio
@@ -262,9 +288,11 @@ def _profiles_over_training(curve: list[dict[str, Any]]) -> dict[str, Any]:
         return {}
     k = min(PROFILES_KEPT, len(have))
     idx = sorted({round(i * (len(have) - 1) / max(1, k - 1)) for i in range(k)})
-    return {"grad_profile_steps": [int(have[i]["step"]) for i in idx],
-            "grad_profile_t": list(have[-1]["grad_t"]),
-            "grad_profile_norms": [list(have[i]["grad_norms"]) for i in idx]}
+    return {
+        "grad_profile_steps": [int(have[i]["step"]) for i in idx],
+        "grad_profile_t": list(have[-1]["grad_t"]),
+        "grad_profile_norms": [list(have[i]["grad_norms"]) for i in idx],
+    }
 
 
 def checkpoint_requested() -> bool:
@@ -286,9 +314,15 @@ def deterministic_kernels(device: torch.device) -> None:
         torch.use_deterministic_algorithms(False)
 
 
-def train(model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
-          report: Report | None = None, checkpoint_dir: str | os.PathLike | None = None,
-          resume_from: str | os.PathLike | None = None, parallel: Parallel | None = None) -> RunResult:
+def train(
+    model_cfg: ModelConfig,
+    data_cfg: DataConfig,
+    train_cfg: TrainConfig,
+    report: Report | None = None,
+    checkpoint_dir: str | os.PathLike | None = None,
+    resume_from: str | os.PathLike | None = None,
+    parallel: Parallel | None = None,
+) -> RunResult:
     """Train one model. Never raises for divergence or a failure inside the run: the result's
     status says what happened ("ok", "diverged", "failed" with `error`). With `parallel` (world
     > 1) this process is one of several data-parallel workers; a failure then raises, so the
@@ -321,13 +355,21 @@ class _Run:
     model (from a checkpoint when resuming), loop over steps, evaluate, checkpoint and report
     every `eval_every` steps, and sum it all up in a RunResult."""
 
-    def __init__(self, model_cfg: ModelConfig, data_cfg: DataConfig, train_cfg: TrainConfig,
-                 parallel: Parallel | None, t0: float, resume_from: str | os.PathLike | None):
+    def __init__(
+        self,
+        model_cfg: ModelConfig,
+        data_cfg: DataConfig,
+        train_cfg: TrainConfig,
+        parallel: Parallel | None,
+        t0: float,
+        resume_from: str | os.PathLike | None,
+    ):
         self.model_cfg, self.data = resolve(model_cfg, data_cfg)
         self.cfg, self.t0 = train_cfg, t0
         self.dp = parallel if parallel is not None and parallel.world > 1 else None
-        self.device = (torch.device(parallel.device) if parallel and parallel.device
-                       else pick_device(train_cfg.device))
+        self.device = (
+            torch.device(parallel.device) if parallel and parallel.device else pick_device(train_cfg.device)
+        )
         deterministic_kernels(self.device)
         self.counts = count_params(self.model_cfg)
         self.tokens_per_step = train_cfg.batch_size * self.model_cfg.seq_len
@@ -339,8 +381,11 @@ class _Run:
         if self.state is not None:
             self.step, self.curve = int(self.state["step"]), json.loads(self.state["curve"])
             self.wall_offset = float(self.state["wall_s"])
-        self.amp = (torch.autocast(self.device.type, dtype=torch.bfloat16)
-                    if train_cfg.precision == "bf16" else nullcontext())
+        self.amp = (
+            torch.autocast(self.device.type, dtype=torch.bfloat16)
+            if train_cfg.precision == "bf16"
+            else nullcontext()
+        )
         self.model = self.fwd = self.opt = self.batches = None
         self.rows = self.dp.shard if self.dp is not None else None
         # Kerg et al. 2020's claim that ρ governs gradient stability is about training: the
@@ -374,8 +419,14 @@ class _Run:
         self.fwd = torch.compile(model) if self.cfg.compile else model
         # On a GPU the next batches are drawn while the current step runs (the PCFG makes 2–3M
         # tokens/s on one core, fewer than a GPU consumes at small widths).
-        self.batches = TrainBatches(self.data, self.cfg.batch_size, self.step, self.device,
-                                    ahead=2 if self.device.type == "cuda" else 0, rows=self.rows)
+        self.batches = TrainBatches(
+            self.data,
+            self.cfg.batch_size,
+            self.step,
+            self.device,
+            ahead=2 if self.device.type == "cuda" else 0,
+            rows=self.rows,
+        )
 
     def loss_of(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with self.amp:
@@ -410,14 +461,21 @@ class _Run:
                 if self.status != "ok":
                     return
 
-    def evaluation(self, train_loss: float, lr: float, report: Report | None,
-                   checkpoint_dir: str | os.PathLike | None) -> None:
+    def evaluation(
+        self, train_loss: float, lr: float, report: Report | None, checkpoint_dir: str | os.PathLike | None
+    ) -> None:
         """One point of the curve: validation metrics, a checkpoint when due, the report."""
         step = self.step
         ev = self.evaluate()
-        metrics = {"step": step, "tokens": step * self.tokens_per_step,
-                   "flops": step * self.tokens_per_step * self.c_per_token, "train_loss": train_loss,
-                   "lr": lr, "wall_s": self.wall_offset + time.perf_counter() - self.t0, **ev}
+        metrics = {
+            "step": step,
+            "tokens": step * self.tokens_per_step,
+            "flops": step * self.tokens_per_step * self.c_per_token,
+            "train_loss": train_loss,
+            "lr": lr,
+            "wall_s": self.wall_offset + time.perf_counter() - self.t0,
+            **ev,
+        }
         self.n_evals += 1
         if not math.isfinite(ev["val_loss"]) or ev["val_loss"] > self.diverge_at:
             self.status, self.error = "diverged", f"val loss {ev['val_loss']:.4g} at step {step}"
@@ -425,9 +483,15 @@ class _Run:
             metrics.update(_grad_profile(_unwrap(self.model), self.data, self.cfg.batch_size, self.device))
         self.curve.append(metrics)
         saved = None
-        if checkpoint_dir is not None and self.status == "ok" and (
-                self.n_evals % self.cfg.checkpoint_every == 0 or step == self.cfg.steps
-                or checkpoint_requested()):
+        if (
+            checkpoint_dir is not None
+            and self.status == "ok"
+            and (
+                self.n_evals % self.cfg.checkpoint_every == 0
+                or step == self.cfg.steps
+                or checkpoint_requested()
+            )
+        ):
             saved = self.checkpoint(Path(checkpoint_dir), metrics["wall_s"])
         self.last = metrics
         if report is not None:
@@ -462,11 +526,23 @@ class _Run:
     def checkpoint(self, folder: Path, wall_s: float) -> str | None:
         """Rank 0 (or the only process) saves; the folder, where this process saved."""
         dp, saved = self.dp, None
-        weights, moments = (dp.state(self.model, self.opt) if dp is not None
-                            else (self.model.state_dict(), self.opt.state_dict()))
+        weights, moments = (
+            dp.state(self.model, self.opt)
+            if dp is not None
+            else (self.model.state_dict(), self.opt.state_dict())
+        )
         if dp is None or dp.rank == 0:
-            _save(folder, {"model": weights, "optimizer": moments, "rng": torch.get_rng_state(),
-                           "step": self.step, "curve": json.dumps(self.curve), "wall_s": wall_s})
+            _save(
+                folder,
+                {
+                    "model": weights,
+                    "optimizer": moments,
+                    "rng": torch.get_rng_state(),
+                    "step": self.step,
+                    "curve": json.dumps(self.curve),
+                    "wall_s": wall_s,
+                },
+            )
             saved = str(folder)
         if dp is not None:  # no rank goes on (or stops) before the checkpoint exists
             dp.barrier()
@@ -474,25 +550,41 @@ class _Run:
 
     def result(self) -> RunResult:
         cfg, last, step = self.model_cfg, self.last, self.step
-        extra = {k: v for k, v in last.items() if k not in
-                 ("step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")
-                 and not isinstance(v, list)}
+        extra = {
+            k: v
+            for k, v in last.items()
+            if k not in ("step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")
+            and not isinstance(v, list)
+        }
         extra.update(_profiles_over_training(self.curve))
         if self.status == "ok" and cfg.family in RECURRENT_FAMILIES:
             # Kerg et al. 2020: the per-step gradient profile and step cost, kept with the run
             from depthwidth.gradprobe import end_of_run_metrics
+
             try:
-                extra.update(end_of_run_metrics(_unwrap(self.model), self.data, self.cfg.batch_size,
-                                                self.device))
+                extra.update(
+                    end_of_run_metrics(_unwrap(self.model), self.data, self.cfg.batch_size, self.device)
+                )
             except Exception as exc:  # the probe must not cost a finished run
                 extra["probe_error"] = f"{type(exc).__name__}: {exc}"
         counts = self.counts
         return RunResult(
-            status=self.status, final_train_loss=float(last.get("train_loss", math.nan)),
-            final_val_loss=float(last.get("val_loss", math.nan)), steps=step,
-            tokens=step * self.tokens_per_step, flops=step * self.tokens_per_step * self.c_per_token,
-            wall_s=self.wall_offset + time.perf_counter() - self.t0, n_params=counts.n_params,
-            n_params_total=counts.n_params_total, flops_per_token=flops_per_token(cfg),
-            device=str(self.device), torch_version=torch.__version__, depthwidth_version=__version__,
-            unigram_entropy=self.unigram, vocab_size=cfg.vocab_size,
-            curve=self.curve, metrics=extra, error=self.error)
+            status=self.status,
+            final_train_loss=float(last.get("train_loss", math.nan)),
+            final_val_loss=float(last.get("val_loss", math.nan)),
+            steps=step,
+            tokens=step * self.tokens_per_step,
+            flops=step * self.tokens_per_step * self.c_per_token,
+            wall_s=self.wall_offset + time.perf_counter() - self.t0,
+            n_params=counts.n_params,
+            n_params_total=counts.n_params_total,
+            flops_per_token=flops_per_token(cfg),
+            device=str(self.device),
+            torch_version=torch.__version__,
+            depthwidth_version=__version__,
+            unigram_entropy=self.unigram,
+            vocab_size=cfg.vocab_size,
+            curve=self.curve,
+            metrics=extra,
+            error=self.error,
+        )

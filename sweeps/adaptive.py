@@ -9,8 +9,9 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,7 @@ KAPPA_LAWS = ("two_regime", "combined")
 class Adaptive:
     """The spec's [adaptive] table. A cell is one (depth, width, seed) of the grid with every
     setting of its other axes (e.g. each lr), so the analysis can still choose per shape."""
+
     target_width: float = 0.5  # stop once b's 95% interval is this narrow (hi - lo)
     max_trials: int = 0  # stop before the stored trials would exceed this many (0: no cap)
     max_compute: float = 0.0  # ... or this many training FLOPs, as `sweep plan` counts them (0: no cap)
@@ -39,6 +41,7 @@ def parse_adaptive(text_or_doc: str | Mapping[str, Any], path: str, enable: bool
     """The [adaptive] table of a spec (None when absent and not `enable`d by --adaptive)."""
     if isinstance(text_or_doc, str):
         from sweeps.spec import tomllib
+
         try:
             doc = tomllib.loads(text_or_doc)
         except tomllib.TOMLDecodeError as exc:
@@ -81,12 +84,19 @@ def spec_cells(spec) -> list[Cell]:
     from depthwidth.accounting import count_params
     from sweeps.budget import resolve_model
     from sweeps.plan import trial_plan
+
     groups: dict[tuple, list] = {}
     for t in spec.trials:
         groups.setdefault((int(t.model.depth), int(t.model.width), int(t.train.seed)), []).append(t)
-    return [Cell(k, tuple(t.trial_id for t in ts), float(sum(trial_plan(t, spec)["flops"] for t in ts)),
-                 float(count_params(resolve_model(ts[0].model, ts[0].data)).n_params))
-            for k, ts in groups.items()]
+    return [
+        Cell(
+            k,
+            tuple(t.trial_id for t in ts),
+            float(sum(trial_plan(t, spec)["flops"] for t in ts)),
+            float(count_params(resolve_model(ts[0].model, ts[0].data)).n_params),
+        )
+        for k, ts in groups.items()
+    ]
 
 
 def estimate(runs: pd.DataFrame, n_boot: int = 100, seed: int = 0) -> dict[str, Any]:
@@ -94,8 +104,16 @@ def estimate(runs: pd.DataFrame, n_boot: int = 100, seed: int = 0) -> dict[str, 
     for a claim) with its bootstrap draws. `runs`: depth, width, n_params, loss (one row per run,
     after the report's tuning selection)."""
     from analysis import regimes, threshold
-    out = {"status": "not_identified", "base": None, "ci": None, "width": math.inf, "claimed": False,
-           "draws": None, "n_runs": int(len(runs))}
+
+    out = {
+        "status": "not_identified",
+        "base": None,
+        "ci": None,
+        "width": math.inf,
+        "claimed": False,
+        "draws": None,
+        "n_runs": int(len(runs)),
+    }
     if len(runs) < 6 or runs["depth"].nunique() < 2 or runs["width"].nunique() < 2:
         out["reason"] = "too few runs to fit b"
         return out
@@ -145,8 +163,9 @@ class Policy:
 
     def _fits_budget(self, cell: Cell, n: int, flops: float) -> bool:
         c = self.cfg
-        return ((not c.max_trials or n + len(cell.trial_ids) <= c.max_trials)
-                and (not c.max_compute or flops + cell.cost <= c.max_compute * (1 + 1e-9)))
+        return (not c.max_trials or n + len(cell.trial_ids) <= c.max_trials) and (
+            not c.max_compute or flops + cell.cost <= c.max_compute * (1 + 1e-9)
+        )
 
     def decide(self, runs: pd.DataFrame, done: set[tuple]) -> Decision:
         n, flops = self.spent(done)
@@ -158,8 +177,11 @@ class Policy:
             return self._finish(Decision(picks, estimate=est), left, n, flops)
         est = estimate(runs, self.cfg.bootstrap, self.cfg.seed)
         if est["width"] <= self.cfg.target_width:
-            return Decision(stop=f"target reached: b's 95% interval is {_ci(est)}, width "
-                                 f"{est['width']:.3g} <= {self.cfg.target_width:g}", estimate=est)
+            return Decision(
+                stop=f"target reached: b's 95% interval is {_ci(est)}, width "
+                f"{est['width']:.3g} <= {self.cfg.target_width:g}",
+                estimate=est,
+            )
         if est.get("draws") is not None:
             picks = self._near_threshold(affordable, done, est)
         else:
@@ -174,9 +196,11 @@ class Policy:
                 n, flops = n + len(cell.trial_ids), flops + cell.cost
         d.picks = kept
         if not d.picks:
-            d.stop = ("every trial of the grid has run" if not left else
-                      f"budget spent: none of the {len(left)} cells left fits in "
-                      f"{_budget_text(self.cfg)}")
+            d.stop = (
+                "every trial of the grid has run"
+                if not left
+                else f"budget spent: none of the {len(left)} cells left fits in {_budget_text(self.cfg)}"
+            )
         return d
 
     def _initial(self, cells: list[Cell], done: set[tuple]) -> list[tuple[Cell, str]]:
@@ -205,11 +229,13 @@ class Policy:
         have = {(k[0], k[1]) for k in done}
         out, pool = [], list(cells)
         while pool:
+
             def gap(c):
                 pts = [(math.log2(d), math.log2(w)) for d, w in have]
                 x = (math.log2(c.key[0]), math.log2(c.key[1]))
                 far = min((math.dist(x, p) for p in pts), default=math.inf)
                 return (-far, c.cost)
+
             best = min(pool, key=gap)
             pool.remove(best)
             have.add(best.key[:2])
@@ -224,9 +250,11 @@ class Policy:
             return []
         fit, draws = est["fit"], est["draws"]
         b_hat = est.get("base") or est.get("b_fit")
-        cols = {"N": np.array([c.n_params for c in cells]),
-                "depth": np.array([c.key[0] for c in cells], float),
-                "width": np.array([c.key[1] for c in cells], float)}
+        cols = {
+            "N": np.array([c.n_params for c in cells]),
+            "depth": np.array([c.key[0] for c in cells], float),
+            "width": np.array([c.key[1] for c in cells], float),
+        }
         with np.errstate(all="ignore"):
             pred = np.log(fit.predict(theta=np.asarray(fit.boot_theta), **cols))  # (B, cells)
         ok = np.all(np.isfinite(pred), axis=1)
@@ -245,10 +273,15 @@ class Policy:
             if not np.isfinite(score[i]):
                 break
             c = cells[i]
-            out.append((c, f"b = {b_hat:.3g} {_ci(est)} puts L_th({c.key[1]}) at {lth[i]:.2f}, depth "
-                            f"{c.key[0]} {'above' if above[i] else 'below'} it; its loss is expected to cut "
-                            f"the bootstrap variance of ln b by {100 * gain[i] / max(C[0, 0], 1e-300):.0f}%"
-                            f", the most per FLOP on that side"))
+            out.append(
+                (
+                    c,
+                    f"b = {b_hat:.3g} {_ci(est)} puts L_th({c.key[1]}) at {lth[i]:.2f}, depth "
+                    f"{c.key[0]} {'above' if above[i] else 'below'} it; its loss is expected to cut "
+                    f"the bootstrap variance of ln b by {100 * gain[i] / max(C[0, 0], 1e-300):.0f}%"
+                    f", the most per FLOP on that side",
+                )
+            )
             taken[i], side = True, bool(above[i])
             k = i + 1  # condition the draws' covariance on this cell's result
             C = C - np.outer(C[:, k], C[k, :]) / (C[k, k] + noise)
@@ -261,8 +294,9 @@ def _ci(est: dict) -> str:
 
 
 def _budget_text(cfg: Adaptive) -> str:
-    parts = ([f"{cfg.max_trials} trials"] if cfg.max_trials else []) + \
-        ([f"{cfg.max_compute:.3g} FLOPs"] if cfg.max_compute else [])
+    parts = ([f"{cfg.max_trials} trials"] if cfg.max_trials else []) + (
+        [f"{cfg.max_compute:.3g} FLOPs"] if cfg.max_compute else []
+    )
     return " and ".join(parts) or "the grid"
 
 
@@ -272,9 +306,15 @@ def log_record(kind: str, **fields_: Any) -> dict[str, Any]:
 
 
 def estimate_record(est: dict, round_no: int) -> dict[str, Any]:
-    return log_record("estimate", round=round_no, status=est.get("status"), base=est.get("base"),
-                      ci=est.get("ci"), width=None if not math.isfinite(est.get("width", math.inf))
-                      else est["width"], n_runs=est.get("n_runs"))
+    return log_record(
+        "estimate",
+        round=round_no,
+        status=est.get("status"),
+        base=est.get("base"),
+        ci=est.get("ci"),
+        width=None if not math.isfinite(est.get("width", math.inf)) else est["width"],
+        n_runs=est.get("n_runs"),
+    )
 
 
 def read_log(text: str) -> list[dict[str, Any]]:
@@ -285,4 +325,3 @@ def read_log(text: str) -> list[dict[str, Any]]:
         except json.JSONDecodeError:  # a line cut short by a killed driver
             continue
     return out
-

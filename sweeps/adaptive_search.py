@@ -82,8 +82,10 @@ class AdaptiveSearch(Searcher):
             records.append(log_record("stop", round=self.round, reason=decision.stop))
             self.note(f"adaptive: stopped, {decision.stop}")
         else:
-            self.note(f"adaptive: round {self.round}, {len(decision.picks)} cells chosen "
-                      f"({_state(decision.estimate)})")
+            self.note(
+                f"adaptive: round {self.round}, {len(decision.picks)} cells chosen "
+                f"({_state(decision.estimate)})"
+            )
         self._append(records)
 
     def _fit_runs(self, stored: set[str]):
@@ -92,6 +94,7 @@ class AdaptiveSearch(Searcher):
 
         from analysis import tuning
         from analysis.inputs import load
+
         if not stored:
             return pd.DataFrame(columns=["depth", "width", "n_params", "loss"])
         ds = load(self.store.location)
@@ -100,6 +103,7 @@ class AdaptiveSearch(Searcher):
 
     def _append(self, records: list[dict[str, Any]]) -> None:
         import json
+
         old = self.store.loc.read_text(LOG) if self.store.exists(LOG) else ""
         if old and not old.endswith("\n"):
             old = old[: old.rfind("\n") + 1]  # a line cut short by a killed driver
@@ -108,8 +112,9 @@ class AdaptiveSearch(Searcher):
 
 def _choice(cell: Cell, ids: list[str], why: str, round_no: int) -> dict[str, Any]:
     d, w, s = cell.key
-    return log_record("choice", round=round_no, depth=d, width=w, seed=s, trial_ids=ids,
-                      flops=cell.cost, reason=why)
+    return log_record(
+        "choice", round=round_no, depth=d, width=w, seed=s, trial_ids=ids, flops=cell.cost, reason=why
+    )
 
 
 def _state(est: dict) -> str:

@@ -20,6 +20,7 @@ BUDGET_OPTIONS = ("evals", "min_steps", "warmup_fraction")
 @dataclass(frozen=True)
 class Budget:
     """How long each trial trains. `kind` in BUDGET_KINDS; the options shape every trial alike."""
+
     kind: str
     value: float
     evals: int | None = None  # evaluations per trial: eval_every = steps // evals
@@ -49,8 +50,9 @@ def parse_budget(doc: Mapping[str, Any], path: str) -> Budget | None:
     return Budget(kind, float(value), **kw)
 
 
-def apply_budget(model: ModelConfig, data: DataConfig, train: TrainConfig,
-                  budget: Budget | None, where: str) -> TrainConfig:
+def apply_budget(
+    model: ModelConfig, data: DataConfig, train: TrainConfig, budget: Budget | None, where: str
+) -> TrainConfig:
     """Steps from the budget (Kaplan: C ≈ 6·N·D, docs/science.md §2), tokens per step = B·T."""
     if budget is None:
         steps = train.steps
@@ -66,8 +68,10 @@ def apply_budget(model: ModelConfig, data: DataConfig, train: TrainConfig,
             tokens = budget.value / c_per_token if c_per_token > 0 else 0.0
         steps = max(int(round(tokens / (train.batch_size * seq_len))), budget.min_steps)
         if steps < 1:
-            raise SpecError(f"{where}: budget.{budget.kind} = {budget.value:g} is invalid: it buys less "
-                            f"than one step of {train.batch_size}x{seq_len} tokens.")
+            raise SpecError(
+                f"{where}: budget.{budget.kind} = {budget.value:g} is invalid: it buys less "
+                f"than one step of {train.batch_size}x{seq_len} tokens."
+            )
     changes: dict[str, Any] = {"steps": steps}
     if budget is not None and budget.evals is not None:
         changes["eval_every"] = max(1, steps // budget.evals)
@@ -85,11 +89,15 @@ def model_stats(model: ModelConfig, data: DataConfig) -> tuple[int, int, float]:
     """(Kaplan's N, the sequence length the data dictates, training FLOPs per token) for a
     spec-level config."""
     from depthwidth.accounting import count_params, train_flops_per_token
+
     key = model.to_json() + data.to_json()
     if key not in _STATS_CACHE:
         resolved = resolve_model(model, data)
-        _STATS_CACHE[key] = (count_params(resolved).n_params, resolved.seq_len,
-                             train_flops_per_token(resolved))
+        _STATS_CACHE[key] = (
+            count_params(resolved).n_params,
+            resolved.seq_len,
+            train_flops_per_token(resolved),
+        )
     return _STATS_CACHE[key]
 
 
@@ -102,6 +110,7 @@ def resolve_model(model: ModelConfig, data: DataConfig) -> ModelConfig:
     key = (data.to_json(), model.seq_len, model.vocab_size, model.family, model.nu)
     if key not in _RESOLVE_CACHE:
         from depthwidth.data import resolve
+
         resolved = resolve(model, data)[0]
         _RESOLVE_CACHE[key] = (resolved.vocab_size, resolved.seq_len)
     vocab_size, seq_len = _RESOLVE_CACHE[key]

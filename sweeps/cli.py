@@ -21,11 +21,13 @@ def _errors():
     from depthwidth.results import StoreError
     from sweeps.cluster import ClusterError
     from sweeps.spec import SpecError
+
     return (SpecError, StoreError, ClusterError, ConfigError, OutputError)
 
 
 def _check_max_concurrent(args: argparse.Namespace) -> None:
     from sweeps.spec import SpecError
+
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise SpecError(f"--max-concurrent = {args.max_concurrent} is invalid: it must be at least 1.")
 
@@ -33,9 +35,12 @@ def _check_max_concurrent(args: argparse.Namespace) -> None:
 def _check_storage(args: argparse.Namespace) -> None:
     """`--storage ''` (an unset shell variable, say) must not fall back to the spec's path."""
     from sweeps.spec import SpecError
+
     if args.storage is not None and not args.storage.strip():
-        raise SpecError(f"--storage = {args.storage!r} is invalid: it must name a folder or a URI "
-                        f"(leave the flag out to use the spec's storage.path).")
+        raise SpecError(
+            f"--storage = {args.storage!r} is invalid: it must name a folder or a URI "
+            f"(leave the flag out to use the spec's storage.path)."
+        )
 
 
 def _adopt(spec, storage: str | None):
@@ -44,6 +49,7 @@ def _adopt(spec, storage: str | None):
     if not any(t.aliases for t in spec.trials):
         return spec
     from sweeps.store import ResultStore
+
     store = ResultStore(storage or spec.storage)
     return spec.adopt(store.finished_ids()) if store.has_runs() else spec
 
@@ -61,20 +67,38 @@ def _tracker_flags(args: argparse.Namespace) -> tuple[str, ...]:
 def cmd_run(args: argparse.Namespace) -> int:
     try:
         from sweeps.outcome import continue_command
-        from sweeps.spec import load_spec
         from sweeps.service import run_sweep
+        from sweeps.spec import load_spec
+
         _check_max_concurrent(args)
         _check_storage(args)
         spec = _adopt(load_spec(args.spec), args.storage)
-        tracking = spec.tracking.with_flags(mlflow=args.mlflow, wandb=args.wandb,
-                                            wandb_mode=args.wandb_mode, tensorboard=args.tensorboard,
-                                            wandb_entity=args.wandb_entity)
-        command = continue_command(args.spec, args.storage, args.address, args.max_concurrent,
-                                   _tracker_flags(args) + (("--adaptive",) if args.adaptive else ()))
-        return run_sweep(spec, address=args.address, storage=args.storage,
-                         max_concurrent=args.max_concurrent, rerun=args.rerun or (),
-                         analyze=not args.no_analyze, tracking=tracking, verbose=args.verbose,
-                         command=command, adaptive=args.adaptive)
+        tracking = spec.tracking.with_flags(
+            mlflow=args.mlflow,
+            wandb=args.wandb,
+            wandb_mode=args.wandb_mode,
+            tensorboard=args.tensorboard,
+            wandb_entity=args.wandb_entity,
+        )
+        command = continue_command(
+            args.spec,
+            args.storage,
+            args.address,
+            args.max_concurrent,
+            _tracker_flags(args) + (("--adaptive",) if args.adaptive else ()),
+        )
+        return run_sweep(
+            spec,
+            address=args.address,
+            storage=args.storage,
+            max_concurrent=args.max_concurrent,
+            rerun=args.rerun or (),
+            analyze=not args.no_analyze,
+            tracking=tracking,
+            verbose=args.verbose,
+            command=command,
+            adaptive=args.adaptive,
+        )
     except _errors() as exc:
         return _fail(str(exc))
 
@@ -86,6 +110,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         from sweeps.plan import check_memory
         from sweeps.service import prepare
         from sweeps.spec import load_spec
+
         _check_max_concurrent(args)
         _check_storage(args)
         spec = _adopt(load_spec(args.spec), args.storage)
@@ -93,9 +118,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
             check_memory(spec)  # the cluster may hold credentials for the store that we lack
         else:  # a path is the cluster's shared folder, mounted here too (docs/cluster.md)
             prepare(spec, args.storage, args.rerun or ())
-        flags = (["--no-analyze"] if args.no_analyze else []) + \
-            (["--max-concurrent", str(args.max_concurrent)] if args.max_concurrent else []) + \
-            [a for r in (args.rerun or ()) for a in ("--rerun", r)]
+        flags = (
+            (["--no-analyze"] if args.no_analyze else [])
+            + (["--max-concurrent", str(args.max_concurrent)] if args.max_concurrent else [])
+            + [a for r in (args.rerun or ()) for a in ("--rerun", r)]
+        )
         job_id, location = submit(spec, args.address, args.storage, flags)
     except _errors() as exc:
         return _fail(str(exc))
@@ -107,6 +134,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     try:
         from sweeps.cluster import job_status
+
         status, message = job_status(args.address, args.job)
     except _errors() as exc:
         return _fail(str(exc))
@@ -117,6 +145,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_logs(args: argparse.Namespace) -> int:
     try:
         from sweeps.cluster import job_logs
+
         text = job_logs(args.address, args.job, follow=args.follow)
     except _errors() as exc:
         return _fail(str(exc))
@@ -130,6 +159,7 @@ def cmd_results(args: argparse.Namespace) -> int:
         from depthwidth.clitools import check_output_file
         from depthwidth.results import RUNS, StoreError
         from sweeps.store import ResultStore, runs_table_text
+
         if args.csv and args.csv != "-":
             check_output_file(args.csv, "--csv", force=args.force)
         store = ResultStore(args.store)
@@ -143,6 +173,7 @@ def cmd_results(args: argparse.Namespace) -> int:
             runs.to_csv(sys.stdout, index=False)
         else:
             from depthwidth.results import atomic_file
+
             with atomic_file(args.csv, "w") as f:
                 runs.to_csv(f, index=False)
             print(f"wrote {len(runs)} runs to {args.csv}")
@@ -156,6 +187,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from sweeps.plan import plan_json, plan_text
         from sweeps.spec import load_spec
         from sweeps.store import ResultStore
+
         _check_storage(args)
         spec = load_spec(args.spec)
         store = ResultStore(args.storage or spec.storage)
@@ -173,28 +205,43 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         if storage:
             p.add_argument("--storage", help="store location: a path or a pyarrow URI (overrides the spec)")
 
-    p = sub.add_parser("run", help="run (or resume, or extend) a sweep, then analyze it",
-                       description="Run every trial of SPEC that the store lacks on Ray Tune; "
-                                   "finished trials are never rerun, interrupted ones resume.")
+    p = sub.add_parser(
+        "run",
+        help="run (or resume, or extend) a sweep, then analyze it",
+        description="Run every trial of SPEC that the store lacks on Ray Tune; "
+        "finished trials are never rerun, interrupted ones resume.",
+    )
     p.add_argument("spec", help="sweep spec (TOML)")
     common(p)
     p.add_argument("--max-concurrent", type=int, help="at most N trials at once")
     p.add_argument("--no-analyze", action="store_true", help="skip the analysis at the end")
-    p.add_argument("--rerun", action="append", metavar="ID|STATUS",
-                   help="rerun a stored trial from scratch: its trial_id, or all/ok/diverged/failed")
-    p.add_argument("--verbose", action="store_true",
-                   help="also show Ray's own start-up notices and Tune's logs")
-    p.add_argument("--adaptive", action="store_true",
-                   help="run only the trials that most narrow the threshold base b, round by round, "
-                        "until its interval is narrow enough or the budget is spent (the spec's "
-                        "[adaptive] table, or its defaults)")
+    p.add_argument(
+        "--rerun",
+        action="append",
+        metavar="ID|STATUS",
+        help="rerun a stored trial from scratch: its trial_id, or all/ok/diverged/failed",
+    )
+    p.add_argument(
+        "--verbose", action="store_true", help="also show Ray's own start-up notices and Tune's logs"
+    )
+    p.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="run only the trials that most narrow the threshold base b, round by round, "
+        "until its interval is narrow enough or the budget is spent (the spec's "
+        "[adaptive] table, or its defaults)",
+    )
     from sweeps.export import add_tracker_flags
+
     add_tracker_flags(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("submit", help="send a sweep to a cluster as a Ray Job",
-                       description="Submit `sweep run SPEC` through the Ray Jobs API (address: the "
-                                   "dashboard, e.g. http://HEAD:8265); prints the job id.")
+    p = sub.add_parser(
+        "submit",
+        help="send a sweep to a cluster as a Ray Job",
+        description="Submit `sweep run SPEC` through the Ray Jobs API (address: the "
+        "dashboard, e.g. http://HEAD:8265); prints the job id.",
+    )
     p.add_argument("spec")
     common(p)
     p.add_argument("--max-concurrent", type=int)
@@ -202,8 +249,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rerun", action="append", metavar="ID|STATUS")
     p.set_defaults(func=cmd_submit)
 
-    for name, helptext, func in (("status", "a submitted sweep's job status", cmd_status),
-                                 ("logs", "a submitted sweep's job logs", cmd_logs)):
+    for name, helptext, func in (
+        ("status", "a submitted sweep's job status", cmd_status),
+        ("logs", "a submitted sweep's job logs", cmd_logs),
+    ):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("job", help="job id printed by `sweep submit`")
         common(p, storage=False)
@@ -220,19 +269,25 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="the expanded trial table and estimated cost; runs nothing")
     p.add_argument("spec")
     p.add_argument("--storage", help="mark trials already in this store (default: the spec's)")
-    p.add_argument("--json", action="store_true",
-                   help="one JSON object per trial and line (size, memory, GPU share, Ray resources)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per trial and line (size, memory, GPU share, Ray resources)",
+    )
     p.set_defaults(func=cmd_plan)
 
     from sweeps.slurm import add_commands as add_slurm_commands
+
     add_slurm_commands(sub)  # `slurm` and `slurm-status`
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `sweep` and its subcommands to the `depthwidth` parser."""
-    p = subparsers.add_parser("sweep", help="run depth x width sweeps on Ray Tune",
-                              description="Sweeps of depth x width on Ray Tune: run, submit, "
-                                          "status, logs, results, plan.")
+    p = subparsers.add_parser(
+        "sweep",
+        help="run depth x width sweeps on Ray Tune",
+        description="Sweeps of depth x width on Ray Tune: run, submit, status, logs, results, plan.",
+    )
     sub = p.add_subparsers(dest="sweep_command", metavar="SUBCOMMAND")
     add_commands(sub)
 

@@ -24,9 +24,11 @@ from sweeps import ray_compat
 from sweeps.spec import Resources, SpecError, SweepSpec
 from sweeps.store import ResultStore
 
-TOKEN_HELP = ("put the cluster's token in the RAY_AUTH_TOKEN environment variable or in "
-              "~/.ray/auth_token (or point RAY_AUTH_TOKEN_PATH at a file holding it); "
-              "`ray get-auth-token` on the head node prints it")
+TOKEN_HELP = (
+    "put the cluster's token in the RAY_AUTH_TOKEN environment variable or in "
+    "~/.ray/auth_token (or point RAY_AUTH_TOKEN_PATH at a file holding it); "
+    "`ray get-auth-token` on the head node prints it"
+)
 SHIPPED_PACKAGES = ("depthwidth", "sweeps", "analysis")
 WORKER_PRELOAD = ("torch", "depthwidth.train", "sweeps.trainable")
 DRIVER_MODULES = ("ray.tune", "sweeps.driver", "sweeps.resume", "sweeps.trainable")
@@ -74,8 +76,11 @@ def connect(address: str | None, verbose: bool = False) -> bool:
         started = False
         try:
             with _captured_stderr() as captured:
-                ray.init(include_dashboard=False,
-                         _system_config=ray_compat.worker_preload(WORKER_PRELOAD), **kwargs)
+                ray.init(
+                    include_dashboard=False,
+                    _system_config=ray_compat.worker_preload(WORKER_PRELOAD),
+                    **kwargs,
+                )
             started = True
         finally:
             if verbose or not started:  # a failed start shows what Ray said
@@ -138,6 +143,7 @@ def _captured_stderr():
 
 def alive_nodes() -> list[dict[str, Any]]:
     import ray
+
     return [n for n in ray.nodes() if n.get("Alive")]
 
 
@@ -153,13 +159,19 @@ def check_resources(resources: Resources, nodes: list[dict[str, Any]]) -> None:
     if any(c >= resources.cpus and g >= resources.gpus for c, g in zip(cpus, gpus)):
         return
     if max(cpus, default=0) < resources.cpus:
-        raise SpecError(f"resources.cpus = {resources.cpus:g} is invalid: no node of the cluster has "
-                        f"that many CPUs (the largest has {max(cpus, default=0):g}).")
+        raise SpecError(
+            f"resources.cpus = {resources.cpus:g} is invalid: no node of the cluster has "
+            f"that many CPUs (the largest has {max(cpus, default=0):g})."
+        )
     if max(gpus, default=0) < resources.gpus:
-        raise SpecError(f"resources.gpus = {resources.gpus:g} is invalid: no node of the cluster has "
-                        f"that much GPU (the largest has {max(gpus, default=0):g}).")
-    raise SpecError(f"resources = {resources.cpus:g} CPUs + {resources.gpus:g} GPU is invalid: no "
-                    f"single node of the cluster has both.")
+        raise SpecError(
+            f"resources.gpus = {resources.gpus:g} is invalid: no node of the cluster has "
+            f"that much GPU (the largest has {max(gpus, default=0):g})."
+        )
+    raise SpecError(
+        f"resources = {resources.cpus:g} CPUs + {resources.gpus:g} GPU is invalid: no "
+        f"single node of the cluster has both."
+    )
 
 
 def plan_on(spec: SweepSpec, trials: list, nodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -181,8 +193,9 @@ def plan_on(spec: SweepSpec, trials: list, nodes: list[dict[str, Any]]) -> dict[
     return plans
 
 
-def _check_ask(ask: dict[str, float], plan: dict[str, Any], workers: int,
-               nodes: list[dict[str, Any]]) -> None:
+def _check_ask(
+    ask: dict[str, float], plan: dict[str, Any], workers: int, nodes: list[dict[str, Any]]
+) -> None:
     room = [n["Resources"] for n in nodes]
     fits = [min(int(res.get(k, 0.0) / v + 1e-9) for k, v in ask.items() if v > 0) for res in room]
     if sum(fits) >= workers:
@@ -190,13 +203,17 @@ def _check_ask(ask: dict[str, float], plan: dict[str, Any], workers: int,
     at = plan["axes"] or plan["trial_id"]
     if "memory" in ask and not any(fits):
         largest = max((res.get("memory", 0.0) for res in room), default=0.0)
-        raise SpecError(f"the trial at {at} is invalid: it asks Ray for {ask['memory'] / 1e9:.3g} GB "
-                        f"of memory per worker (its estimate x1.25 + 0.5 GB, rounded up), more than "
-                        f"any node offers (the largest: {largest / 1e9:.3g} GB); give it a smaller "
-                        f"batch_size or a node with more memory.")
+        raise SpecError(
+            f"the trial at {at} is invalid: it asks Ray for {ask['memory'] / 1e9:.3g} GB "
+            f"of memory per worker (its estimate x1.25 + 0.5 GB, rounded up), more than "
+            f"any node offers (the largest: {largest / 1e9:.3g} GB); give it a smaller "
+            f"batch_size or a node with more memory."
+        )
     per = " + ".join(f"{v:g} {k}" for k, v in ask.items() if k != "memory")
-    raise SpecError(f"resources.workers = {workers} is invalid: the cluster holds at most "
-                    f"{sum(fits)} workers of {per} at once.")
+    raise SpecError(
+        f"resources.workers = {workers} is invalid: the cluster holds at most "
+        f"{sum(fits)} workers of {per} at once."
+    )
 
 
 def trial_resources(config: dict[str, Any]):
@@ -211,8 +228,7 @@ def trial_resources(config: dict[str, Any]):
     return PlacementGroupFactory([config["trial"]["resources"]])
 
 
-def concurrent_trials(asks: list[dict[str, float]], workers: int,
-                      nodes: list[dict[str, Any]]) -> int | None:
+def concurrent_trials(asks: list[dict[str, float]], workers: int, nodes: list[dict[str, Any]]) -> int | None:
     """How many multi-worker trials the cluster holds at once (Ray Train's guide: bound the Tune
     trials that drive Train runs by the limiting resource); None for one-worker trials, which
     Tune packs by their own requests."""
@@ -240,23 +256,30 @@ def check_shared_storage(store: ResultStore, nodes: list[dict[str, Any]]) -> Non
     probe = folder / f".depthwidth-probe-{uuid.uuid4().hex}"
     probe.write_text("probe")
     try:
+
         @ray.remote(num_cpus=0)
         def sees(path: str) -> bool:
             return os.path.exists(path)
 
-        refs = {n["NodeManagerAddress"] + " (" + n["NodeID"][:8] + ")": sees.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(str(probe))
-            for n in nodes}
+        refs = {
+            n["NodeManagerAddress"] + " (" + n["NodeID"][:8] + ")": sees.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+            ).remote(str(probe))
+            for n in nodes
+        }
         blind = [name for name, ref in refs.items() if not ray.get(ref, timeout=120)]
     finally:
         probe.unlink(missing_ok=True)
     if blind:
-        raise SpecError(f"storage.path = {store.location!r} is invalid: the cluster has {len(nodes)} "
-                        f"nodes and node {blind[0]} cannot see that folder; use a shared path (NFS) "
-                        f"or an object-store URI such as s3://bucket/prefix.")
+        raise SpecError(
+            f"storage.path = {store.location!r} is invalid: the cluster has {len(nodes)} "
+            f"nodes and node {blind[0]} cannot see that folder; use a shared path (NFS) "
+            f"or an object-store URI such as s3://bucket/prefix."
+        )
 
 
 # -- Ray Jobs ---------------------------------------------------------------------------------
+
 
 def find_token() -> str | None:
     token = os.environ.get("RAY_AUTH_TOKEN", "").strip()
@@ -276,8 +299,10 @@ def job_client(address: str | None):
 
     addr = address or os.environ.get("RAY_ADDRESS")
     if not addr:
-        raise ClusterError("--address is missing: give the cluster's dashboard address, e.g. "
-                           "--address http://HEAD:8265 (or set RAY_ADDRESS).")
+        raise ClusterError(
+            "--address is missing: give the cluster's dashboard address, e.g. "
+            "--address http://HEAD:8265 (or set RAY_ADDRESS)."
+        )
     token = find_token()
     headers = {"Authorization": f"Bearer {token}"} if token else None
     try:
@@ -288,7 +313,9 @@ def job_client(address: str | None):
         raise ClusterError(f"the Ray cluster at {addr} {what}: {TOKEN_HELP}.") from None
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = reason(exc)
-        raise ClusterError(f"--address = {addr!r} is invalid: no Ray Jobs API answered there ({first}).") from None
+        raise ClusterError(
+            f"--address = {addr!r} is invalid: no Ray Jobs API answered there ({first})."
+        ) from None
     return client
 
 
@@ -318,7 +345,9 @@ def submit(spec: SweepSpec, address: str | None, storage: str | None, flags: lis
         job_id = client.submit_job(
             entrypoint=" ".join(shlex.quote(a) for a in entry),
             submission_id=f"depthwidth-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}",
-            runtime_env={"working_dir": stage}, metadata={"sweep": spec.name})
+            runtime_env={"working_dir": stage},
+            metadata={"sweep": spec.name},
+        )
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return job_id, location

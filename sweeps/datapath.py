@@ -13,8 +13,8 @@ from pathlib import Path
 
 from depthwidth.results import is_remote
 
-SMALL_FILE = 64 * 2 ** 20  # hashed whole; a larger file by its size and its first and last MiB
-_SAMPLE = 2 ** 20
+SMALL_FILE = 64 * 2**20  # hashed whole; a larger file by its size and its first and last MiB
+_SAMPLE = 2**20
 
 
 def resolve(path: str, base_dir: str | None) -> str:
@@ -45,8 +45,9 @@ def _identity(path: str, stamp: tuple) -> str:
     if p.is_file():
         return "sha256:" + _file_digest(p, p.stat().st_size)
     h = hashlib.sha256()  # a folder of text files (depthwidth.data.text): names and contents
-    for f in sorted(q for q in p.rglob("*") if q.is_file()
-                    and not any(s.startswith(".") for s in q.relative_to(p).parts)):
+    for f in sorted(
+        q for q in p.rglob("*") if q.is_file() and not any(s.startswith(".") for s in q.relative_to(p).parts)
+    ):
         h.update(f.relative_to(p).as_posix().encode() + b"\0")
         h.update(_file_digest(f, f.stat().st_size).encode() + b"\0")
     return "sha256-folder:" + h.hexdigest()

@@ -14,124 +14,95 @@ import sys
 from pathlib import Path
 
 from depthwidth.clitools import fail
+from sweeps.design_plan import build_model, cost_text, trials_frame
 from sweeps.spec import SpecError, SweepSpec, load_spec
-
-MIN_DEPTHS, MIN_WIDTHS = 3, 2
-
-
-def trials_frame(spec: SweepSpec):
-    """The plan's trials as a table (depth, width, n_params, tokens, seed, lr, flops) and its
-    totals from the planner (sweeps/plan.py). Raises SpecError when the plan cannot be analysed
-    for a threshold."""
-    import pandas as pd
-
-    from sweeps.plan import check_sizes, plan_rows, totals
-
-    rows = plan_rows(spec)
-    check_sizes(spec, rows)
-    df = pd.DataFrame(rows)
-    fams = sorted(set(df["family"]))
-    if fams != ["transformer"]:
-        raise SpecError(f"{spec.source_path}: family = {', '.join(fams)!r} is invalid for design: "
-                        f"the threshold analysis rates transformer depth-width plans only.")
-    nd, nw = df["depth"].nunique(), df["width"].nunique()
-    if nd < MIN_DEPTHS or nw < MIN_WIDTHS:
-        raise SpecError(f"{spec.source_path}: the plan has {nd} depth{'s' if nd != 1 else ''} and "
-                        f"{nw} width{'s' if nw != 1 else ''}; the threshold analysis needs at least "
-                        f"{MIN_DEPTHS} depths and {MIN_WIDTHS} widths, so there is nothing to rate.")
-    cols = ["trial_id", "depth", "width", "n_params", "tokens", "seed", "lr", "flops"]
-    return df[cols].copy(), totals(spec, rows)
-
-
-def default_model(spec: SweepSpec, trials, noise: float | None):
-    """The planted model for this plan: the learning-rate optimum at the base shape in the
-    middle of the swept lrs (or at the one lr given), drifting as the parametrization allows."""
-    import numpy as np
-
-    from analysis.design import DEFAULT_NOISE, PlantModel
-
-    m = spec.trials[0].model
-    lrs = np.unique(trials["lr"].to_numpy(float))
-    lr0 = float(np.median(lrs)) if len(lrs) % 2 else float(np.exp(np.mean(np.log(lrs))))
-    base_w = float(m.base_width) if m.parametrization != "standard" else float(trials["width"].min())
-    base_d = (float(m.base_depth) if m.parametrization == "completep"
-              else float(trials["depth"].min()))
-    # lr* ∝ width^a · depth^g: completep promises a = g = 0 (a small residual depth drift, as
-    # bench/transfer.md measured); mup a = 0; standard neither (Adam's 1/width).
-    drift = {"completep": (0.0, 0.1), "mup": (0.0, -0.3)}.get(m.parametrization, (-1.0, -0.3))
-    return PlantModel(noise=DEFAULT_NOISE if noise is None else noise, lr0=lr0,
-                      base_width=base_w, base_depth=base_d, lr_width_exp=drift[0],
-                      lr_depth_exp=drift[1])
 
 
 def parse_effects(text: str) -> list[float]:
     try:
         vals = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise SpecError(f"--effects = {text!r} is invalid: expected numbers separated by commas "
-                        f"(e.g. 2.5,3,4).") from None
+        raise SpecError(
+            f"--effects = {text!r} is invalid: expected numbers separated by commas (e.g. 2.5,3,4)."
+        ) from None
     bad = [v for v in vals if not (1.1 < v < 100) or not math.isfinite(v)]
     if not vals or bad:
-        raise SpecError(f"--effects = {text!r} is invalid: each threshold base b must lie "
-                        f"strictly between 1.1 and 100 (the analysis's search range).")
+        raise SpecError(
+            f"--effects = {text!r} is invalid: each threshold base b must lie "
+            f"strictly between 1.1 and 100 (the analysis's search range)."
+        )
     return sorted(set(vals))
 
 
 def check_args(args) -> None:
     if args.noise is not None and not 0 < args.noise < 1:
-        raise SpecError(f"--noise = {args.noise!r} is invalid: the seed-to-seed standard deviation "
-                        f"of the loss, relative to it, lies strictly between 0 and 1 (e.g. 0.02).")
+        raise SpecError(
+            f"--noise = {args.noise!r} is invalid: the seed-to-seed standard deviation "
+            f"of the loss, relative to it, lies strictly between 0 and 1 (e.g. 0.02)."
+        )
     if args.noise is not None and args.pilot:
-        raise SpecError("--noise and --pilot are both given; the pilot measures the noise, so give "
-                        "one of them.")
+        raise SpecError(
+            "--noise and --pilot are both given; the pilot measures the noise, so give one of them."
+        )
     for flag in ("replicates", "bootstrap", "jobs"):
         v = getattr(args, flag)
         if v is not None and v < (0 if flag == "bootstrap" else 1):
             raise SpecError(f"--{flag} = {v} is invalid: it must be a positive integer.")
 
 
-def build_model(spec, trials, args):
-    """The planted model and a description of where its noise comes from."""
-    from analysis.design import model_from_pilot
-
-    model = default_model(spec, trials, args.noise)
-    if args.pilot:
-        from analysis.inputs import InputError, load
-        try:
-            runs = load(args.pilot).runs
-            model, found = model_from_pilot(runs, model)
-        except (InputError, ValueError, KeyError) as exc:
-            raise SpecError(f"--pilot = {args.pilot!r} is invalid: {exc}") from None
-        return model, {"value": model.noise, "source": "pilot", "pilot": args.pilot, **found}
-    if args.noise is not None:
-        return model, {"value": model.noise, "source": "--noise"}
-    return model, {"value": model.noise, "source": "assumed",
-                   "note": "no --pilot or --noise given: a 2% seed-to-seed spread is assumed"}
-
-
-def rate_plan(spec: SweepSpec, trials, totals: dict, model, effects, replicates, bootstrap: int,
-              seed: int, jobs: int | None) -> dict:
+def rate_plan(
+    spec: SweepSpec,
+    trials,
+    totals: dict,
+    model,
+    effects,
+    replicates,
+    bootstrap: int,
+    seed: int,
+    jobs: int | None,
+) -> dict:
     """The design object `design --json` prints (without its noise source)."""
     from analysis import design as dz
 
-    outcomes = dz.power_runs(trials, effects, model, replicates, bootstrap, seed, jobs,
-                             progress=lambda m: print(f"design: {m}", file=sys.stderr, flush=True))
+    outcomes = dz.power_runs(
+        trials,
+        effects,
+        model,
+        replicates,
+        bootstrap,
+        seed,
+        jobs,
+        progress=lambda m: print(f"design: {m}", file=sys.stderr, flush=True),
+    )
     summary = dz.summarize(outcomes)
     low = [float(k) for k, v in summary["power"].items() if v is not None and v < dz.TARGET_POWER]
     check = None
     if low and not any(dz.shape_reasons(trials, b) for b in low):
         worst = min(low, key=lambda b: summary["power"][str(b)])
-        p_half, k = dz.noise_check(trials, worst, model, summary["power"][str(worst)],
-                                   min(20, replicates or 20), bootstrap, seed, jobs)
+        p_half, k = dz.noise_check(
+            trials,
+            worst,
+            model,
+            summary["power"][str(worst)],
+            min(20, replicates or 20),
+            bootstrap,
+            seed,
+            jobs,
+        )
         check = (worst, summary["power"][str(worst)], p_half, k)
     n_seeds, used = dz.seed_counts(trials)
     reps = outcomes.groupby(outcomes["effect"].astype(str)).size()
     return {
-        "spec": spec.source_path, "name": spec.name, "trials": int(len(trials)),
+        "spec": spec.source_path,
+        "name": spec.name,
+        "trials": int(len(trials)),
         "shapes": int(trials.drop_duplicates(["depth", "width"]).shape[0]),
-        "seeds": n_seeds, "seeds_in_fits": used, **summary,
+        "seeds": n_seeds,
+        "seeds_in_fits": used,
+        **summary,
         "replicates": {("null" if k == dz.NULL else str(float(k))): int(v) for k, v in reps.items()},
-        "bootstrap": bootstrap, "seed": seed,
+        "bootstrap": bootstrap,
+        "seed": seed,
         "cost": {k: float(v) for k, v in totals.items()},
         "model": model.to_dict(),
         "advice": dz.advice(trials, summary, model, check, outcomes),
@@ -139,41 +110,45 @@ def rate_plan(spec: SweepSpec, trials, totals: dict, model, effects, replicates,
     }
 
 
-def cost_text(cost: dict) -> str:
-    unit = (f"{cost['gpu_hours']:.3g} GPU-hours" if "gpu_hours" in cost
-            else f"{cost['cpu_core_hours']:.3g} CPU core-hours")
-    return f"{cost['flops']:.3g} FLOPs = {cost['pf_days']:.3g} PF-days, {unit} (as `sweep plan` estimates)"
-
-
 def report_text(r: dict) -> str:
     n = r["noise"]
-    lines = [f"design of sweep {r['name']!r} ({r['spec']}): {r['trials']} trials, {r['shapes']} "
-             f"shapes, {r['seeds']} seeds per setting ({r['seeds_in_fits']} per shape in the fits)",
-             f"cost: {cost_text(r['cost'])}",
-             f"seed noise: {n['value']:.2%} of the loss ({n['source']}"
-             + (f": {n['note']}" if n.get("note") else "") + ")",
-             f"each replicate plants losses from the two-regime law (docs/design-power.md) and is "
-             f"analysed as `analyze` does ({r['bootstrap']} bootstrap refits)",
-             "", f"{'b':>6}  {'replicates':>10}  {'power':>14}  {'claimed':>8}  {'covers b':>8}  "
-                 f"{'median interval width':>21}"]
+    lines = [
+        f"design of sweep {r['name']!r} ({r['spec']}): {r['trials']} trials, {r['shapes']} "
+        f"shapes, {r['seeds']} seeds per setting ({r['seeds_in_fits']} per shape in the fits)",
+        f"cost: {cost_text(r['cost'])}",
+        f"seed noise: {n['value']:.2%} of the loss ({n['source']}"
+        + (f": {n['note']}" if n.get("note") else "")
+        + ")",
+        f"each replicate plants losses from the two-regime law (docs/design-power.md) and is "
+        f"analysed as `analyze` does ({r['bootstrap']} bootstrap refits)",
+        "",
+        f"{'b':>6}  {'replicates':>10}  {'power':>14}  {'claimed':>8}  {'covers b':>8}  "
+        f"{'median interval width':>21}",
+    ]
     for k, p in r["power"].items():
         mc, cl, cov = r["power_mc"][k], r["claim_rate"][k], r["coverage"][k]
         w = r["median_interval_width"][k]
         cov_s = "-" if cov["rate"] is None else f"{cov['rate']:.2f}"
         w_s = "-" if w is None else f"{w:.3g}"
-        lines.append(f"{float(k):>6g}  {r['replicates'][k]:>10}  {p:>6.2f} ± {mc['se']:.2f}  "
-                     f"{cl['rate']:>8.2f}  {cov_s:>8}  {w_s:>21}")
+        lines.append(
+            f"{float(k):>6g}  {r['replicates'][k]:>10}  {p:>6.2f} ± {mc['se']:.2f}  "
+            f"{cl['rate']:>8.2f}  {cov_s:>8}  {w_s:>21}"
+        )
     fc = r["false_claim"]
-    lines.append(f"{'null':>6}  {r['replicates'].get('null', 0):>10}  false claims {fc['rate']:.2f} "
-                 f"± {fc['se']:.2f} (95% interval {fc['ci'][0]:.2f}-{fc['ci'][1]:.2f})")
+    lines.append(
+        f"{'null':>6}  {r['replicates'].get('null', 0):>10}  false claims {fc['rate']:.2f} "
+        f"± {fc['se']:.2f} (95% interval {fc['ci'][0]:.2f}-{fc['ci'][1]:.2f})"
+    )
     mde = r["min_detectable_effect"]
     if mde is None:
         lines.append("minimum detectable b at 80% power: none of the effects simulated")
     else:
         lo = ("≤ " if mde["low_open"] else "") + f"{mde['low']:.3g}"
         hi = ("≥ " if mde["high_open"] else "") + f"{mde['high']:.3g}"
-        lines.append(f"power ≥ 80% for b from {lo} to {hi} (interpolated between the effects "
-                     f"simulated; Monte Carlo error as above)")
+        lines.append(
+            f"power ≥ 80% for b from {lo} to {hi} (interpolated between the effects "
+            f"simulated; Monte Carlo error as above)"
+        )
     if r["advice"]:
         lines.append(f"advice: {r['advice']}")
     return "\n".join(lines)
@@ -186,8 +161,7 @@ def write_out(r: dict, out: str) -> list[str]:
 
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
-    plot_power(r, str(d / "power.png"), f"{r['name']}: {r['trials']} trials, "
-               f"noise {r['noise']['value']:.1%}")
+    plot_power(r, str(d / "power.png"), f"{r['name']}: {r['trials']} trials, noise {r['noise']['value']:.1%}")
     r["outcomes"].to_csv(d / "outcomes.csv", index=False)
     with atomic_file(d / "design.json", "w") as f:
         f.write(json.dumps(public(r), indent=1, default=float))
@@ -204,20 +178,22 @@ def cmd_design(args: argparse.Namespace) -> int:
         effects = parse_effects(args.effects)
         if args.propose:
             from sweeps.design_search import propose
+
             return propose(args, effects)
         if args.budget is not None:
-            raise SpecError("--budget is invalid without --propose: it bounds the plans that "
-                            "--propose searches.")
+            raise SpecError(
+                "--budget is invalid without --propose: it bounds the plans that --propose searches."
+            )
         spec = load_spec(args.spec)
         trials, totals = trials_frame(spec)
         model, noise = build_model(spec, trials, args)
         if args.out:
             from depthwidth.clitools import check_output_dir
+
             check_output_dir(args.out, "--out")
     except (SpecError, ValueError) as exc:
         return fail(str(exc))
-    r = rate_plan(spec, trials, totals, model, effects, args.replicates, args.bootstrap,
-                  args.seed, args.jobs)
+    r = rate_plan(spec, trials, totals, model, effects, args.replicates, args.bootstrap, args.seed, args.jobs)
     r["noise"] = noise
     files = write_out(r, args.out) if args.out else []
     if args.json:
@@ -229,44 +205,91 @@ def cmd_design(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("design", help="power of a sweep plan before it runs (planted losses "
-                                      "through the analysis); --propose searches plans within a "
-                                      "budget",
-                       description="Simulation power analysis of a sweep spec: losses planted "
-                                   "from the two-regime law on the plan's trials, each replicate "
-                                   "analysed as `analyze` does (docs/design-power.md).")
+    p = sub.add_parser(
+        "design",
+        help="power of a sweep plan before it runs (planted losses "
+        "through the analysis); --propose searches plans within a "
+        "budget",
+        description="Simulation power analysis of a sweep spec: losses planted "
+        "from the two-regime law on the plan's trials, each replicate "
+        "analysed as `analyze` does (docs/design-power.md).",
+    )
     p.add_argument("spec", help="sweep spec (TOML), as `sweep plan` takes it")
-    p.add_argument("--effects", default="2.2,3,4.5",
-                   help="threshold bases b to plant, comma-separated (default 2.2,3,4.5); a "
-                        "null (depth and width trade evenly) is always added")
-    p.add_argument("--noise", type=float, default=None,
-                   help="seed-to-seed sd of the final loss, relative to it (default 0.02, assumed)")
-    p.add_argument("--pilot", default=None,
-                   help="runs of a pilot sweep (store or CSV): seed noise, loss scale and lr "
-                        "curvature are measured on it")
-    p.add_argument("--replicates", type=int, default=None,
-                   help="replicates per effect (default: batches of 25 until every rate's Monte "
-                        "Carlo error is at most 0.05, at most 100)")
-    p.add_argument("--bootstrap", type=int, default=200,
-                   help="bootstrap refits per replicate's analysis (default 200, as analyze)")
+    p.add_argument(
+        "--effects",
+        default="2.2,3,4.5",
+        help="threshold bases b to plant, comma-separated (default 2.2,3,4.5); a "
+        "null (depth and width trade evenly) is always added",
+    )
+    p.add_argument(
+        "--noise",
+        type=float,
+        default=None,
+        help="seed-to-seed sd of the final loss, relative to it (default 0.02, assumed)",
+    )
+    p.add_argument(
+        "--pilot",
+        default=None,
+        help="runs of a pilot sweep (store or CSV): seed noise, loss scale and lr "
+        "curvature are measured on it",
+    )
+    p.add_argument(
+        "--replicates",
+        type=int,
+        default=None,
+        help="replicates per effect (default: batches of 25 until every rate's Monte "
+        "Carlo error is at most 0.05, at most 100)",
+    )
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=200,
+        help="bootstrap refits per replicate's analysis (default 200, as analyze)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the planted noise (default 0)")
     p.add_argument("--jobs", type=int, default=None, help="processes (default: the CPUs available)")
     p.add_argument("--out", default=None, help="folder for power.png, outcomes.csv, design.json")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--propose", action="store_true",
-                   help="search candidate plans within --budget and write the most powerful")
-    p.add_argument("--budget", default=None,
-                   help="with --propose: the budget with its unit, e.g. 1000gpu-h, 4cpu-h, 3e18flops")
-    p.add_argument("--target", type=float, default=3.0,
-                   help="with --propose: the effect b to be most powerful at (default 3)")
-    p.add_argument("--objective", choices=("power", "width"), default="power",
-                   help="with --propose: most powerful at --target (ties: narrowest interval), "
-                        "or narrowest median interval")
-    p.add_argument("--screen", type=int, default=20,
-                   help="with --propose: replicates per candidate in the first pass (default 20)")
-    p.add_argument("--candidates", type=int, default=12,
-                   help="with --propose: at most this many plans screened (default 12)")
-    p.add_argument("--finalists", type=int, default=2,
-                   help="with --propose: candidates rated in full after the screen (default 2; "
-                        "the plan as written is always rated)")
+    p.add_argument(
+        "--propose",
+        action="store_true",
+        help="search candidate plans within --budget and write the most powerful",
+    )
+    p.add_argument(
+        "--budget",
+        default=None,
+        help="with --propose: the budget with its unit, e.g. 1000gpu-h, 4cpu-h, 3e18flops",
+    )
+    p.add_argument(
+        "--target",
+        type=float,
+        default=3.0,
+        help="with --propose: the effect b to be most powerful at (default 3)",
+    )
+    p.add_argument(
+        "--objective",
+        choices=("power", "width"),
+        default="power",
+        help="with --propose: most powerful at --target (ties: narrowest interval), "
+        "or narrowest median interval",
+    )
+    p.add_argument(
+        "--screen",
+        type=int,
+        default=20,
+        help="with --propose: replicates per candidate in the first pass (default 20)",
+    )
+    p.add_argument(
+        "--candidates",
+        type=int,
+        default=12,
+        help="with --propose: at most this many plans screened (default 12)",
+    )
+    p.add_argument(
+        "--finalists",
+        type=int,
+        default=2,
+        help="with --propose: candidates rated in full after the screen (default 2; "
+        "the plan as written is always rated)",
+    )
     p.set_defaults(func=cmd_design)

@@ -21,8 +21,9 @@ from depthwidth.clitools import fail
 from sweeps.spec import SpecError, parse_spec
 
 UNITS = {"gpu-h": "gpu_hours", "cpu-h": "cpu_core_hours", "flops": "flops", "pf-days": "pf_days"}
-_BUDGET_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(gpu-h|cpu-h|flops|pf-days)\s*$",
-                        re.IGNORECASE)
+_BUDGET_RE = re.compile(
+    r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(gpu-h|cpu-h|flops|pf-days)\s*$", re.IGNORECASE
+)
 
 
 def parse_budget_value(text: str | None, resources) -> float:
@@ -32,8 +33,10 @@ def parse_budget_value(text: str | None, resources) -> float:
 
     m = _BUDGET_RE.match(text or "")
     if not m or float(m.group(1)) <= 0:
-        raise SpecError(f"--budget = {text!r} is invalid: give a positive number with its unit, "
-                        f"e.g. 1000gpu-h, 4cpu-h, 3e18flops or 2pf-days.")
+        raise SpecError(
+            f"--budget = {text!r} is invalid: give a positive number with its unit, "
+            f"e.g. 1000gpu-h, 4cpu-h, 3e18flops or 2pf-days."
+        )
     v, unit = float(m.group(1)), m.group(2).lower()
     if unit == "gpu-h":
         return v * 3600 * resources.gpu_tflops * 1e12
@@ -83,8 +86,17 @@ def candidate_docs(doc: dict, tokens: float) -> list[tuple[dict, dict]]:
     lrs = list(grid.get("lr", [])) or [None]
     seeds0 = list(grid.get("seed", [0]))
     budget0 = doc.get("budget")
-    out = [(doc, {"depth_cap": "as written", "tokens": "as written", "seeds": len(seeds0),
-                  "lr_points": len(lrs) if lrs != [None] else 1})]
+    out = [
+        (
+            doc,
+            {
+                "depth_cap": "as written",
+                "tokens": "as written",
+                "seeds": len(seeds0),
+                "lr_points": len(lrs) if lrs != [None] else 1,
+            },
+        )
+    ]
     caps = ["as written", 3, 2]
     rules = ["as written", "fixed"] if budget0 else ["as written"]
     lr_sets = [lrs] + ([[lrs[len(lrs) // 2]]] if len(lrs) >= 3 else [])
@@ -96,12 +108,17 @@ def candidate_docs(doc: dict, tokens: float) -> list[tuple[dict, dict]]:
         if cap != "as written":
             where = d.get("where", [])
             d["where"] = ([where] if isinstance(where, str) else list(where)) + [
-                f"depth <= {cap} * log3(width)"]
+                f"depth <= {cap} * log3(width)"
+            ]
         if rule == "fixed":
             keep = {k: v for k, v in budget0.items() if k in ("evals", "warmup_fraction")}
             d["budget"] = {"tokens": float(f"{tokens:.3g}"), **keep}
-        what = {"depth_cap": cap, "tokens": rule if rule == "as written" else f"{tokens:.3g} fixed",
-                "seeds": n_seeds, "lr_points": len(lr_set)}
+        what = {
+            "depth_cap": cap,
+            "tokens": rule if rule == "as written" else f"{tokens:.3g} fixed",
+            "seeds": n_seeds,
+            "lr_points": len(lr_set),
+        }
         if what != out[0][1]:
             out.append((d, what))
     return out
@@ -141,27 +158,53 @@ def _screen(c: dict, model, target: float, args) -> None:
     out = dz.simulate(c["trials"], [target], model, args.screen, args.bootstrap, args.seed, args.jobs)
     s = dz.summarize(out)
     k = str(float(target))
-    c.update(power=s["power"][k], power_se=s["power_mc"][k]["se"],
-             false_claim=s["false_claim"]["rate"], width=s["median_interval_width"][k],
-             replicates=args.screen, stage="screened")
+    c.update(
+        power=s["power"][k],
+        power_se=s["power_mc"][k]["se"],
+        false_claim=s["false_claim"]["rate"],
+        width=s["median_interval_width"][k],
+        replicates=args.screen,
+        stage="screened",
+    )
 
 
 def _final(c: dict, model, target: float, args) -> None:
     from analysis import design as dz
 
-    out = dz.power_runs(c["trials"], [target], model, args.replicates, args.bootstrap, args.seed,
-                        args.jobs)
+    out = dz.power_runs(c["trials"], [target], model, args.replicates, args.bootstrap, args.seed, args.jobs)
     s = dz.summarize(out)
     k = str(float(target))
-    c.update(power=s["power"][k], power_se=s["power_mc"][k]["se"],
-             false_claim=s["false_claim"]["rate"], width=s["median_interval_width"][k],
-             replicates=int((out["effect"].astype(str) == k).sum()), stage="rated")
+    c.update(
+        power=s["power"][k],
+        power_se=s["power_mc"][k]["se"],
+        false_claim=s["false_claim"]["rate"],
+        width=s["median_interval_width"][k],
+        replicates=int((out["effect"].astype(str) == k).sum()),
+        stage="rated",
+    )
 
 
 def _table(cands: list[dict], unit: str):
     import pandas as pd
-    cols = ["id", "stage", "depth_cap", "tokens", "seeds", "lr_points", "n_trials", "flops", unit,
-            "within_budget", "power", "power_se", "false_claim", "width", "replicates", "note"]
+
+    cols = [
+        "id",
+        "stage",
+        "depth_cap",
+        "tokens",
+        "seeds",
+        "lr_points",
+        "n_trials",
+        "flops",
+        unit,
+        "within_budget",
+        "power",
+        "power_se",
+        "false_claim",
+        "width",
+        "replicates",
+        "note",
+    ]
     return pd.DataFrame([{k: c.get(k) for k in cols} for c in cands], columns=cols)
 
 
@@ -169,7 +212,7 @@ def propose(args, effects) -> int:
     """Search, rate and write the chosen plan; returns the exit code."""
     import numpy as np
 
-    from sweeps.design import build_model, cost_text, default_model, trials_frame
+    from sweeps.design_plan import build_model, cost_text, default_model, trials_frame
     from sweeps.spec import load_spec
 
     try:
@@ -194,8 +237,12 @@ def propose(args, effects) -> int:
             c["note"] = str(exc)
             cands.append(c)
             continue
-        c.update(n_trials=len(c["trials"]), flops=tot["flops"], **{unit: tot.get(unit)},
-                 within_budget=tot["flops"] <= budget * (1 + 1e-9))
+        c.update(
+            n_trials=len(c["trials"]),
+            flops=tot["flops"],
+            **{unit: tot.get(unit)},
+            within_budget=tot["flops"] <= budget * (1 + 1e-9),
+        )
         key = frozenset(c["trials"]["trial_id"])
         if key in seen:
             c.update(stage="duplicate", within_budget=False, note=f"the same trials as candidate {seen[key]}")
@@ -206,14 +253,20 @@ def propose(args, effects) -> int:
     pool = [c for c in cands if c.get("within_budget")]
     pool = _most_seeds(pool, args.candidates)
     if not pool:
-        return fail(f"--budget = {args.budget!r} is invalid: no candidate plan fits it (the "
-                    f"cheapest costs {min(c['flops'] for c in cands if 'flops' in c):.3g} FLOPs).")
-    models = {c["id"]: build_model(c["spec"], c["trials"], args)[0] if args.pilot else
-              default_model(c["spec"], c["trials"], args.noise) for c in pool}
+        return fail(
+            f"--budget = {args.budget!r} is invalid: no candidate plan fits it (the "
+            f"cheapest costs {min(c['flops'] for c in cands if 'flops' in c):.3g} FLOPs)."
+        )
+    models = {
+        c["id"]: build_model(c["spec"], c["trials"], args)[0]
+        if args.pilot
+        else default_model(c["spec"], c["trials"], args.noise)
+        for c in pool
+    }
     for c in pool:
         _screen(c, models[c["id"]], args.target, args)
     pool.sort(key=lambda c: _rank_key(c, args.objective))
-    finalists = pool[:args.finalists] + [c for c in pool[args.finalists:] if c["id"] == 0]
+    finalists = pool[: args.finalists] + [c for c in pool[args.finalists :] if c["id"] == 0]
     for c in finalists:
         _final(c, models[c["id"]], args.target, args)
     finalists.sort(key=lambda c: _rank_key(c, args.objective))
@@ -231,25 +284,34 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
     if isinstance(doc.get("storage"), dict) and "path" in doc["storage"]:
         doc["storage"]["path"] = doc["storage"]["path"].rstrip("/") + "-proposed"
     base = next(c for c in cands if c["id"] == 0)
-    human = unit.replace("_", " ").replace("cpu core hours", "CPU core-hours").replace(
-        "gpu hours", "GPU-hours")
+    human = (
+        unit.replace("_", " ").replace("cpu core hours", "CPU core-hours").replace("gpu hours", "GPU-hours")
+    )
     if best["id"] == 0:
-        verdict = (f"the plan as written is the best found: no candidate within "
-                   f"{args.budget} was more powerful at b = {args.target:g}"
-                   + (" or had a narrower interval" if args.objective == "power" else ""))
+        verdict = (
+            f"the plan as written is the best found: no candidate within "
+            f"{args.budget} was more powerful at b = {args.target:g}"
+            + (" or had a narrower interval" if args.objective == "power" else "")
+        )
     else:
-        verdict = (f"candidate {best['id']} ({_what(best)}) reaches power {best['power']:.2f} at "
-                   f"b = {args.target:g} for {best[unit]:.3g} {human}"
-                   + (f"; the plan as written: {base['power']:.2f} for {base[unit]:.3g}"
-                      if base.get("power") is not None else
-                      f"; the plan as written costs {base.get(unit, float('nan')):.3g} {human}"
-                      + (" (over the budget)" if not base.get("within_budget") else "")))
-    head = (f"# Proposed by `depthwidth design --propose` from {spec.source_path} for a budget of "
-            f"{args.budget}: {_what(best)}.\n# Rated on planted replicates (docs/design-power.md): "
-            f"power {best['power']:.2f} at b = {args.target:g}, false claims "
-            f"{best['false_claim']:.2f}, median interval width "
-            f"{'-' if best['width'] is None else format(best['width'], '.3g')} "
-            f"({best['replicates']} replicates, seed noise {noise['value']:.2%}, {noise['source']}).\n")
+        verdict = (
+            f"candidate {best['id']} ({_what(best)}) reaches power {best['power']:.2f} at "
+            f"b = {args.target:g} for {best[unit]:.3g} {human}"
+            + (
+                f"; the plan as written: {base['power']:.2f} for {base[unit]:.3g}"
+                if base.get("power") is not None
+                else f"; the plan as written costs {base.get(unit, float('nan')):.3g} {human}"
+                + (" (over the budget)" if not base.get("within_budget") else "")
+            )
+        )
+    head = (
+        f"# Proposed by `depthwidth design --propose` from {spec.source_path} for a budget of "
+        f"{args.budget}: {_what(best)}.\n# Rated on planted replicates (docs/design-power.md): "
+        f"power {best['power']:.2f} at b = {args.target:g}, false claims "
+        f"{best['false_claim']:.2f}, median interval width "
+        f"{'-' if best['width'] is None else format(best['width'], '.3g')} "
+        f"({best['replicates']} replicates, seed noise {noise['value']:.2%}, {noise['source']}).\n"
+    )
     toml_path, table = out / "proposed.toml", _table(cands, unit)
     text = head + to_toml(doc)
     parse_spec(text, str(toml_path))  # what is written must parse
@@ -258,20 +320,33 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
     table.to_csv(out / "candidates.csv", index=False)
     with atomic_file(out / "candidates.md", "w") as f:
         f.write(_markdown(table.drop(columns=["note"])))
-    result = {"proposed": str(toml_path), "candidates": str(out / "candidates.csv"),
-              "chosen": best["id"], "verdict": verdict, "budget": args.budget,
-              "budget_flops": budget, "target": args.target, "objective": args.objective,
-              "power": best["power"], "power_se": best["power_se"],
-              "false_claim": best["false_claim"], "median_interval_width": best["width"],
-              "replicates": best["replicates"], "cost": {"flops": best["flops"], unit: best[unit]},
-              "noise": noise, "n_candidates": len(cands),
-              "n_within_budget": int(sum(bool(c.get("within_budget")) for c in cands))}
+    result = {
+        "proposed": str(toml_path),
+        "candidates": str(out / "candidates.csv"),
+        "chosen": best["id"],
+        "verdict": verdict,
+        "budget": args.budget,
+        "budget_flops": budget,
+        "target": args.target,
+        "objective": args.objective,
+        "power": best["power"],
+        "power_se": best["power_se"],
+        "false_claim": best["false_claim"],
+        "median_interval_width": best["width"],
+        "replicates": best["replicates"],
+        "cost": {"flops": best["flops"], unit: best[unit]},
+        "noise": noise,
+        "n_candidates": len(cands),
+        "n_within_budget": int(sum(bool(c.get("within_budget")) for c in cands)),
+    }
     if args.json:
         print(json.dumps(result, default=float))
     else:
-        print(f"{len(cands)} candidate plans, {result['n_within_budget']} within {args.budget} "
-              f"({budget:.3g} FLOPs); screened on {args.screen} replicates each, the best "
-              f"{args.finalists} and the plan as written rated in full")
+        print(
+            f"{len(cands)} candidate plans, {result['n_within_budget']} within {args.budget} "
+            f"({budget:.3g} FLOPs); screened on {args.screen} replicates each, the best "
+            f"{args.finalists} and the plan as written rated in full"
+        )
         print(verdict)
         cost = {"flops": best["flops"], "pf_days": best["flops"] / 8.64e19, unit: best[unit]}
         print(f"proposed spec: {toml_path} (cost: {cost_text(cost)})")
@@ -290,7 +365,7 @@ def _markdown(table) -> str:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return "-"
         return f"{v:.3g}" if isinstance(v, float) else str(v)
-    rows = ["| " + " | ".join(map(str, table.columns)) + " |",
-            "|" + "---|" * len(table.columns)]
+
+    rows = ["| " + " | ".join(map(str, table.columns)) + " |", "|" + "---|" * len(table.columns)]
     rows += ["| " + " | ".join(cell(v) for v in r) + " |" for r in table.itertuples(index=False)]
     return "\n".join(rows) + "\n"

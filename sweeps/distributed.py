@@ -29,7 +29,7 @@ from sweeps.trainable import FINAL_KEY, RESUME_NOTE_KEY, first_loadable, train_c
 # workers of one CPU fit a node of N CPUs, only for the memory its process takes (Ray, Train and
 # torch imported; a Tune request needs some resource). The workers' own resources are Train's
 # placement group.
-DRIVER = {"memory": 512 * 2 ** 20}
+DRIVER = {"memory": 512 * 2**20}
 
 
 def run_workers(config: dict[str, Any]) -> None:
@@ -44,18 +44,23 @@ def run_workers(config: dict[str, Any]) -> None:
     use_gpu = ask.get("GPU", 0) > 0
     store = Location(run["store"])
     trainer = TorchTrainer(
-        worker_loop, train_loop_config=config,
-        scaling_config=ray_train.ScalingConfig(num_workers=int(run["workers"]), use_gpu=use_gpu,
-                                               resources_per_worker=ask),
+        worker_loop,
+        train_loop_config=config,
+        scaling_config=ray_train.ScalingConfig(
+            num_workers=int(run["workers"]), use_gpu=use_gpu, resources_per_worker=ask
+        ),
         torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
         run_config=ray_train.RunConfig(
             # the Tune trial's own folder: one Train run per trial and experiment, so a restarted
             # Tune attempt continues the same run (Train restores it by name)
-            name=trial["trial_id"], storage_path=store.path(f"{TUNE_DIR}/{run['experiment']}"),
+            name=trial["trial_id"],
+            storage_path=store.path(f"{TUNE_DIR}/{run['experiment']}"),
             storage_filesystem=store.fs,
             failure_config=ray_train.FailureConfig(max_failures=int(run.get("max_failures", 0))),
             checkpoint_config=ray_train.CheckpointConfig(num_to_keep=2),
-            callbacks=[TuneReportCallback()]))
+            callbacks=[TuneReportCallback()],
+        ),
+    )
     trainer.fit()
 
 
@@ -74,20 +79,26 @@ def worker_loop(config: dict[str, Any]) -> None:
     device = None
     if trial["resources"].get("GPU", 0) > 0:
         from ray.train.torch import get_device
+
         device = str(get_device())
     work = tempfile.mkdtemp(prefix=f"depthwidth-{tid}-{rank}-")
     try:
         candidates = [ray_train.get_checkpoint()]  # the Train run's last, after a worker restart
         candidates += [tune.Checkpoint(uri) for uri in trial.get("resume_uris", [])]  # older runs'
-        resume_from, resumed_step, note = first_loadable([c for c in candidates if c is not None],
-                                                          work, load_checkpoint)
+        resume_from, resumed_step, note = first_loadable(
+            [c for c in candidates if c is not None], work, load_checkpoint
+        )
         hook = trial_hook(run)
         if hook and rank == 0:
             hook.started(run["hook"][1], tid, resumed_step, os.getpid(), world)
 
         def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
-            metrics = {**metrics, "trial_id": tid, "progress": metrics["step"] / train_cfg.steps,
-                       RESUME_NOTE_KEY: note}
+            metrics = {
+                **metrics,
+                "trial_id": tid,
+                "progress": metrics["step"] / train_cfg.steps,
+                RESUME_NOTE_KEY: note,
+            }
             saved = None
             if checkpoint is not None:  # rank 0 only: the others pass none
                 saved = tune.Checkpoint.from_directory(checkpoint)
@@ -96,15 +107,32 @@ def worker_loop(config: dict[str, Any]) -> None:
             if saved is not None and hook:
                 hook.checkpointed(run["hook"][1], tid, resumed_step, int(metrics["step"]))
 
-        result = train(model, data, train_cfg, report=report,
-                       checkpoint_dir=os.path.join(work, "checkpoint"), resume_from=resume_from,
-                       parallel=Parallel(rank, world, run.get("sharding", "ddp"), device))
-        node = {"node_id": ray.get_runtime_context().get_node_id(),
-                "node_ip": ray.util.get_node_ip_address()}
-        ray_train.report({"trial_id": tid, "step": result.steps, "progress": 1.0,
-                          RESUME_NOTE_KEY: note,
-                          FINAL_KEY: json.dumps({"result": result.to_dict(), "node": node,
-                                                 "resumed_from_step": resumed_step,
-                                                 "resume_note": note, "workers": world})})
+        result = train(
+            model,
+            data,
+            train_cfg,
+            report=report,
+            checkpoint_dir=os.path.join(work, "checkpoint"),
+            resume_from=resume_from,
+            parallel=Parallel(rank, world, run.get("sharding", "ddp"), device),
+        )
+        node = {"node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
+        ray_train.report(
+            {
+                "trial_id": tid,
+                "step": result.steps,
+                "progress": 1.0,
+                RESUME_NOTE_KEY: note,
+                FINAL_KEY: json.dumps(
+                    {
+                        "result": result.to_dict(),
+                        "node": node,
+                        "resumed_from_step": resumed_step,
+                        "resume_note": note,
+                        "workers": world,
+                    }
+                ),
+            }
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -22,10 +22,26 @@ from sweeps.store import ResultStore, make_curve, make_row
 from sweeps.tracking import Trackers, TrialInfo, eval_metrics
 from sweeps.trainable import FINAL_KEY, RESUME_NOTE_KEY
 
-_TUNE_KEYS = ("done", "training_iteration", "time_total_s", "time_this_iter_s", "timestamp",
-              "time_since_restore", "iterations_since_restore", "timesteps_total",
-              "timesteps_since_restore", "episodes_total", "pid", "node_ip", "hostname", "date",
-              "config", "checkpoint_dir_name", "should_checkpoint", "experiment_tag")
+_TUNE_KEYS = (
+    "done",
+    "training_iteration",
+    "time_total_s",
+    "time_this_iter_s",
+    "timestamp",
+    "time_since_restore",
+    "iterations_since_restore",
+    "timesteps_total",
+    "timesteps_since_restore",
+    "episodes_total",
+    "pid",
+    "node_ip",
+    "hostname",
+    "date",
+    "config",
+    "checkpoint_dir_name",
+    "should_checkpoint",
+    "experiment_tag",
+)
 
 
 class TrialFeed(Searcher):
@@ -83,8 +99,9 @@ class StoreWriter(tune.Callback):
         res = final["result"]
         if "workers" in final:  # the world size that actually trained it (sweeps/distributed.py)
             cfg = {**cfg, "workers": final["workers"]}
-        row = make_row(self.sweep, cfg, res, final["node"], final["resumed_from_step"],
-                       final.get("resume_note", ""))
+        row = make_row(
+            self.sweep, cfg, res, final["node"], final["resumed_from_step"], final.get("resume_note", "")
+        )
         curve = make_curve(tid, res["curve"])
         try:
             self.store.add_trial(row, curve)
@@ -101,8 +118,11 @@ class StoreWriter(tune.Callback):
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         tid = trial.config["trial"]["trial_id"]
-        why = ("was killed by Ray's memory monitor" if error_line(trial).startswith("killed by Ray's")
-               else "lost its worker")
+        why = (
+            "was killed by Ray's memory monitor"
+            if error_line(trial).startswith("killed by Ray's")
+            else "lost its worker"
+        )
         self.view.note(f"trial {self.labels[tid]} {why}; restarting from its last checkpoint")
 
     def on_trial_error(self, iteration, trials, trial, **info):
@@ -160,8 +180,9 @@ class TrackerFeed(tune.Callback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         tid = trial.config["trial"]["trial_id"]
         if FINAL_KEY not in result and "step" in result and tid in self.infos:
-            self.trackers.evaluation(self.infos[tid], int(result["step"]),
-                                     eval_metrics(result, skip=_TUNE_KEYS))
+            self.trackers.evaluation(
+                self.infos[tid], int(result["step"]), eval_metrics(result, skip=_TUNE_KEYS)
+            )
         while self.writer.stored:
             row, curve = self.writer.stored.pop(0)
             if row["trial_id"] in self.infos:

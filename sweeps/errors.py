@@ -25,16 +25,27 @@ def number(path: str, key: str, v: Any, *, positive: bool = True, integer: bool 
     return v
 
 
-def known_table(value: Any, path: str, name: str, known: tuple[str, ...], *, label: str | None = None,
-          noun: str = "key", what: str = "expected a table") -> Mapping[str, Any]:
+def known_table(
+    value: Any,
+    path: str,
+    name: str,
+    known: tuple[str, ...],
+    *,
+    label: str | None = None,
+    noun: str = "key",
+    what: str = "expected a table",
+) -> Mapping[str, Any]:
     """`value` (the spec's `name`) as a table whose keys are all `known`; `label` is how the
     message shows the table ("[budget]", "tracking.wandb"; default "[name]")."""
     if not isinstance(value, Mapping):
         raise fail(path, name, value, what)
     for k in value:
         if k not in known:
-            allowed = (f"the only {noun} is {known[0]!r}" if len(known) == 1
-                       else f"known {noun}s: {', '.join(known)}")
+            allowed = (
+                f"the only {noun} is {known[0]!r}"
+                if len(known) == 1
+                else f"known {noun}s: {', '.join(known)}"
+            )
             raise SpecError(f"{path}: {label or f'[{name}]'} has no {noun} {k!r}; {allowed}.")
     return value
 

@@ -23,8 +23,9 @@ def _say(line: str) -> None:
     print(f"sweep: {line}", file=sys.stderr, flush=True)
 
 
-def _cheap_sources(names: list[str], used: set[str], base: Mapping[str, Mapping[str, Any]],
-                   resolve: Callable) -> dict[str, tuple[str, Any]] | None:
+def _cheap_sources(
+    names: list[str], used: set[str], base: Mapping[str, Mapping[str, Any]], resolve: Callable
+) -> dict[str, tuple[str, Any]] | None:
     """Where each name the filter reads comes from without building a trial: ('axis', index)
     or ('fixed', value); None when one needs the built config (n_params, a default value)."""
     axis_of = {resolve(n): i for i, n in enumerate(names)}
@@ -53,8 +54,11 @@ def _kept_combos(names, axes, sources, compiled, evaluate) -> tuple[list[int], s
     kept = set()
     for idx in itertools.product(*(range(len(axes[names[i]])) for i in read)):
         at = dict(zip(read, idx))
-        env = {n: (axes[names[v]][at[v]] if kind == "axis" else v)
-               for n, (kind, v) in sources.items() if kind != "aspect"}
+        env = {
+            n: (axes[names[v]][at[v]] if kind == "axis" else v)
+            for n, (kind, v) in sources.items()
+            if kind != "aspect"
+        }
         if "aspect" in sources:
             env["aspect"] = env["model.width"] / env["model.depth"]
         if all(evaluate(c, env) for c in compiled):
@@ -62,9 +66,16 @@ def _kept_combos(names, axes, sources, compiled, evaluate) -> tuple[list[int], s
     return read, kept
 
 
-def grid_trials(names: list[str], axes: Mapping[str, list], count_check: Callable[[int], None],
-                build: Callable[[dict], Any], keep: Callable[[Any], bool],
-                sources: dict | None, compiled: list, evaluate: Callable) -> list:
+def grid_trials(
+    names: list[str],
+    axes: Mapping[str, list],
+    count_check: Callable[[int], None],
+    build: Callable[[dict], Any],
+    keep: Callable[[Any], bool],
+    sources: dict | None,
+    compiled: list,
+    evaluate: Callable,
+) -> list:
     """The grid's trials in product order, each id once. `build(point)` makes a Trial, `keep`
     applies the filter to a built trial (used when `sources` is None), `count_check(n)` refuses
     a grid of n trials."""
@@ -95,8 +106,7 @@ def grid_trials(names: list[str], axes: Mapping[str, list], count_check: Callabl
             seen.add(trial.trial_id)
             trials.append(trial)
             if loud and len(trials) % PROGRESS_EVERY == 0:
-                _say(f"{len(trials):,} of {n_trials:,} trials built "
-                     f"({time.perf_counter() - t0:.0f} s)")
+                _say(f"{len(trials):,} of {n_trials:,} trials built ({time.perf_counter() - t0:.0f} s)")
     return trials
 
 

@@ -54,8 +54,10 @@ def stored_infos(store, runs) -> dict[str, TrialInfo]:
     for tid, cfg in configs.items():
         axes = tuple((k if k in ("depth", "width") else f"{s}.{k}", cfg[s][k]) for s, k in varying)
         m = cfg.get("model", {})
-        name = " ".join([f"d{m.get('depth')} w{m.get('width')}"] +
-                        [f"{k}={v}" for k, v in axes if k not in ("depth", "width")])
+        name = " ".join(
+            [f"d{m.get('depth')} w{m.get('width')}"]
+            + [f"{k}={v}" for k, v in axes if k not in ("depth", "width")]
+        )
         infos[tid] = TrialInfo(tid, name, sweep, axes, cfg)
     return infos
 
@@ -70,15 +72,19 @@ def _varying(configs: Iterable[dict[str, dict[str, Any]]]) -> list[tuple[str, st
     return sorted(keys, key=lambda sk: (sk[1] not in ("depth", "width"), sk[1] != "depth", sk))
 
 
-def send_stored(trackers: Trackers, store, infos: dict[str, TrialInfo], only: Iterable[str] | None = None) -> int:
+def send_stored(
+    trackers: Trackers, store, infos: dict[str, TrialInfo], only: Iterable[str] | None = None
+) -> int:
     """Queue every stored trial (or those in `only`) for the trackers; returns how many."""
     runs = store.runs()
     if runs.empty:
         return 0
     wanted = set(runs["trial_id"]) if only is None else set(only) & set(runs["trial_id"])
     curves = store.curves()
-    by_trial = {tid: g.sort_values("step").to_dict("records")
-                for tid, g in curves[curves["trial_id"].isin(wanted)].groupby("trial_id")}
+    by_trial = {
+        tid: g.sort_values("step").to_dict("records")
+        for tid, g in curves[curves["trial_id"].isin(wanted)].groupby("trial_id")
+    }
     n = 0
     for row in runs.to_dict("records"):
         tid = row["trial_id"]
@@ -93,6 +99,7 @@ def build(tracking: Tracking, sweep: str, store, export: bool = False) -> Tracke
     not that a sweep goes on)."""
     from sweeps.trackers import factories
     from sweeps.tracking import EXPORT_STOPS
+
     made, later = factories(tracking, sweep, store.root if store.is_local else None, store.location)
     return Trackers(made, {}, after=EXPORT_STOPS) if export else Trackers(made, later)
 
@@ -102,8 +109,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     from sweeps.spec import SpecError
     from sweeps.store import ResultStore
 
-    tracking = Tracking().with_flags(mlflow=args.mlflow, wandb=args.wandb, wandb_mode=args.wandb_mode,
-                                     tensorboard=args.tensorboard, wandb_entity=args.wandb_entity)
+    tracking = Tracking().with_flags(
+        mlflow=args.mlflow,
+        wandb=args.wandb,
+        wandb_mode=args.wandb_mode,
+        tensorboard=args.tensorboard,
+        wandb_entity=args.wandb_entity,
+    )
     if not tracking.enabled:
         return fail("export needs a tracker: give --mlflow URI, --wandb PROJECT or --tensorboard DIR.")
     try:
@@ -126,8 +138,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(w, file=sys.stderr)
     for name, s in trackers.summary().items():
         state = "failed" if s["failed"] else "done"
-        print(f"{name}: {state}; {s['runs_created']} runs created, {s['steps_logged']} steps logged "
-              f"(trials it already held are skipped)")
+        print(
+            f"{name}: {state}; {s['runs_created']} runs created, {s['steps_logged']} steps logged "
+            f"(trials it already held are skipped)"
+        )
     return 1 if any(s["failed"] for s in trackers.summary().values()) else 0
 
 
@@ -139,15 +153,23 @@ def add_tracker_flags(p: argparse.ArgumentParser, tensorboard_dir_only: bool = F
     if tensorboard_dir_only:
         p.add_argument("--tensorboard", metavar="DIR", help="write TensorBoard event files to DIR")
     else:
-        p.add_argument("--tensorboard", nargs="?", const=True, metavar="DIR",
-                       help="TensorBoard event files (default: <store>/tensorboard)")
+        p.add_argument(
+            "--tensorboard",
+            nargs="?",
+            const=True,
+            metavar="DIR",
+            help="TensorBoard event files (default: <store>/tensorboard)",
+        )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("export", help="push a results store to MLflow, W&B or TensorBoard",
-                              description="Send every stored trial to experiment trackers: one "
-                                          "run per trial, each evaluation once; what a tracker "
-                                          "already holds is skipped.")
+    p = subparsers.add_parser(
+        "export",
+        help="push a results store to MLflow, W&B or TensorBoard",
+        description="Send every stored trial to experiment trackers: one "
+        "run per trial, each evaluation once; what a tracker "
+        "already holds is skipped.",
+    )
     p.add_argument("store", help="results store folder or URI, e.g. results/smoke")
     add_tracker_flags(p, tensorboard_dir_only=True)
     p.set_defaults(func=cmd_export)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 # The estimate is "accurate to a small factor" (accounting.py), and the allocator fragments:
 # ask for 25% more than it says, plus the CUDA context and allocator slack of each process.
@@ -25,8 +26,19 @@ PROCESS_GB = 0.5
 # The node label a cluster may set (ray start --labels='{"depthwidth.io/gpu-memory-gb": "80"}').
 GPU_MEMORY_LABEL = "depthwidth.io/gpu-memory-gb"
 # Memory per GPU of Ray's accelerator types (vendor data sheets), where the type fixes it.
-ACCELERATOR_GB = {"H100": 80, "H200": 141, "A100-40G": 40, "A100-80G": 80, "L4": 24, "L40S": 48,
-                  "A10G": 24, "T4": 16, "B200": 180, "H20": 96, "RTX-PRO-6000": 96}
+ACCELERATOR_GB = {
+    "H100": 80,
+    "H200": 141,
+    "A100-40G": 40,
+    "A100-80G": 80,
+    "L4": 24,
+    "L40S": 48,
+    "A10G": 24,
+    "T4": 16,
+    "B200": 180,
+    "H20": 96,
+    "RTX-PRO-6000": 96,
+}
 # Below this much training work per step a second torch thread does not pay on CPU: the step is
 # a few hundred small kernels, and every one waits for the slowest thread (bench/cpu_threads.py;
 # docs/bench/train.md). One thread per this much work, up to the CPUs the trial holds.
@@ -70,12 +82,13 @@ def host_memory(need_bytes: float) -> int:
     same ask, so Tune can hand a finished trial's warm process to the next (it reuses an actor
     only for an identical request)."""
     need = need_bytes * SAFETY + PROCESS_GB * 1e9
-    step = 256 * 2 ** 20
+    step = 256 * 2**20
     return int(step * 2 ** max(0, math.ceil(math.log2(need / step))))
 
 
-def cpu_threads(flops_per_step: float, cpus: float, load: float | None = None,
-                cores: int | None = None) -> int:
+def cpu_threads(
+    flops_per_step: float, cpus: float, load: float | None = None, cores: int | None = None
+) -> int:
     """torch intra-op threads for a CPU trial: one per FLOPS_PER_THREAD of work per step, at
     least one and at most the CPUs the trial holds; one when the machine is already busier than
     its cores (load average ≥ cores), since an extra thread then waits for a core while every

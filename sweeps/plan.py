@@ -8,13 +8,14 @@ throughput the spec assumes (resources.gpu_tflops / cpu_gflops).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from depthwidth.published import PF_DAY
 from sweeps.packing import GPU_CONTEXT_GB, PROCESS_GB, SAFETY
 from sweeps.spec import SpecError, SweepSpec, Trial, resolve_model
 
-INT64_LIMIT = 2 ** 63  # the store's count columns (N, tokens, steps) are 64-bit integers
+INT64_LIMIT = 2**63  # the store's count columns (N, tokens, steps) are 64-bit integers
 
 
 def trial_plan(trial: Trial, spec: SweepSpec, gpu_gb: float | None = None) -> dict[str, Any]:
@@ -45,14 +46,28 @@ def trial_plan(trial: Trial, spec: SweepSpec, gpu_gb: float | None = None) -> di
     else:
         fits, memory = True, host_memory(need)  # CPU trials ask Ray for their memory
     return {
-        "trial_id": trial.trial_id, "family": model.family, "depth": model.depth,
-        "width": model.width, "heads": model.heads, "seed": trial.train.seed, "lr": trial.train.lr,
-        "n_params": counts.n_params, "n_params_total": counts.n_params_total,
-        "steps": trial.train.steps, "tokens": tokens, "flops": train_flops,
-        "workers": r.workers, "sharding": r.sharding, "cpus": r.cpus,
-        "gpus": share, "gpu_memory_gb": gpu_gb if r.uses_gpus else None,
-        "mem_gb": mem_gb, "mem_budget_gb": (share or 0) * gpu_gb if r.uses_gpus else float("nan"),
-        "memory_bytes": memory, "fits": bool(fits), "fsdp_workers_to_fit": hint,
+        "trial_id": trial.trial_id,
+        "family": model.family,
+        "depth": model.depth,
+        "width": model.width,
+        "heads": model.heads,
+        "seed": trial.train.seed,
+        "lr": trial.train.lr,
+        "n_params": counts.n_params,
+        "n_params_total": counts.n_params_total,
+        "steps": trial.train.steps,
+        "tokens": tokens,
+        "flops": train_flops,
+        "workers": r.workers,
+        "sharding": r.sharding,
+        "cpus": r.cpus,
+        "gpus": share,
+        "gpu_memory_gb": gpu_gb if r.uses_gpus else None,
+        "mem_gb": mem_gb,
+        "mem_budget_gb": (share or 0) * gpu_gb if r.uses_gpus else float("nan"),
+        "memory_bytes": memory,
+        "fits": bool(fits),
+        "fsdp_workers_to_fit": hint,
         "axes": ", ".join(f"{k}={v}" for k, v in trial.axes),
     }
 
@@ -73,23 +88,28 @@ def check_sizes(spec: SweepSpec, rows: Iterable[dict[str, Any]]) -> None:
     for row in rows:
         for key, what in (("n_params_total", "parameters"), ("tokens", "training tokens")):
             if row[key] >= INT64_LIMIT:
-                raise SpecError(f"{_where(spec, row)} is invalid: it has {row[key]:.3g} {what}, "
-                                f"more than the store's 64-bit counts hold (below 2**63).")
+                raise SpecError(
+                    f"{_where(spec, row)} is invalid: it has {row[key]:.3g} {what}, "
+                    f"more than the store's 64-bit counts hold (below 2**63)."
+                )
         if r.uses_gpus and not r.auto_gpus and row["mem_gb"] > r.gpu_memory_gb:
-            raise SpecError(f"{_where(spec, row)} is invalid: it needs about {row['mem_gb']:.3g} GB "
-                            f"to train, more than a whole {r.gpu_memory_gb:g} GB GPU "
-                            f"(resources.gpu_memory_gb).")
+            raise SpecError(
+                f"{_where(spec, row)} is invalid: it needs about {row['mem_gb']:.3g} GB "
+                f"to train, more than a whole {r.gpu_memory_gb:g} GB GPU "
+                f"(resources.gpu_memory_gb)."
+            )
 
 
-def check_node_memory(spec: SweepSpec, rows: Iterable[dict[str, Any]], node_bytes: float,
-                      where: str) -> None:
+def check_node_memory(spec: SweepSpec, rows: Iterable[dict[str, Any]], node_bytes: float, where: str) -> None:
     """CPU trials: the estimated memory must fit the largest node's memory (`where` names it)."""
     if spec.resources.uses_gpus:
         return
     for row in rows:
         if row["mem_gb"] * 1e9 > node_bytes:
-            raise SpecError(f"{_where(spec, row)} is invalid: it needs about {row['mem_gb']:.3g} GB "
-                            f"to train, more than the {node_bytes / 1e9:.3g} GB {where}.")
+            raise SpecError(
+                f"{_where(spec, row)} is invalid: it needs about {row['mem_gb']:.3g} GB "
+                f"to train, more than the {node_bytes / 1e9:.3g} GB {where}."
+            )
 
 
 def check_memory(spec: SweepSpec, rows: Iterable[dict[str, Any]] | None = None) -> None:
@@ -110,14 +130,19 @@ def check_memory(spec: SweepSpec, rows: Iterable[dict[str, Any]] | None = None) 
             raise SpecError(
                 f"{spec.source_path}: resources.gpus = {r.gpus!r} is invalid: the trial at {at} "
                 f"needs about {row['mem_gb']:.3g} GB{per}, more than {row['mem_budget_gb']:.3g} GB "
-                f"({r.gpus:g} of a {gb:g} GB GPU).")
+                f"({r.gpus:g} of a {gb:g} GB GPU)."
+            )
         n = row["fsdp_workers_to_fit"]
-        fix = (f"give it resources.workers = {n} with sharding = \"fsdp\"" if n
-               else "no number of FSDP workers that divides its batch brings it under one GPU")
+        fix = (
+            f'give it resources.workers = {n} with sharding = "fsdp"'
+            if n
+            else "no number of FSDP workers that divides its batch brings it under one GPU"
+        )
         raise SpecError(
             f"{spec.source_path}: resources.gpus = 'auto' is invalid: the trial at {at} needs about "
             f"{row['mem_gb']:.3g} GB{per}, more than one {gb:g} GB GPU holds with "
-            f"{round((SAFETY - 1) * 100)}% head-room; {fix}.")
+            f"{round((SAFETY - 1) * 100)}% head-room; {fix}."
+        )
 
 
 def ray_resources(row: dict[str, Any]) -> dict[str, float]:
@@ -171,9 +196,11 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
     lines = [f"sweep {spec.name!r}: {len(rows)} trials, storage {spec.storage}"]
     if spec.description:
         lines.append(spec.description)
-    head = (f"{'trial_id':16} {'family':11} {'depth':>5} {'width':>6} {'heads':>5} {'seed':>4} {'lr':>8} "
-            f"{'N':>12} {'steps':>8} {'tokens':>10} {'FLOPs':>9} {'mem GB':>8} {'GPU':>4} "
-            f"{'of GPU':>7}  state")
+    head = (
+        f"{'trial_id':16} {'family':11} {'depth':>5} {'width':>6} {'heads':>5} {'seed':>4} {'lr':>8} "
+        f"{'N':>12} {'steps':>8} {'tokens':>10} {'FLOPs':>9} {'mem GB':>8} {'GPU':>4} "
+        f"{'of GPU':>7}  state"
+    )
     lines += [head, "-" * len(head)]
     for row in rows:
         state = "done" if finished and row["trial_id"] in finished else "to run"
@@ -182,33 +209,45 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
         if here is not None and row["mem_gb"] * 1e9 > here:
             state += f" (too big for this machine's {here / 1e9:.3g} GB)"
         budget = f"{row['mem_budget_gb']:7.1f}" if row["mem_budget_gb"] == row["mem_budget_gb"] else "      -"
-        lines.append(f"{row['trial_id']:16} {row['family']:11} {row['depth']:5d} {row['width']:6d} "
-                     f"{row['heads']:5d} {row['seed']:4d} {row['lr']:8.2g} {row['n_params']:12,d} {row['steps']:8d} "
-                     f"{row['tokens']:10.3g} {row['flops']:9.3g} {row['mem_gb']:8.3f} "
-                     f"{_share(row['gpus']):>4} {budget}  {state}")
+        lines.append(
+            f"{row['trial_id']:16} {row['family']:11} {row['depth']:5d} {row['width']:6d} "
+            f"{row['heads']:5d} {row['seed']:4d} {row['lr']:8.2g} {row['n_params']:12,d} {row['steps']:8d} "
+            f"{row['tokens']:10.3g} {row['flops']:9.3g} {row['mem_gb']:8.3f} "
+            f"{_share(row['gpus']):>4} {budget}  {state}"
+        )
     t = totals(spec, rows)
     lines.append("-" * len(head))
     per = f"per worker, {r.workers} {r.sharding.upper()} workers per trial; " if r.workers > 1 else ""
     if r.auto_gpus:
-        lines.append(f"GPU shares ({per}gpus = \"auto\"): each worker's memory estimate x{SAFETY:g} + "
-                     f"{GPU_CONTEXT_GB:g} GB, rounded up to 1/8, 1/4, 1/2 or 1 of a "
-                     f"{r.gpu_memory_gb:g} GB GPU (resources.gpu_memory_gb; a sweep uses the GPU "
-                     f"memory its cluster's nodes report where they do)")
+        lines.append(
+            f'GPU shares ({per}gpus = "auto"): each worker\'s memory estimate x{SAFETY:g} + '
+            f"{GPU_CONTEXT_GB:g} GB, rounded up to 1/8, 1/4, 1/2 or 1 of a "
+            f"{r.gpu_memory_gb:g} GB GPU (resources.gpu_memory_gb; a sweep uses the GPU "
+            f"memory its cluster's nodes report where they do)"
+        )
     elif not r.uses_gpus:
-        lines.append(f"memory asked of Ray per {'worker' if r.workers > 1 else 'trial'}: the estimate "
-                     f"x{SAFETY:g} + {PROCESS_GB:g} GB for the process")
+        lines.append(
+            f"memory asked of Ray per {'worker' if r.workers > 1 else 'trial'}: the estimate "
+            f"x{SAFETY:g} + {PROCESS_GB:g} GB for the process"
+        )
     elif per:
         lines.append(f"memory and GPU fraction are {per.rstrip('; ')}")
     lines.append(f"total training compute {t['flops']:.3g} FLOPs = {t['pf_days']:.3g} PF-days")
     if "gpu_hours" in t:
-        lines.append(f"estimated {t['gpu_hours']:.3g} GPU-hours at an assumed {r.gpu_tflops:g} TFLOP/s "
-                     f"sustained per GPU (packing changes wall time, not GPU-hours)")
+        lines.append(
+            f"estimated {t['gpu_hours']:.3g} GPU-hours at an assumed {r.gpu_tflops:g} TFLOP/s "
+            f"sustained per GPU (packing changes wall time, not GPU-hours)"
+        )
     else:
-        lines.append(f"estimated {t['cpu_core_hours']:.3g} CPU core-hours at an assumed "
-                     f"{r.cpu_gflops:g} GFLOP/s per core ({r.cpus * r.workers:g} CPU per trial)")
+        lines.append(
+            f"estimated {t['cpu_core_hours']:.3g} CPU core-hours at an assumed "
+            f"{r.cpu_gflops:g} GFLOP/s per core ({r.cpus * r.workers:g} CPU per trial)"
+        )
     if finished is not None:
         todo = sum(1 for row in rows if row["trial_id"] not in finished)
         lines.append(f"{len(rows) - todo} trials already in the store, {todo} to run")
-    lines.append(f"what this plan can detect before it runs: depthwidth design {spec.source_path} "
-                 f"(docs/design-power.md)")
+    lines.append(
+        f"what this plan can detect before it runs: depthwidth design {spec.source_path} "
+        f"(docs/design-power.md)"
+    )
     return "\n".join(lines)

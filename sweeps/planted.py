@@ -35,12 +35,26 @@ def planted_result(trial: dict, law: dict | None = None) -> dict:
     loss = clean * float(np.exp(rng.normal(0.0, p["noise"])))
     tokens = train.steps * train.batch_size * model.seq_len
     curve = [{"step": train.steps, "tokens": tokens, "train_loss": loss, "val_loss": loss, "lr": train.lr}]
-    return {"status": "ok", "final_train_loss": loss, "final_val_loss": loss, "steps": train.steps,
-            "tokens": tokens, "flops": train_flops_per_token(model) * tokens, "wall_s": 0.0,
-            "n_params": counts.n_params, "n_params_total": counts.n_params_total,
-            "flops_per_token": train_flops_per_token(model), "device": "planted",
-            "torch_version": "", "depthwidth_version": "planted", "unigram_entropy": float("nan"),
-            "vocab_size": model.vocab_size, "curve": curve, "metrics": {}, "error": ""}
+    return {
+        "status": "ok",
+        "final_train_loss": loss,
+        "final_val_loss": loss,
+        "steps": train.steps,
+        "tokens": tokens,
+        "flops": train_flops_per_token(model) * tokens,
+        "wall_s": 0.0,
+        "n_params": counts.n_params,
+        "n_params_total": counts.n_params_total,
+        "flops_per_token": train_flops_per_token(model),
+        "device": "planted",
+        "torch_version": "",
+        "depthwidth_version": "planted",
+        "unigram_entropy": float("nan"),
+        "vocab_size": model.vocab_size,
+        "curve": curve,
+        "metrics": {},
+        "error": "",
+    }
 
 
 def planted_trial(config: dict) -> None:
@@ -57,7 +71,12 @@ def planted_trial(config: dict) -> None:
         hook.checkpointed(run["hook"][1], trial["trial_id"], 0, 0)
     time.sleep(float(law.pop("sleep_s", 0.0)))
     result = planted_result(trial, law)
-    tune.report({"trial_id": trial["trial_id"], "step": result["steps"], "progress": 1.0,
-                 RESUME_NOTE_KEY: "",
-                 FINAL_KEY: json.dumps({"result": result, "node": {}, "resumed_from_step": 0,
-                                        "resume_note": ""})})
+    tune.report(
+        {
+            "trial_id": trial["trial_id"],
+            "step": result["steps"],
+            "progress": 1.0,
+            RESUME_NOTE_KEY: "",
+            FINAL_KEY: json.dumps({"result": result, "node": {}, "resumed_from_step": 0, "resume_note": ""}),
+        }
+    )

@@ -41,9 +41,17 @@ def fmt_duration(seconds: float) -> str:
 
 
 class ProgressView:
-    def __init__(self, name: str, work: dict[str, float], labels: dict[str, str],  # work: trial_cost
-                 stream: TextIO | None = None, tty: bool | None = None,
-                 refresh_s: float = 0.5, log_every_s: float = 30.0, clock=time.monotonic):
+    def __init__(
+        self,
+        name: str,
+        work: dict[str, float],
+        labels: dict[str, str],  # work: trial_cost
+        stream: TextIO | None = None,
+        tty: bool | None = None,
+        refresh_s: float = 0.5,
+        log_every_s: float = 30.0,
+        clock=time.monotonic,
+    ):
         self.name, self.labels = name, labels
         self.work = {k: max(float(v), 1.0) for k, v in work.items()}
         self.stream = stream or sys.stdout
@@ -101,8 +109,9 @@ class ProgressView:
         return done / total if total else 1.0
 
     def line(self) -> str:
-        counts = {s: sum(1 for v in self.status.values() if v == s)
-                  for s in ("ok", "diverged", "failed", "error")}
+        counts = {
+            s: sum(1 for v in self.status.values() if v == s) for s in ("ok", "diverged", "failed", "error")
+        }
         n_done = counts["ok"] + counts["diverged"]
         n_failed = counts["failed"] + counts["error"]
         pending = len(self.work) - len(self.status) - len(self.running)
@@ -115,9 +124,11 @@ class ProgressView:
             eta = 0.0
         best = f"best val {self.best[0]:.4f} ({self.best[1]})" if self.best else "best val -"
         div = f", {counts['diverged']} diverged" if counts["diverged"] else ""
-        return (f"[{self.name}] {n_done}/{len(self.work)} done{div} | {len(self.running)} running | "
-                f"{max(pending, 0)} pending | {n_failed} failed | {best} | "
-                f"{fmt_duration(elapsed)} elapsed, ETA {fmt_duration(eta)}")
+        return (
+            f"[{self.name}] {n_done}/{len(self.work)} done{div} | {len(self.running)} running | "
+            f"{max(pending, 0)} pending | {n_failed} failed | {best} | "
+            f"{fmt_duration(elapsed)} elapsed, ETA {fmt_duration(eta)}"
+        )
 
     def draw(self, force: bool = False, event: bool = True) -> None:
         self._dirty = self._dirty or event

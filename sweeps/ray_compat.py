@@ -23,8 +23,11 @@ class RayCompatError(RuntimeError):
 
 def _moved(what: str) -> str:
     import ray
-    return (f"Ray {ray.__version__} has no {what}, which depthwidth relies on; install a Ray "
-            f"version pyproject.toml allows, or give a cluster's --address")
+
+    return (
+        f"Ray {ray.__version__} has no {what}, which depthwidth relies on; install a Ray "
+        f"version pyproject.toml allows, or give a cluster's --address"
+    )
 
 
 def _slower(what: str, fallback: str) -> None:
@@ -32,6 +35,7 @@ def _slower(what: str, fallback: str) -> None:
 
 
 # -- raise when the target moved ----------------------------------------------------------------
+
 
 def loopback_only() -> None:
     """Keep an embedded Ray on the loopback interface. Ray takes a single machine's node IP to be
@@ -45,10 +49,15 @@ def loopback_only() -> None:
     os.environ[LOOPBACK_ENV] = "0"
     from ray._private import ray_constants, services, worker
 
-    if (getattr(ray_constants, "ENABLE_RAY_CLUSTERS_ENV_VAR", None) != LOOPBACK_ENV
-            or not isinstance(getattr(ray_constants, "ENABLE_RAY_CLUSTER", None), bool)):
-        raise RayCompatError(_moved(f"ray._private.ray_constants.ENABLE_RAY_CLUSTER read from "
-                                    f"{LOOPBACK_ENV}, which keeps a local sweep on 127.0.0.1"))
+    if getattr(ray_constants, "ENABLE_RAY_CLUSTERS_ENV_VAR", None) != LOOPBACK_ENV or not isinstance(
+        getattr(ray_constants, "ENABLE_RAY_CLUSTER", None), bool
+    ):
+        raise RayCompatError(
+            _moved(
+                f"ray._private.ray_constants.ENABLE_RAY_CLUSTER read from "
+                f"{LOOPBACK_ENV}, which keeps a local sweep on 127.0.0.1"
+            )
+        )
     ray_constants.ENABLE_RAY_CLUSTER = False
     if getattr(worker, "_global_node", None) is not None:
         return  # Ray runs already in this process: the caller joins it, nothing starts here
@@ -62,12 +71,17 @@ def reload_auth_mode() -> None:
     raylet = importlib.import_module("ray._raylet")
     config = getattr(raylet, "Config", None)
     if not callable(getattr(config, "initialize", None)):
-        raise RayCompatError(_moved("ray._raylet.Config.initialize, which reloads RAY_AUTH_MODE "
-                                    "for a ray imported before the token was found"))
+        raise RayCompatError(
+            _moved(
+                "ray._raylet.Config.initialize, which reloads RAY_AUTH_MODE "
+                "for a ray imported before the token was found"
+            )
+        )
     config.initialize("")
 
 
 # -- speed only: warn and fall back --------------------------------------------------------------
+
 
 def worker_preload(modules: tuple[str, ...]) -> dict[str, Any]:
     """ray.init's _system_config that makes the workers Ray starts import `modules` before they

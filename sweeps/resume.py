@@ -10,7 +10,7 @@ already stored.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from depthwidth.results import TUNE_DIR
 from sweeps.store import ResultStore
@@ -59,7 +59,7 @@ def clear_checkpoints(store: ResultStore, trial_ids: Iterable[str]) -> int:
 
 
 def _relative(store: ResultStore, path: str) -> str:
-    return path[len(store.root):].lstrip("/")
+    return path[len(store.root) :].lstrip("/")
 
 
 def _uri(store: ResultStore, path: str) -> str:

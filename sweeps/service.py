@@ -25,18 +25,31 @@ from sweeps.tracking import FLUSH_TIMEOUT_S, Tracking, check_available
 
 # Tune's own loggers (CSV/JSON/TensorBoard per trial) and its table are off: the store and the
 # progress view replace them, and they cost ~0.3 s per trial on 2 CPUs.
-_QUIET_ENV = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1", "RAY_AIR_NEW_OUTPUT": "0",
-              "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
+_QUIET_ENV = {
+    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+    "RAY_AIR_NEW_OUTPUT": "0",
+    "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0",
+}
 CHUNK_TRIALS = 1000  # trials per Tune run (see _fit_in_chunks)
 _QUIET_LOGGERS = ("ray.tune.analysis.experiment_analysis", "ray.tune.tune", "ray.tune.impl.tuner_internal")
 # Without --verbose, trial errors reach the user as the closing paragraph, not as Tune's tracebacks.
 _SILENT_LOGGERS = ("ray.tune", "ray.train", "ray.air")
 
 
-def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | None = None,
-              max_concurrent: int | None = None, rerun: Iterable[str] = (), analyze: bool = True,
-              out: TextIO | None = None, tracking: Tracking | None = None, verbose: bool = False,
-              command: str | None = None, adaptive: bool = False) -> int:
+def run_sweep(
+    spec: SweepSpec,
+    *,
+    address: str | None = None,
+    storage: str | None = None,
+    max_concurrent: int | None = None,
+    rerun: Iterable[str] = (),
+    analyze: bool = True,
+    out: TextIO | None = None,
+    tracking: Tracking | None = None,
+    verbose: bool = False,
+    command: str | None = None,
+    adaptive: bool = False,
+) -> int:
     """Run what the store lacks. Returns 0 when every trial of the spec is in the store.
     `adaptive` (or an [adaptive] table in the spec) runs only the trials sweeps/adaptive.py chooses.
     `tracking` (default: the spec's) names the experiment trackers; `command` is what the user
@@ -53,12 +66,21 @@ def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | Non
     check_available(tracking)
     chooser = parse_adaptive(spec.text, spec.source_path, enable=adaptive)
     store, todo, again = prepare(spec, storage, rerun)
-    run = _Run(spec, store, out or sys.stdout, tracking, verbose, max_concurrent,
-               command or continue_command(spec.source_path, storage, address, max_concurrent), chooser)
+    run = _Run(
+        spec,
+        store,
+        out or sys.stdout,
+        tracking,
+        verbose,
+        max_concurrent,
+        command or continue_command(spec.source_path, storage, address, max_concurrent),
+        chooser,
+    )
     if not todo:
         return _nothing_to_run(run, analyze)
 
     from sweeps import cluster
+
     started_ray = cluster.connect(address, verbose=verbose)
     try:
         plans, nodes = _plan_on_cluster(run, todo)
@@ -75,6 +97,7 @@ def run_sweep(spec: SweepSpec, *, address: str | None = None, storage: str | Non
 @dataclass
 class _Run:
     """One `sweep run`: the spec, its store, and how the user asked for it."""
+
     spec: SweepSpec
     store: ResultStore
     out: TextIO
@@ -85,7 +108,9 @@ class _Run:
     chooser: Any = None  # an adaptive sweep's settings (sweeps/adaptive.py), else None
 
 
-def prepare(spec: SweepSpec, storage: str | None, rerun: Iterable[str] = ()) -> tuple[ResultStore, list, set[str]]:
+def prepare(
+    spec: SweepSpec, storage: str | None, rerun: Iterable[str] = ()
+) -> tuple[ResultStore, list, set[str]]:
     """Every check that needs no cluster; raises SpecError/StoreError before anything is written."""
     location = storage or spec.storage
     Location.writable(location, "--storage" if storage else "storage.path")
@@ -96,15 +121,22 @@ def prepare(spec: SweepSpec, storage: str | None, rerun: Iterable[str] = ()) -> 
         try:
             old_name = tomllib.loads(first).get("name")
         except tomllib.TOMLDecodeError as exc:
-            raise StoreError(f"{store.display(SPEC)} is not a sweep spec ({exc}); it was left "
-                             f"untouched: move it aside, or give this sweep its own storage.") from None
+            raise StoreError(
+                f"{store.display(SPEC)} is not a sweep spec ({exc}); it was left "
+                f"untouched: move it aside, or give this sweep its own storage."
+            ) from None
         if not isinstance(old_name, str):
-            raise StoreError(f"{store.display(SPEC)} is not a sweep spec (it names no sweep); it was "
-                             f"left untouched: move it aside, or give this sweep its own storage.")
+            raise StoreError(
+                f"{store.display(SPEC)} is not a sweep spec (it names no sweep); it was "
+                f"left untouched: move it aside, or give this sweep its own storage."
+            )
         if old_name != spec.name:
-            raise SpecError(f"name = {spec.name!r} is invalid: the store {location} holds the sweep "
-                            f"{old_name!r}; give this sweep its own storage.path or --storage.")
+            raise SpecError(
+                f"name = {spec.name!r} is invalid: the store {location} holds the sweep "
+                f"{old_name!r}; give this sweep its own storage.path or --storage."
+            )
     from sweeps.plan import check_memory
+
     check_memory(spec)
     todo, again = select_trials(spec, store, rerun)
     return store, todo, again
@@ -124,16 +156,20 @@ def select_trials(spec: SweepSpec, store: ResultStore, rerun: Iterable[str]) -> 
         elif item in ids:
             again.add(item)
         else:
-            raise SpecError(f"--rerun = {item!r} is invalid: it is neither a trial_id of this sweep "
-                            f"nor one of all, {', '.join(STATUSES)}.")
+            raise SpecError(
+                f"--rerun = {item!r} is invalid: it is neither a trial_id of this sweep "
+                f"nor one of all, {', '.join(STATUSES)}."
+            )
     todo = [t for t in spec.trials if t.trial_id not in finished or t.trial_id in again]
     return todo, again
 
 
 def _nothing_to_run(run: _Run, analyze: bool) -> int:
     spec, store = run.spec, run.store
-    print(f"[{spec.name}] all {len(spec.trials)} trials are already in {store.location}; "
-          f"nothing to run.", file=run.out)
+    print(
+        f"[{spec.name}] all {len(spec.trials)} trials are already in {store.location}; nothing to run.",
+        file=run.out,
+    )
     store.write_spec(spec.text, spec.source_path)
     if run.tracking.enabled:
         _catch_up(spec, store, run.tracking, run.out)
@@ -155,8 +191,12 @@ def _plan_on_cluster(run: _Run, todo: list) -> tuple[dict[str, dict[str, Any]], 
     store.lock()
     store.write_spec(spec.text, spec.source_path)
     verb = "run" if run.chooser is None else "choose from, adaptively,"
-    print(f"[{spec.name}] {len(todo)} trials to {verb} ({len(spec.trials) - len(todo)} already in "
-          f"the store), {_describe(nodes)}; results in {store.location}", file=run.out, flush=True)
+    print(
+        f"[{spec.name}] {len(todo)} trials to {verb} ({len(spec.trials) - len(todo)} already in "
+        f"the store), {_describe(nodes)}; results in {store.location}",
+        file=run.out,
+        flush=True,
+    )
     return plans, nodes
 
 
@@ -165,15 +205,22 @@ def _check_node_memory(spec: SweepSpec, todo: list, nodes: list[dict[str, Any]])
     together are what the node had free when Ray started on it."""
     from sweeps.plan import check_node_memory, trial_plan
 
-    largest = max((n["Resources"].get("memory", 0) + n["Resources"].get("object_store_memory", 0)
-                   for n in nodes), default=0)
+    largest = max(
+        (n["Resources"].get("memory", 0) + n["Resources"].get("object_store_memory", 0) for n in nodes),
+        default=0,
+    )
     if largest > 0:
-        check_node_memory(spec, [trial_plan(t, spec) for t in todo], largest,
-                          "the largest Ray node had free when Ray started")
+        check_node_memory(
+            spec,
+            [trial_plan(t, spec) for t in todo],
+            largest,
+            "the largest Ray node had free when Ray started",
+        )
 
 
-def _tune(run: _Run, todo: list, again: set[str], plans: dict[str, dict[str, Any]],
-          nodes: list[dict[str, Any]]) -> int:
+def _tune(
+    run: _Run, todo: list, again: set[str], plans: dict[str, dict[str, Any]], nodes: list[dict[str, Any]]
+) -> int:
     """The trials still to do, on Ray Tune; 0 when all of them are stored, else 1 after the
     paragraph that says why not (sweeps/outcome.py)."""
     from sweeps import ray_compat
@@ -184,13 +231,18 @@ def _tune(run: _Run, todo: list, again: set[str], plans: dict[str, dict[str, Any
     trials, resume = _trial_configs(run.store, todo, again, plans)
     feed = _Feed(run, todo, plans, resume)
     ray_compat.lighter_tune((StoreWriter, TrackerFeed))
-    limit = run.max_concurrent or run.spec.resources.max_concurrent or _concurrent_limit(
-        run.spec, plans, nodes)
+    limit = (
+        run.max_concurrent or run.spec.resources.max_concurrent or _concurrent_limit(run.spec, plans, nodes)
+    )
     ended = _fit_in_chunks(run, trials, feed, limit)
     feed.view.close()
     clear_checkpoints(run.store, feed.driver.written)
-    missing = [t for t in todo if t.trial_id not in feed.driver.written  # adaptive: its choices only
-               and (feed.searcher is None or t.trial_id in feed.searcher.chosen)]
+    missing = [
+        t
+        for t in todo
+        if t.trial_id not in feed.driver.written  # adaptive: its choices only
+        and (feed.searcher is None or t.trial_id in feed.searcher.chosen)
+    ]
     feed.close_trackers(missing)
     if not missing:
         return 0
@@ -198,29 +250,49 @@ def _tune(run: _Run, todo: list, again: set[str], plans: dict[str, dict[str, Any
 
     r, view = run.spec.resources, feed.view
     errors = {feed.labels[t]: view.errors.get(t, "") for t, s in view.status.items() if s == "error"}
-    print(paragraph(run.spec.name, n_todo=len(todo), n_missing=len(missing),
-                    n_stored=len(run.store.runs()), store=run.store.location, command=run.command,
-                    store_failure=feed.driver.failure, errors=errors, max_failures=r.max_failures,
-                    crash=ended.get("crash"), interrupted=ended.get("interrupted", False)), file=run.out)
+    print(
+        paragraph(
+            run.spec.name,
+            n_todo=len(todo),
+            n_missing=len(missing),
+            n_stored=len(run.store.runs()),
+            store=run.store.location,
+            command=run.command,
+            store_failure=feed.driver.failure,
+            errors=errors,
+            max_failures=r.max_failures,
+            crash=ended.get("crash"),
+            interrupted=ended.get("interrupted", False),
+        ),
+        file=run.out,
+    )
     return 1
 
 
-def _trial_configs(store: ResultStore, todo: list, again: set[str],
-                   plans: dict[str, dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, list]]:
+def _trial_configs(
+    store: ResultStore, todo: list, again: set[str], plans: dict[str, dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, list]]:
     """Each trial's config as its Tune function reads it, with the checkpoints in the store it
     may resume from (furthest first); a trial to rerun gets none."""
     from sweeps.resume import find_checkpoints
 
     resume = find_checkpoints(store, [t.trial_id for t in todo if t.trial_id not in again])
-    trials = [{"trial_id": t.trial_id, **t.config_dict(),
-               "resume_uris": [uri for uri, _ in resume.get(t.trial_id, [])], **_asks(plans[t.trial_id])}
-              for t in todo]
+    trials = [
+        {
+            "trial_id": t.trial_id,
+            **t.config_dict(),
+            "resume_uris": [uri for uri, _ in resume.get(t.trial_id, [])],
+            **_asks(plans[t.trial_id]),
+        }
+        for t in todo
+    ]
     return trials, resume
 
 
 @dataclass
 class _Feed:
     """Where the trials' reports go: the progress view, the store's writer and the trackers."""
+
     run: _Run
     todo: list
     plans: dict[str, dict[str, Any]]
@@ -234,8 +306,12 @@ class _Feed:
 
         run = self.run
         self.labels = {t.trial_id: trial_label(t) for t in self.todo}
-        self.view = ProgressView(run.spec.name, {k: trial_cost(p["steps"], p["flops"])
-                                                 for k, p in self.plans.items()}, self.labels, run.out)
+        self.view = ProgressView(
+            run.spec.name,
+            {k: trial_cost(p["steps"], p["flops"]) for k, p in self.plans.items()},
+            self.labels,
+            run.out,
+        )
         for tid, candidates in self.resume.items():
             self.view.note(f"trial {self.labels[tid]} resumes from its checkpoint at step {candidates[0][1]}")
         self.driver = StoreWriter(run.spec.name, run.store, self.view, self.labels)
@@ -247,8 +323,10 @@ class _Feed:
 
     def unfinished(self, part: list[dict[str, Any]]) -> bool:
         """Whether a trial of this Tune run is neither stored nor failed."""
-        return any(t["trial_id"] not in self.driver.written
-                   and self.view.status.get(t["trial_id"]) != "error" for t in part)
+        return any(
+            t["trial_id"] not in self.driver.written and self.view.status.get(t["trial_id"]) != "error"
+            for t in part
+        )
 
     def close_trackers(self, missing: list) -> None:
         if self.trackers is None:
@@ -259,8 +337,9 @@ class _Feed:
             print(message, file=self.run.out)
 
 
-def _concurrent_limit(spec: SweepSpec, plans: dict[str, dict[str, Any]],
-                      nodes: list[dict[str, Any]]) -> int | None:
+def _concurrent_limit(
+    spec: SweepSpec, plans: dict[str, dict[str, Any]], nodes: list[dict[str, Any]]
+) -> int | None:
     from sweeps.cluster import concurrent_trials
     from sweeps.plan import ray_resources
 
@@ -277,15 +356,22 @@ def _fit_in_chunks(run: _Run, trials: list[dict[str, Any]], feed: _Feed, limit: 
     r = run.spec.resources
     exp = f"{run.spec.name}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}"
     hook = [os.environ.get(HOOK_FILE_ENV, ""), os.environ.get(HOOK_DIR_ENV, "")]
-    chunks = [trials[i:i + CHUNK_TRIALS] for i in range(0, len(trials), CHUNK_TRIALS)]
+    chunks = [trials[i : i + CHUNK_TRIALS] for i in range(0, len(trials), CHUNK_TRIALS)]
     if run.chooser is not None:  # an adaptive sweep is one Tune run: its searcher makes trials as it chooses
         chunks = [trials]
     ended: dict[str, Any] = {}
     for k, part in enumerate(chunks):
         name = exp if len(chunks) == 1 else f"{exp}-{k + 1}"
-        settings = {"cpus": r.cpus, "hook": hook if all(hook) else None, "workers": r.workers,
-                    "sharding": r.sharding, "max_failures": r.max_failures, "store": run.store.location,
-                    "experiment": name, "cwd": os.getcwd()}
+        settings = {
+            "cpus": r.cpus,
+            "hook": hook if all(hook) else None,
+            "workers": r.workers,
+            "sharding": r.sharding,
+            "max_failures": r.max_failures,
+            "store": run.store.location,
+            "experiment": name,
+            "cwd": os.getcwd(),
+        }
         tuner = _tuner(run, [{"trial": t, "run": settings} for t in part], name, feed, limit)
         with _quiet_tune(run.verbose):
             try:
@@ -313,6 +399,7 @@ def _tuner(run: _Run, configs: list[dict[str, Any]], name: str, feed: _Feed, lim
         search, samples = TrialFeed(configs), len(configs)
     else:  # one suggestion more: the last refit says why the adaptive sweep stops
         from sweeps.adaptive_search import AdaptiveSearch
+
         search = feed.searcher = AdaptiveSearch(configs, run.spec, store, run.chooser, feed.view.note)
         samples = len(configs) + 1
     if r.workers > 1:  # N data-parallel workers per trial, through Ray Train
@@ -322,14 +409,24 @@ def _tuner(run: _Run, configs: list[dict[str, Any]], name: str, feed: _Feed, lim
     return tune.Tuner(
         tune.with_resources(trainable, trial_resources),  # each trial's own GPU share and memory
         tune_config=tune.TuneConfig(
-            search_alg=search, num_samples=samples,
-            reuse_actors=True, max_concurrent_trials=limit,
-            trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
+            search_alg=search,
+            num_samples=samples,
+            reuse_actors=True,
+            max_concurrent_trials=limit,
+            trial_name_creator=_trial_name,
+            trial_dirname_creator=_trial_name,
+        ),
         run_config=tune.RunConfig(
-            name=name, storage_path=store.tune_storage, storage_filesystem=store.fs, verbose=0,
-            callbacks=feed.callbacks, stop=StopOnStoreFailure(feed.driver),
+            name=name,
+            storage_path=store.tune_storage,
+            storage_filesystem=store.fs,
+            verbose=0,
+            callbacks=feed.callbacks,
+            stop=StopOnStoreFailure(feed.driver),
             failure_config=tune.FailureConfig(max_failures=r.max_failures),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+        ),
+    )
 
 
 def _trial_name(trial) -> str:
@@ -342,8 +439,12 @@ def _asks(plan: dict[str, Any]) -> dict[str, Any]:
     """What a trial carries beyond its configs: its Ray request per worker, its worker count
     (recorded in its row) and its work per step (for its torch thread count)."""
     from sweeps.plan import ray_resources
-    return {"resources": ray_resources(plan), "workers": plan["workers"],
-            "flops_per_step": plan["flops"] / max(1, plan["steps"])}
+
+    return {
+        "resources": ray_resources(plan),
+        "workers": plan["workers"],
+        "flops_per_step": plan["flops"] / max(1, plan["steps"]),
+    }
 
 
 def _finish(store: ResultStore, analyze: bool, out: TextIO, code: int) -> int:
@@ -352,8 +453,11 @@ def _finish(store: ResultStore, analyze: bool, out: TextIO, code: int) -> int:
         counts = runs["status"].value_counts().to_dict()
         best = runs.loc[runs["status"] == "ok", "final_val_loss"]
         best_s = f", best val loss {best.min():.4f}" if len(best) and math.isfinite(best.min()) else ""
-        print(f"store {store.location}: {len(runs)} trials "
-              f"({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}){best_s}", file=out)
+        print(
+            f"store {store.location}: {len(runs)} trials "
+            f"({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}){best_s}",
+            file=out,
+        )
     if analyze and not runs.empty:
         _analyze(store, out)
     return code
@@ -364,14 +468,18 @@ def _analyze(store: ResultStore, out: TextIO) -> None:
         from analysis.markdown import verdict_line
         from analysis.report import analyze as run_analysis
     except ImportError:
-        print(f"analysis is not available here; the results are in {store.location} "
-              f"(runs.parquet, curves.parquet).", file=out)
+        print(
+            f"analysis is not available here; the results are in {store.location} "
+            f"(runs.parquet, curves.parquet).",
+            file=out,
+        )
         return
     try:
         result = run_analysis(store.location)
     except Exception as exc:  # the sweep's results stand even when a fit or figure fails
-        print(f"analysis failed ({type(exc).__name__}: {exc}); the results are in {store.location}.",
-              file=out)
+        print(
+            f"analysis failed ({type(exc).__name__}: {exc}); the results are in {store.location}.", file=out
+        )
         return
     if isinstance(result, dict) and result.get("report_dir"):
         where = Location(result["report_dir"]).display("report.md")
@@ -401,14 +509,16 @@ def _clear_finished(store: ResultStore) -> None:
     """Delete the checkpoints of every stored trial, including those a killed driver had
     recorded but not yet cleared."""
     from sweeps.resume import clear_checkpoints
+
     clear_checkpoints(store, store.finished_ids())
 
 
 def _describe(nodes: list[dict[str, Any]]) -> str:
     cpus = sum(n["Resources"].get("CPU", 0) for n in nodes)
     gpus = sum(n["Resources"].get("GPU", 0) for n in nodes)
-    return (f"Ray: {len(nodes)} node{'s' if len(nodes) != 1 else ''}, {cpus:g} CPUs"
-            + (f", {gpus:g} GPUs" if gpus else ""))
+    return f"Ray: {len(nodes)} node{'s' if len(nodes) != 1 else ''}, {cpus:g} CPUs" + (
+        f", {gpus:g} GPUs" if gpus else ""
+    )
 
 
 @contextlib.contextmanager

@@ -25,11 +25,49 @@ PORT_LOW, PORT_BLOCK, PORT_SLOTS = 20000, 200, 225  # ports 20000-64999, 200 per
 MAX_TEMP_LEN = 40  # Ray adds ~62 characters below its temp dir; Unix sockets allow 107
 DEFAULT_GRACE_S = 120
 # Filesystems that live on one node: a store there is invisible to the other nodes of a job
-LOCAL_FS = {"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "overlay", "zfs", "f2fs",
-            "vfat", "exfat", "devtmpfs", "squashfs", "jfs", "reiserfs", "bcachefs"}
-SHARED_FS = {"nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "smbfs", "ceph",
-             "fuse.ceph", "glusterfs", "fuse.glusterfs", "panfs", "wekafs", "fuse.sshfs",
-             "afs", "9p", "virtiofs", "fuse.juicefs", "fuse.s3fs", "orangefs", "pvfs2"}
+LOCAL_FS = {
+    "ext2",
+    "ext3",
+    "ext4",
+    "xfs",
+    "btrfs",
+    "tmpfs",
+    "ramfs",
+    "overlay",
+    "zfs",
+    "f2fs",
+    "vfat",
+    "exfat",
+    "devtmpfs",
+    "squashfs",
+    "jfs",
+    "reiserfs",
+    "bcachefs",
+}
+SHARED_FS = {
+    "nfs",
+    "nfs4",
+    "lustre",
+    "gpfs",
+    "beegfs",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "ceph",
+    "fuse.ceph",
+    "glusterfs",
+    "fuse.glusterfs",
+    "panfs",
+    "wekafs",
+    "fuse.sshfs",
+    "afs",
+    "9p",
+    "virtiofs",
+    "fuse.juicefs",
+    "fuse.s3fs",
+    "orangefs",
+    "pvfs2",
+}
 _WORD = re.compile(r"^[A-Za-z0-9_.,:=@+/%-]+$")  # an sbatch value that needs no shell quoting
 _MEM = re.compile(r"^[0-9]+[KMGT]?$")
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
@@ -38,6 +76,7 @@ _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 @dataclass
 class JobOptions:
     """The sbatch options of one sweep job; None means "from the plan" (see `fill_defaults`)."""
+
     nodes: int = 1
     gpus_per_node: int | None = None
     cpus_per_task: int | None = None
@@ -58,8 +97,10 @@ def parse_time(text: str) -> int:
     """SLURM's time formats (minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S) -> minutes, rounded up."""
     m = _TIME.match(str(text).strip())
     if not m:
-        raise SpecError(f"--time = {text!r} is invalid: give a positive duration as minutes, "
-                        f"MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS.")
+        raise SpecError(
+            f"--time = {text!r} is invalid: give a positive duration as minutes, "
+            f"MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS."
+        )
     days, a, b, c = m.groups()
     if days is not None:  # D-H, D-H:M, D-H:M:S
         secs = int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
@@ -80,6 +121,7 @@ def format_minutes(minutes: int) -> str:
 
 
 # -- where the store lives ----------------------------------------------------------------------
+
 
 def filesystem_of(path: str, mounts_text: str | None = None) -> tuple[str, str]:
     """(filesystem type, mount point) of the mount holding `path`, from /proc/mounts; ("unknown", "") where that cannot be read (not Linux)."""
@@ -109,17 +151,22 @@ def check_shared(store_path: str, nodes: int, mounts_text: str | None = None) ->
     if nodes < 2:
         return ""
     if fstype in LOCAL_FS:
-        raise SpecError(f"--nodes = {nodes} is invalid with the store {store_path}: it is on "
-                        f"node-local storage ({fstype} mounted at {point}), which the other nodes "
-                        f"cannot see; put the store on a shared filesystem (NFS, Lustre, GPFS, "
-                        f"BeeGFS) or use an object-store URI such as s3://bucket/prefix.")
+        raise SpecError(
+            f"--nodes = {nodes} is invalid with the store {store_path}: it is on "
+            f"node-local storage ({fstype} mounted at {point}), which the other nodes "
+            f"cannot see; put the store on a shared filesystem (NFS, Lustre, GPFS, "
+            f"BeeGFS) or use an object-store URI such as s3://bucket/prefix."
+        )
     if fstype in SHARED_FS:
         return f"the store is on {fstype} ({point}), shared between nodes"
-    return (f"the store is on a {fstype} filesystem ({point or 'unknown mount'}), which may or may "
-            f"not be shared; the sweep checks that every node sees it when it starts")
+    return (
+        f"the store is on a {fstype} filesystem ({point or 'unknown mount'}), which may or may "
+        f"not be shared; the sweep checks that every node sees it when it starts"
+    )
 
 
 # -- options and their defaults ------------------------------------------------------------------
+
 
 def fill_defaults(spec, opts: JobOptions, n_todo: int) -> JobOptions:
     """The options not given, from the plan (sweeps/plan.py): GPUs for the largest trial, CPUs
@@ -133,14 +180,17 @@ def fill_defaults(spec, opts: JobOptions, n_todo: int) -> JobOptions:
     share = max(((row["gpus"] or 1.0) for row in rows), default=1.0) * r.workers if r.uses_gpus else 0.0
     if opts.gpus_per_node is None:
         opts.gpus_per_node = max(1, math.ceil(share - 1e-9)) if r.uses_gpus else 0
-        opts.why["gpus-per-node"] = (f"the largest trial needs {share:g} GPU" if r.uses_gpus
-                                     else "the spec trains on CPUs")
+        opts.why["gpus-per-node"] = (
+            f"the largest trial needs {share:g} GPU" if r.uses_gpus else "the spec trains on CPUs"
+        )
     if r.uses_gpus:
         at_once = max(1, int(opts.gpus_per_node / share + 1e-9)) if share else 1
         what = f"{at_once} trial(s) at once on {opts.gpus_per_node} GPU(s)"
     else:
         at_once = r.max_concurrent or 4
-        what = f"{at_once} trial(s) at once" + ("" if r.max_concurrent else " (resources.max_concurrent unset)")
+        what = f"{at_once} trial(s) at once" + (
+            "" if r.max_concurrent else " (resources.max_concurrent unset)"
+        )
     at_once = max(1, min(at_once, max(1, n_todo)))
     if opts.cpus_per_task is None:
         opts.cpus_per_task = max(1, math.ceil(per_trial_cpus * at_once))
@@ -154,12 +204,17 @@ def fill_defaults(spec, opts: JobOptions, n_todo: int) -> JobOptions:
         opts.why["mem"] = f"{what} x {per:.2g} GB estimated + 2 GB for Ray and the driver"
     if opts.time is None:
         t = totals(spec, rows)
-        hours = (t["gpu_hours"] / max(1, opts.gpus_per_node * opts.nodes) if "gpu_hours" in t
-                 else t["cpu_core_hours"] / max(1, opts.cpus_per_task * opts.nodes))
+        hours = (
+            t["gpu_hours"] / max(1, opts.gpus_per_node * opts.nodes)
+            if "gpu_hours" in t
+            else t["cpu_core_hours"] / max(1, opts.cpus_per_task * opts.nodes)
+        )
         minutes = min(24 * 60, max(30, 15 * math.ceil((hours * 60 * 1.5 + 15) / 15)))
         opts.time = format_minutes(minutes)
-        opts.why["time"] = (f"the plan's {hours:.2g} h of compute on this allocation x1.5 + 15 min, "
-                            f"30 min to 24 h; a longer sweep continues by requeue")
+        opts.why["time"] = (
+            f"the plan's {hours:.2g} h of compute on this allocation x1.5 + 15 min, "
+            f"30 min to 24 h; a longer sweep continues by requeue"
+        )
     return opts
 
 
@@ -172,34 +227,48 @@ def check_options(spec, opts: JobOptions) -> None:
         if opts.gpus_per_node < 0:
             raise SpecError(f"--gpus-per-node = {opts.gpus_per_node} is invalid: it cannot be negative.")
         if opts.gpus_per_node > 0 and not r.uses_gpus:
-            raise SpecError(f"--gpus-per-node = {opts.gpus_per_node} is invalid: {spec.source_path} "
-                            f"trains on CPUs only (resources.gpus = 0); drop the option or give "
-                            f"the spec a GPU share.")
+            raise SpecError(
+                f"--gpus-per-node = {opts.gpus_per_node} is invalid: {spec.source_path} "
+                f"trains on CPUs only (resources.gpus = 0); drop the option or give "
+                f"the spec a GPU share."
+            )
         if opts.gpus_per_node == 0 and r.uses_gpus:
-            raise SpecError(f"--gpus-per-node = 0 is invalid: {spec.source_path} trains on GPUs "
-                            f"(resources.gpus = {r.gpus!r}).")
+            raise SpecError(
+                f"--gpus-per-node = 0 is invalid: {spec.source_path} trains on GPUs "
+                f"(resources.gpus = {r.gpus!r})."
+            )
     if opts.cpus_per_task is not None and opts.cpus_per_task < r.cpus * r.workers:
-        raise SpecError(f"--cpus-per-task = {opts.cpus_per_task} is invalid: each trial of "
-                        f"{spec.source_path} needs {r.cpus * r.workers:g} CPUs.")
+        raise SpecError(
+            f"--cpus-per-task = {opts.cpus_per_task} is invalid: each trial of "
+            f"{spec.source_path} needs {r.cpus * r.workers:g} CPUs."
+        )
     if opts.mem is not None and not _MEM.match(opts.mem):
-        raise SpecError(f"--mem = {opts.mem!r} is invalid: give a size such as 16G, 4000M or 0 "
-                        f"(all of the node's memory).")
+        raise SpecError(
+            f"--mem = {opts.mem!r} is invalid: give a size such as 16G, 4000M or 0 "
+            f"(all of the node's memory)."
+        )
     minutes = parse_time(opts.time) if opts.time is not None else None
     if opts.grace_s < 1 or (minutes is not None and opts.grace_s >= minutes * 60):
-        raise SpecError(f"--grace = {opts.grace_s} is invalid: it must be at least 1 second and "
-                        f"shorter than the job's time.")
+        raise SpecError(
+            f"--grace = {opts.grace_s} is invalid: it must be at least 1 second and "
+            f"shorter than the job's time."
+        )
     if opts.max_concurrent is not None and opts.max_concurrent < 1:
         raise SpecError(f"--max-concurrent = {opts.max_concurrent} is invalid: it must be at least 1.")
     for name in ("partition", "account", "qos", "constraint"):
         value = getattr(opts, name)
         if value is not None and not _WORD.match(value):
-            raise SpecError(f"--{name} = {value!r} is invalid: it may hold only letters, digits "
-                            f"and _.,:=@+/%- (no spaces).")
+            raise SpecError(
+                f"--{name} = {value!r} is invalid: it may hold only letters, digits "
+                f"and _.,:=@+/%- (no spaces)."
+            )
     for arg in opts.sbatch_args:
         if not arg.startswith("--") or "\n" in arg or "\r" in arg:
-            raise SpecError(f"--sbatch-arg = {arg!r} is invalid: give one long sbatch option per "
-                            f"--sbatch-arg, such as --sbatch-arg=--exclusive or "
-                            f"--sbatch-arg=--mail-type=END.")
+            raise SpecError(
+                f"--sbatch-arg = {arg!r} is invalid: give one long sbatch option per "
+                f"--sbatch-arg, such as --sbatch-arg=--exclusive or "
+                f"--sbatch-arg=--mail-type=END."
+            )
 
 
 # -- the batch script ---------------------------------------------------------------------------
@@ -360,8 +429,12 @@ exit "$CODE"
 
 def sbatch_lines(spec, opts: JobOptions, folder: str) -> list[str]:
     """The #SBATCH header: the options, requeue, the warning signal, and where output goes."""
-    lines = [f"--job-name=dw-{spec.name}"[:80], f"--nodes={opts.nodes}", "--ntasks-per-node=1",
-             f"--cpus-per-task={opts.cpus_per_task}"]
+    lines = [
+        f"--job-name=dw-{spec.name}"[:80],
+        f"--nodes={opts.nodes}",
+        "--ntasks-per-node=1",
+        f"--cpus-per-task={opts.cpus_per_task}",
+    ]
     if opts.gpus_per_node:
         lines.append(f"--gpus-per-node={opts.gpus_per_node}")
     if opts.mem:
@@ -370,8 +443,13 @@ def sbatch_lines(spec, opts: JobOptions, folder: str) -> list[str]:
     for name in ("partition", "account", "qos", "constraint"):
         if getattr(opts, name):
             lines.append(f"--{name}={getattr(opts, name)}")
-    lines += ["--requeue", f"--signal=B:USR1@{opts.grace_s}", "--open-mode=append",
-              f"--output={folder}/slurm-%j.out", f"--chdir={os.getcwd()}"]
+    lines += [
+        "--requeue",
+        f"--signal=B:USR1@{opts.grace_s}",
+        "--open-mode=append",
+        f"--output={folder}/slurm-%j.out",
+        f"--chdir={os.getcwd()}",
+    ]
     lines += opts.sbatch_args
     return [f"#SBATCH {line}" for line in lines]
 
@@ -388,13 +466,20 @@ def render(spec, opts: JobOptions, spec_path: str, store: str, folder: str) -> s
         flags += ["--max-concurrent", str(opts.max_concurrent)]
     fields = {
         "@SBATCH@": "\n".join(sbatch_lines(spec, opts, folder)),
-        "@SWEEP@": repr(spec.name), "@PY@": shlex.quote(sys.executable),
-        "@RAY@": shlex.quote(_ray_executable()), "@SPEC@": shlex.quote(spec_path),
-        "@STORE@": shlex.quote(store), "@FOLDER@": shlex.quote(folder),
-        "@FLAGS@": " ".join(shlex.quote(f) for f in flags), "@GRACE@": str(opts.grace_s),
-        "@GPUS@": str(opts.gpus_per_node), "@CPUS@": str(opts.cpus_per_task),
-        "@PORT_LOW@": str(PORT_LOW), "@PORT_SLOTS@": str(PORT_SLOTS),
-        "@PORT_BLOCK@": str(PORT_BLOCK), "@MAX_TEMP_LEN@": str(MAX_TEMP_LEN),
+        "@SWEEP@": repr(spec.name),
+        "@PY@": shlex.quote(sys.executable),
+        "@RAY@": shlex.quote(_ray_executable()),
+        "@SPEC@": shlex.quote(spec_path),
+        "@STORE@": shlex.quote(store),
+        "@FOLDER@": shlex.quote(folder),
+        "@FLAGS@": " ".join(shlex.quote(f) for f in flags),
+        "@GRACE@": str(opts.grace_s),
+        "@GPUS@": str(opts.gpus_per_node),
+        "@CPUS@": str(opts.cpus_per_task),
+        "@PORT_LOW@": str(PORT_LOW),
+        "@PORT_SLOTS@": str(PORT_SLOTS),
+        "@PORT_BLOCK@": str(PORT_BLOCK),
+        "@MAX_TEMP_LEN@": str(MAX_TEMP_LEN),
     }
     text = SCRIPT
     for key, value in fields.items():
@@ -404,10 +489,12 @@ def render(spec, opts: JobOptions, spec_path: str, store: str, folder: str) -> s
 
 # -- writing and submitting ---------------------------------------------------------------------
 
+
 def script_folder(location: str, name: str) -> str:
     """Where the script goes: the store's own folder, or next to where the user is for a store
     behind a URI (sbatch needs a local file)."""
     from depthwidth.results import is_remote, local_path
+
     if is_remote(location):
         return os.path.abspath(f"{name}-{SCRIPT_FOLDER}")
     return os.path.join(os.path.abspath(local_path(location)), SCRIPT_FOLDER)
@@ -420,12 +507,21 @@ def prepare_job(args: argparse.Namespace) -> tuple[Any, JobOptions, str, str, st
     from sweeps.service import prepare
     from sweeps.spec import load_spec
 
-    opts = JobOptions(nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                      cpus_per_task=args.cpus_per_task, mem=args.mem, time=args.time,
-                      partition=args.partition, account=args.account, qos=args.qos,
-                      constraint=args.constraint, sbatch_args=list(args.sbatch_arg or ()),
-                      grace_s=args.grace, max_concurrent=args.max_concurrent,
-                      analyze=not args.no_analyze)
+    opts = JobOptions(
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        cpus_per_task=args.cpus_per_task,
+        mem=args.mem,
+        time=args.time,
+        partition=args.partition,
+        account=args.account,
+        qos=args.qos,
+        constraint=args.constraint,
+        sbatch_args=list(args.sbatch_arg or ()),
+        grace_s=args.grace,
+        max_concurrent=args.max_concurrent,
+        analyze=not args.no_analyze,
+    )
     spec = load_spec(args.spec)
     check_options(spec, opts)  # the options first: they need no store
     location = args.storage or spec.storage
@@ -437,8 +533,10 @@ def prepare_job(args: argparse.Namespace) -> tuple[Any, JobOptions, str, str, st
             notes.append(note)
     _, todo, _ = prepare(spec, location)
     if args.submit and shutil.which("sbatch") is None:
-        raise SpecError("--submit is invalid here: sbatch is not on PATH (run this on a SLURM "
-                        "login node, or write the script without --submit and copy it there).")
+        raise SpecError(
+            "--submit is invalid here: sbatch is not on PATH (run this on a SLURM "
+            "login node, or write the script without --submit and copy it there)."
+        )
     fill_defaults(spec, opts, len(todo))
     check_options(spec, opts)  # the defaults too (e.g. --grace against the chosen --time)
     folder = script_folder(location, spec.name)
@@ -448,6 +546,7 @@ def prepare_job(args: argparse.Namespace) -> tuple[Any, JobOptions, str, str, st
 
 def write_script(path: str, text: str) -> None:
     from depthwidth.results import atomic_file
+
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with atomic_file(path, "w") as f:
         f.write(text)
@@ -457,6 +556,7 @@ def write_script(path: str, text: str) -> None:
 def submit(path: str, folder: str) -> str:
     """sbatch the script; the job id is appended to the folder's jobs.txt for slurm-status."""
     import datetime as _dt
+
     proc = subprocess.run(["sbatch", "--parsable", path], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         why = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
@@ -471,8 +571,17 @@ def submit(path: str, folder: str) -> str:
 def describe(opts: JobOptions) -> list[str]:
     """The options as they will be used, each default with how it was chosen."""
     out = []
-    for name in ("nodes", "gpus-per-node", "cpus-per-task", "mem", "time", "partition", "account",
-                 "qos", "constraint"):
+    for name in (
+        "nodes",
+        "gpus-per-node",
+        "cpus-per-task",
+        "mem",
+        "time",
+        "partition",
+        "account",
+        "qos",
+        "constraint",
+    ):
         value = getattr(opts, name.replace("-", "_"))
         if value is None or (name == "gpus-per-node" and not value and name not in opts.why):
             continue
@@ -488,6 +597,7 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     from depthwidth.config import ConfigError
     from depthwidth.results import StoreError
     from sweeps.cluster import ClusterError
+
     try:
         spec, opts, store, folder, path, notes = prepare_job(args)
         text = render(spec, opts, os.path.abspath(args.spec), store, folder)
@@ -509,6 +619,7 @@ def cmd_slurm(args: argparse.Namespace) -> int:
 
 
 # -- state of the job and of the sweep ----------------------------------------------------------
+
 
 def _run(cmd: list[str]) -> tuple[int, str]:
     try:
@@ -534,8 +645,10 @@ def job_state(job: str) -> str:
     code, out = _run(["scontrol", "-o", "show", "job", job])
     if code == 0 and out:
         info = dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
-        return (f"{info.get('JobState', '?')} after {info.get('RunTime', '?')}, exit code "
-                f"{info.get('ExitCode', '?')}, restarts {info.get('Restarts', '0')}  [scontrol]")
+        return (
+            f"{info.get('JobState', '?')} after {info.get('RunTime', '?')}, exit code "
+            f"{info.get('ExitCode', '?')}, restarts {info.get('Restarts', '0')}  [scontrol]"
+        )
     return "no longer known to SLURM (finished before its records expired; accounting is off)"
 
 
@@ -550,8 +663,10 @@ def sweep_progress(location: str) -> list[str]:
     store = ResultStore(location)
     text = store.first_spec_text()
     if text is None:
-        raise StoreError(f"store = {location!r} is invalid: it holds no {SPEC} yet (the job has "
-                         f"not started the sweep, or this is not a sweep's store).")
+        raise StoreError(
+            f"store = {location!r} is invalid: it holds no {SPEC} yet (the job has "
+            f"not started the sweep, or this is not a sweep's store)."
+        )
     spec = parse_spec(text, store.display(SPEC))
     runs = store.runs() if store.has_runs() else None
     ids = [t.trial_id for t in spec.trials]
@@ -564,24 +679,27 @@ def sweep_progress(location: str) -> list[str]:
     plan = totals(spec, plan_rows(spec))
     spent = 0.0 if stored is None else float(stored["flops"].sum())
     share = spent / plan["flops"] if plan["flops"] else 0.0
-    trials = (f"trials: {done} done, {len(started)} started (running, or checkpointed and waiting "
-              f"to resume), {failed} failed, {n - done - failed - len(started)} not started; "
-              f"{n} in the sweep")
-    compute = (f"compute: {spent:.3g} FLOPs of finished trials, of {plan['flops']:.3g} planned "
-               f"({share:.0%})")
+    trials = (
+        f"trials: {done} done, {len(started)} started (running, or checkpointed and waiting "
+        f"to resume), {failed} failed, {n - done - failed - len(started)} not started; "
+        f"{n} in the sweep"
+    )
+    compute = f"compute: {spent:.3g} FLOPs of finished trials, of {plan['flops']:.3g} planned ({share:.0%})"
     return [trials, compute]
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from depthwidth.clitools import fail
-    from depthwidth.results import StoreError, is_remote, local_path
-    from depthwidth.clitools import OutputError
+    from depthwidth.clitools import OutputError, fail
     from depthwidth.config import ConfigError
+    from depthwidth.results import StoreError, is_remote, local_path
     from sweeps.cluster import ClusterError
 
     location = args.store
-    folder = (os.path.join(os.path.abspath(local_path(location)), SCRIPT_FOLDER)
-              if not is_remote(location) else None)
+    folder = (
+        os.path.join(os.path.abspath(local_path(location)), SCRIPT_FOLDER)
+        if not is_remote(location)
+        else None
+    )
     if args.job:
         jobs = [args.job]
     else:
@@ -593,8 +711,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         progress = sweep_progress(location)
         if not jobs:
-            raise StoreError(f"store = {location!r} is invalid: no job was submitted for it with "
-                             f"`depthwidth sweep slurm --submit`; give the job id with --job.")
+            raise StoreError(
+                f"store = {location!r} is invalid: no job was submitted for it with "
+                f"`depthwidth sweep slurm --submit`; give the job id with --job."
+            )
     except (SpecError, StoreError, ClusterError, ConfigError, OutputError) as exc:
         return fail(str(exc))
     earlier = f" (earlier: {', '.join(jobs[:-1])})" if len(jobs) > 1 else ""
@@ -606,8 +726,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 # -- inside the job -----------------------------------------------------------------------------
 
-def wait_nodes(address: str, nodes: int, timeout: float, head_pid: int | None = None,
-               head_log: str | None = None) -> int:
+
+def wait_nodes(
+    address: str, nodes: int, timeout: float, head_pid: int | None = None, head_log: str | None = None
+) -> int:
     """Block until `nodes` Ray nodes are alive at `address` (the batch script's barrier). Exits
     1 with a sentence when the head dies or the time runs out."""
     import socket
@@ -635,11 +757,14 @@ def wait_nodes(address: str, nodes: int, timeout: float, head_pid: int | None = 
             if s.connect_ex((host, int(port))) == 0:
                 break
         if time.monotonic() > deadline:
-            print(f"depthwidth: error: the Ray head at {address} did not start in {timeout:g} s{where}.",
-                  file=sys.stderr)
+            print(
+                f"depthwidth: error: the Ray head at {address} did not start in {timeout:g} s{where}.",
+                file=sys.stderr,
+            )
             return 1
         time.sleep(0.2)
     import ray
+
     ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     try:
         while True:
@@ -648,9 +773,11 @@ def wait_nodes(address: str, nodes: int, timeout: float, head_pid: int | None = 
                 print(f"depthwidth: {len(alive)} Ray node(s) joined at {address}")
                 return 0
             if time.monotonic() > deadline or not head_alive():
-                print(f"depthwidth: error: only {len(alive)} of {nodes} Ray nodes joined at "
-                      f"{address} in {timeout:g} s (see the ray-*.log files next to the script).",
-                      file=sys.stderr)
+                print(
+                    f"depthwidth: error: only {len(alive)} of {nodes} Ray nodes joined at "
+                    f"{address} in {timeout:g} s (see the ray-*.log files next to the script).",
+                    file=sys.stderr,
+                )
                 return 1
             time.sleep(0.5)
     finally:
@@ -659,12 +786,16 @@ def wait_nodes(address: str, nodes: int, timeout: float, head_pid: int | None = 
 
 # -- the command line ---------------------------------------------------------------------------
 
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("slurm", help="write (and submit) a SLURM batch script that runs the sweep",
-                       description="Write an sbatch script into the sweep's store that starts Ray "
-                                   "across the job's nodes and runs the sweep; with --submit, "
-                                   "submit it. Requeued or resubmitted, the job resumes the "
-                                   "sweep from the store (docs/cluster.md, SLURM).")
+    p = sub.add_parser(
+        "slurm",
+        help="write (and submit) a SLURM batch script that runs the sweep",
+        description="Write an sbatch script into the sweep's store that starts Ray "
+        "across the job's nodes and runs the sweep; with --submit, "
+        "submit it. Requeued or resubmitted, the job resumes the "
+        "sweep from the store (docs/cluster.md, SLURM).",
+    )
     p.add_argument("spec", help="sweep spec (TOML)")
     p.add_argument("--storage", help="store location (overrides the spec); shared by all nodes")
     p.add_argument("--submit", action="store_true", help="submit the script with sbatch")
@@ -675,10 +806,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time", help="time limit, e.g. 4:00:00 or 1-00:00:00 (default: from the plan)")
     for name in ("partition", "account", "qos", "constraint"):
         p.add_argument(f"--{name}", help=f"sbatch --{name}")
-    p.add_argument("--sbatch-arg", action="append", metavar="--OPTION[=VALUE]",
-                   help="any other sbatch option, e.g. --sbatch-arg=--exclusive (repeatable)")
-    p.add_argument("--grace", type=int, default=DEFAULT_GRACE_S,
-                   help=f"seconds of warning before the time limit (default {DEFAULT_GRACE_S})")
+    p.add_argument(
+        "--sbatch-arg",
+        action="append",
+        metavar="--OPTION[=VALUE]",
+        help="any other sbatch option, e.g. --sbatch-arg=--exclusive (repeatable)",
+    )
+    p.add_argument(
+        "--grace",
+        type=int,
+        default=DEFAULT_GRACE_S,
+        help=f"seconds of warning before the time limit (default {DEFAULT_GRACE_S})",
+    )
     p.add_argument("--max-concurrent", type=int, help="at most N trials at once")
     p.add_argument("--no-analyze", action="store_true", help="skip the analysis at the end")
     p.set_defaults(func=cmd_slurm)

@@ -46,8 +46,8 @@ from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
 from sweeps import datapath
 from sweeps.budget import Budget, apply_budget, model_stats, parse_budget, resolve_model
 from sweeps.errors import SpecError, choice, fail, known_table, number, text
-from sweeps.tracking import Tracking, parse_tracking
 from sweeps.expand import MAX_TRIALS, _cheap_sources, grid_trials
+from sweeps.tracking import Tracking, parse_tracking
 from sweeps.where import WhereError, compile_where, evaluate_where, where_names
 
 try:  # Python 3.11+
@@ -64,10 +64,32 @@ EXECUTION_FIELDS = {"train": ("device", "threads", "compile", "checkpoint_every"
 # Fields added after stores existed, with the value that reproduces the earlier behaviour: left
 # out of the id at that value, so an existing store's trials keep their ids (and are not rerun).
 LATER_FIELDS = {"model": {"base_depth": 2, "depth_alpha": 1.0}, "train": {"eps": 1e-8}}
-TOP_KEYS = ("name", "description", "where", "model", "data", "train", "grid", "points",
-            "budget", "resources", "storage", "tracking", "adaptive")  # [adaptive]: sweeps/adaptive.py
-RESOURCE_KEYS = ("cpus", "gpus", "workers", "sharding", "max_concurrent", "max_failures",
-                 "gpu_memory_gb", "gpu_tflops", "cpu_gflops")
+TOP_KEYS = (
+    "name",
+    "description",
+    "where",
+    "model",
+    "data",
+    "train",
+    "grid",
+    "points",
+    "budget",
+    "resources",
+    "storage",
+    "tracking",
+    "adaptive",
+)  # [adaptive]: sweeps/adaptive.py
+RESOURCE_KEYS = (
+    "cpus",
+    "gpus",
+    "workers",
+    "sharding",
+    "max_concurrent",
+    "max_failures",
+    "gpu_memory_gb",
+    "gpu_tflops",
+    "cpu_gflops",
+)
 MIN_THROUGHPUT = 1e-6  # gpu_tflops, cpu_gflops: below it FLOPs / throughput can overflow to inf
 SHARDINGS = ("ddp", "fsdp")  # data parallel: replicated weights, or weights sharded over workers
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -78,6 +100,7 @@ class Resources:
     """What each trial asks for. With workers > 1 a trial is that many data-parallel workers
     (Ray Train), and cpus and gpus are per worker. gpus = "auto" sizes each trial's GPU share
     from its memory estimate (sweeps/packing.py)."""
+
     cpus: float = 1.0
     gpus: float | str = 0.0  # a fraction in [0, 1], or "auto"
     workers: int = 1
@@ -122,16 +145,17 @@ class SweepSpec:
     budget: Budget | None
     tracking: Tracking = Tracking()  # [tracking]: experiment trackers (sweeps/tracking.py)
 
-    def adopt(self, stored: set[str]) -> "SweepSpec":
+    def adopt(self, stored: set[str]) -> SweepSpec:
         """The same sweep with each trial that a store holds under an older id (an alias) known
         by that id, so the store's finished trials are not run again."""
-        trials = tuple(next((replace(t, trial_id=a) for a in t.aliases
-                             if t.trial_id not in stored and a in stored), t) for t in self.trials)
+        trials = tuple(
+            next((replace(t, trial_id=a) for a in t.aliases if t.trial_id not in stored and a in stored), t)
+            for t in self.trials
+        )
         return replace(self, trials=trials)
 
 
-def trial_id_of(model: ModelConfig, data: DataConfig, train: TrainConfig,
-                data_id: str | None = None) -> str:
+def trial_id_of(model: ModelConfig, data: DataConfig, train: TrainConfig, data_id: str | None = None) -> str:
     """`data_id` stands for the data path (sweeps/datapath.identity: its content's hash)."""
     parts = {"model": model.to_dict(), "data": data.to_dict(), "train": train.to_dict()}
     if data_id is not None and parts["data"].get("path"):
@@ -152,22 +176,26 @@ def resolve_axis(name: str, where: str, kind: str = "axis") -> tuple[str, str]:
     if "." in name:
         owner, _, fname = name.partition(".")
         if owner not in CONFIGS:
-            raise SpecError(f"{where}: {kind} {name!r} has an unknown qualifier {owner!r}; "
-                            f"use model., data. or train.")
+            raise SpecError(
+                f"{where}: {kind} {name!r} has an unknown qualifier {owner!r}; use model., data. or train."
+            )
         if fname not in FIELDS[owner]:
-            raise SpecError(f"{where}: {kind} {name!r} is not a field of {CONFIGS[owner].__name__}; "
-                            f"known fields: {', '.join(FIELDS[owner])}.")
+            raise SpecError(
+                f"{where}: {kind} {name!r} is not a field of {CONFIGS[owner].__name__}; "
+                f"known fields: {', '.join(FIELDS[owner])}."
+            )
         return owner, fname
     owners = [k for k, names in FIELDS.items() if name in names]
     if not owners:
-        raise SpecError(f"{where}: {kind} {name!r} is not a field of ModelConfig, DataConfig or "
-                        f"TrainConfig.")
+        raise SpecError(f"{where}: {kind} {name!r} is not a field of ModelConfig, DataConfig or TrainConfig.")
     if len(owners) > 1:
         if name in DEFAULT_OWNER:
             return DEFAULT_OWNER[name], name
-        raise SpecError(f"{where}: {kind} {name!r} is ambiguous (a field of "
-                        f"{' and '.join(CONFIGS[o].__name__ for o in owners)}); write "
-                        f"{' or '.join(o + '.' + name for o in owners)}.")
+        raise SpecError(
+            f"{where}: {kind} {name!r} is ambiguous (a field of "
+            f"{' and '.join(CONFIGS[o].__name__ for o in owners)}); write "
+            f"{' or '.join(o + '.' + name for o in owners)}."
+        )
     return owners[0], name
 
 
@@ -179,8 +207,7 @@ def _flatten_axes(table: Mapping[str, Any], where: str) -> dict[str, Any]:
             for k2, v2 in v.items():
                 out[f"{k}.{k2}"] = v2
         elif isinstance(v, Mapping):
-            raise SpecError(f"{where}: axis {k!r} is a table; qualify fields as model.X, data.X "
-                            f"or train.X.")
+            raise SpecError(f"{where}: axis {k!r} is a table; qualify fields as model.X, data.X or train.X.")
         else:
             out[k] = v
     return out
@@ -210,17 +237,32 @@ def _resources(doc: Mapping[str, Any], path: str) -> Resources:
         elif k == "gpus":
             kw[k] = float(number(path, "resources.gpus", v, positive=False))
             if kw[k] > 1:
-                raise fail(path, "resources.gpus", v, "each worker trains on one device, so ask "
-                            "for a fraction in [0, 1] (more devices: resources.workers)")
+                raise fail(
+                    path,
+                    "resources.gpus",
+                    v,
+                    "each worker trains on one device, so ask "
+                    "for a fraction in [0, 1] (more devices: resources.workers)",
+                )
         else:
             kw[k] = float(number(path, f"resources.{k}", v))
             if k in ("gpu_tflops", "cpu_gflops") and kw[k] < MIN_THROUGHPUT:
-                raise fail(path, f"resources.{k}", v, f"must be at least {MIN_THROUGHPUT:g}; a "
-                           f"slower machine makes the plan's time estimates infinite")
+                raise fail(
+                    path,
+                    f"resources.{k}",
+                    v,
+                    f"must be at least {MIN_THROUGHPUT:g}; a "
+                    f"slower machine makes the plan's time estimates infinite",
+                )
     out = Resources(**{**r.__dict__, **kw})
     if out.workers > 1 and not out.auto_gpus and 0 < float(out.gpus) < 1:
-        raise fail(path, "resources.gpus", out.gpus, "the workers of one trial cannot share a GPU "
-                   "(NCCL runs one rank per GPU); ask for 1 per worker, or \"auto\"")
+        raise fail(
+            path,
+            "resources.gpus",
+            out.gpus,
+            "the workers of one trial cannot share a GPU "
+            '(NCCL runs one rank per GPU); ask for 1 per worker, or "auto"',
+        )
     return out
 
 
@@ -231,8 +273,13 @@ def _storage(doc: Mapping[str, Any], name: str, path: str) -> str:
     return value
 
 
-def _make_trial(base: dict[str, dict[str, Any]], point: Mapping[str, Any], budget: Budget | None,
-                where: str, base_dir: str | None = None) -> Trial:
+def _make_trial(
+    base: dict[str, dict[str, Any]],
+    point: Mapping[str, Any],
+    budget: Budget | None,
+    where: str,
+    base_dir: str | None = None,
+) -> Trial:
     cfg = {k: dict(v) for k, v in base.items()}
     axes = []
     for name, value in point.items():
@@ -256,8 +303,9 @@ def _make_trial(base: dict[str, dict[str, Any]], point: Mapping[str, Any], budge
     if not data.path:
         return Trial(trial_id_of(model, data, train), model, data, train, tuple(axes))
     tid = trial_id_of(model, data, train, datapath.identity(data.path))
-    old = [trial_id_of(model, replace(data, path=p), train)
-           for p in datapath.legacy_paths(written, data.path)]
+    old = [
+        trial_id_of(model, replace(data, path=p), train) for p in datapath.legacy_paths(written, data.path)
+    ]
     return Trial(tid, model, data, train, tuple(axes), tuple(dict.fromkeys(a for a in old if a != tid)))
 
 
@@ -293,8 +341,12 @@ def _axes(doc: Mapping[str, Any], path: str, base: Mapping[str, Mapping[str, Any
         seen[key] = name
         owner, fname = key
         if fname in base[owner]:
-            raise fail(path, f"grid.{name}", values, f"[{owner}] sets {fname} = "
-                       f"{base[owner][fname]!r} too; give it in one place")
+            raise fail(
+                path,
+                f"grid.{name}",
+                values,
+                f"[{owner}] sets {fname} = {base[owner][fname]!r} too; give it in one place",
+            )
         if not isinstance(values, list):
             raise fail(path, f"grid.{name}", values, "an axis is a list of values")
         if not values:
@@ -329,11 +381,13 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
     trials = _grid(base, axes, budget, path, where.compiled, where.used, base_dir)
     if axes and not trials:
         raise fail(path, "where", where.raw, "it leaves no grid point to run")
-    trials = _unique(trials + [_point_trial(i, p, base, budget, path, base_dir)
-                               for i, p in enumerate(points)])
+    trials = _unique(
+        trials + [_point_trial(i, p, base, budget, path, base_dir) for i, p in enumerate(points)]
+    )
     _check_workers(trials, resources, path)
-    return SweepSpec(name, description, source_path, text, tuple(trials), resources, storage, budget,
-                     tracking)
+    return SweepSpec(
+        name, description, source_path, text, tuple(trials), resources, storage, budget, tracking
+    )
 
 
 def _name(doc: Mapping[str, Any], path: str) -> tuple[str, str]:
@@ -343,7 +397,7 @@ def _name(doc: Mapping[str, Any], path: str) -> tuple[str, str]:
             raise SpecError(f"{path}: unknown key {k!r}; known keys: {', '.join(TOP_KEYS)}.")
     name = doc.get("name")
     if name is None:
-        raise SpecError(f"{path}: name is missing; every sweep needs a name (e.g. name = \"smoke\").")
+        raise SpecError(f'{path}: name is missing; every sweep needs a name (e.g. name = "smoke").')
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise fail(path, "name", name, "use 1-100 letters, digits, '-', '_' or '.'")
     description = doc.get("description", "")
@@ -352,15 +406,20 @@ def _name(doc: Mapping[str, Any], path: str) -> tuple[str, str]:
     return name, description
 
 
-def _check_budget_owns(budget: Budget | None, base: Mapping[str, Mapping[str, Any]],
-                       axes: Mapping[str, Any], path: str) -> None:
+def _check_budget_owns(
+    budget: Budget | None, base: Mapping[str, Mapping[str, Any]], axes: Mapping[str, Any], path: str
+) -> None:
     """A [budget] that sets steps (and warmup) is their only source."""
     for fname, owner_key in (("steps", "kind"), ("warmup_steps", "warmup_fraction")):
         if budget is None or (owner_key == "warmup_fraction" and budget.warmup_fraction is None):
             continue
         if fname in base["train"] or any(resolve_axis(a, path) == ("train", fname) for a in axes):
-            raise fail(path, f"train.{fname}", base["train"].get(fname, "[grid]"),
-                       f"[budget] sets {fname}; give it in one place")
+            raise fail(
+                path,
+                f"train.{fname}",
+                base["train"].get(fname, "[grid]"),
+                f"[budget] sets {fname}; give it in one place",
+            )
 
 
 @dataclass(frozen=True)
@@ -388,8 +447,14 @@ def _where(doc: Mapping[str, Any], path: str) -> _Where:
     return _Where(raw_where, compiled, used)
 
 
-def _point_trial(i: int, point: Mapping[str, Any], base: dict[str, dict[str, Any]],
-                 budget: Budget | None, path: str, base_dir: str | None = None) -> Trial:
+def _point_trial(
+    i: int,
+    point: Mapping[str, Any],
+    base: dict[str, dict[str, Any]],
+    budget: Budget | None,
+    path: str,
+    base_dir: str | None = None,
+) -> Trial:
     """One [[points]] table: one value per field."""
     flat = _flatten_axes(point, f"{path} [[points]] #{i + 1}")
     for k, v in flat.items():
@@ -413,19 +478,29 @@ def _grid(base, axes, budget, path, compiled, used, base_dir=None) -> list[Trial
     def count_check(n: int) -> None:
         if n > MAX_TRIALS:
             size = " x ".join(str(len(axes[a])) for a in names)
-            raise SpecError(f"{path}: [grid] is invalid: it makes {n:,} trials ({size}"
-                            f"{' after where' if compiled else ''}), more than the {MAX_TRIALS:,} "
-                            f"one sweep plans; narrow the grid or split it into several sweeps.")
+            raise SpecError(
+                f"{path}: [grid] is invalid: it makes {n:,} trials ({size}"
+                f"{' after where' if compiled else ''}), more than the {MAX_TRIALS:,} "
+                f"one sweep plans; narrow the grid or split it into several sweeps."
+            )
 
     def keep(trial: Trial) -> bool:
-        return all(evaluate_where(c, _where_env(trial.model, trial.data, trial.train, used))
-                   for c in compiled)
+        return all(
+            evaluate_where(c, _where_env(trial.model, trial.data, trial.train, used)) for c in compiled
+        )
 
     try:
         sources = _cheap_sources(names, used, base, lambda n: resolve_axis(n, path))
-        return grid_trials(names, axes, count_check,
-                           lambda point: _make_trial(base, point, budget, path, base_dir), keep, sources,
-                           compiled, evaluate_where)
+        return grid_trials(
+            names,
+            axes,
+            count_check,
+            lambda point: _make_trial(base, point, budget, path, base_dir),
+            keep,
+            sources,
+            compiled,
+            evaluate_where,
+        )
     except WhereError as exc:
         raise SpecError(f"{path}: {exc}") from None
 
@@ -437,9 +512,13 @@ def _check_workers(trials: list[Trial], resources: Resources, path: str) -> None
     for t in trials:
         if t.train.batch_size % resources.workers:
             axes = ", ".join(f"{k}={v!r}" for k, v in t.axes) or "the fixed config"
-            raise fail(path, "resources.workers", resources.workers,
-                       f"the trial at {axes} has batch_size {t.train.batch_size}, which "
-                       f"{resources.workers} workers cannot split into equal shards")
+            raise fail(
+                path,
+                "resources.workers",
+                resources.workers,
+                f"the trial at {axes} has batch_size {t.train.batch_size}, which "
+                f"{resources.workers} workers cannot split into equal shards",
+            )
 
 
 def load_spec(path: str | os.PathLike) -> SweepSpec:

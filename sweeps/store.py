@@ -20,8 +20,18 @@ from typing import Any
 
 import pandas as pd
 
-from depthwidth.results import (CURVE_COLUMNS, REQUIRED_RUN_COLUMNS, SPEC, TUNE_DIR, Location,
-                                StoreError, append_part, compact, has_runs, read_tables)
+from depthwidth.results import (
+    CURVE_COLUMNS,
+    REQUIRED_RUN_COLUMNS,
+    SPEC,
+    TUNE_DIR,
+    Location,
+    StoreError,
+    append_part,
+    compact,
+    has_runs,
+    read_tables,
+)
 
 COMPACT_RATIO = 8  # fold the parts when they number 1/8 of the folded rows: ≤ 8 row rewrites per trial
 
@@ -104,8 +114,9 @@ class ResultStore:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         block = "".join(f"# {line}\n" for line in text.splitlines())
         sep = "" if current.endswith("\n") else "\n"
-        self.loc.write_text(SPEC, current + sep + f"{_EXTENSION_MARK} {stamp} from {source} "
-                                  f"sha256={digest}\n" + block)
+        self.loc.write_text(
+            SPEC, current + sep + f"{_EXTENSION_MARK} {stamp} from {source} sha256={digest}\n" + block
+        )
 
     def add_trial(self, row: dict[str, Any], curve: list[dict[str, Any]]) -> None:
         """Record one finished trial as a new part (a later row of the same id, from --rerun,
@@ -146,14 +157,17 @@ class ResultStore:
         if not self.is_local:
             return
         import fcntl
+
         os.makedirs(self.root, exist_ok=True)
         f = open(self.path(".lock"), "a+")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             f.close()
-            raise StoreError(f"{self.root} is being written by another running sweep; wait for it "
-                             f"to finish or stop it first.") from None
+            raise StoreError(
+                f"{self.root} is being written by another running sweep; wait for it "
+                f"to finish or stop it first."
+            ) from None
         self._lock_file = f
 
     def unlock(self) -> None:
@@ -170,8 +184,14 @@ def _curve_columns(curve: list[dict[str, Any]]) -> list[str]:
     return list(CURVE_COLUMNS) + extra
 
 
-def make_row(sweep: str, trial: dict[str, Any], result: dict[str, Any], node: dict[str, Any],
-             resumed_from_step: int, resume_note: str = "") -> dict[str, Any]:
+def make_row(
+    sweep: str,
+    trial: dict[str, Any],
+    result: dict[str, Any],
+    node: dict[str, Any],
+    resumed_from_step: int,
+    resume_note: str = "",
+) -> dict[str, Any]:
     """One runs.parquet row: docs/design.md's required columns, then provenance and the resolved
     configs as JSON so the table describes itself. `trial` is Trial.config_dict() + trial_id."""
     m, d, t = trial["model"], trial["data"], trial["train"]
@@ -180,33 +200,60 @@ def make_row(sweep: str, trial: dict[str, Any], result: dict[str, Any], node: di
     metrics = {k: v for k, v in raw.items() if _is_number(v)}
     # Lists of numbers (e.g. a per-step gradient profile), or of such lists (profiles at
     # several evaluations), go into the metrics JSON only.
-    profiles = {k: v for k, v in raw.items() if isinstance(v, list) and v and all(
-        _is_number(x) or (isinstance(x, list) and all(_is_number(e) for e in x)) for x in v)}
+    profiles = {
+        k: v
+        for k, v in raw.items()
+        if isinstance(v, list)
+        and v
+        and all(_is_number(x) or (isinstance(x, list) and all(_is_number(e) for e in x)) for x in v)
+    }
     row: dict[str, Any] = {
-        "trial_id": trial["trial_id"], "family": m["family"], "depth": int(m["depth"]),
-        "width": int(m["width"]), "heads": int(m["heads"]), "seed": int(t["seed"]),
-        "n_params": int(result["n_params"]), "n_params_total": int(result["n_params_total"]),
-        "flops_per_token": float(result["flops_per_token"]), "tokens": int(result["tokens"]),
-        "steps": int(result["steps"]), "final_train_loss": float(result["final_train_loss"]),
-        "final_val_loss": float(result["final_val_loss"]), "status": str(result["status"]),
-        "wall_s": float(result["wall_s"]), "depthwidth_version": str(result["depthwidth_version"]),
-        "torch_version": str(result["torch_version"]), "device": str(result["device"]),
-        "sweep": sweep, "flops": float(result["flops"]),
+        "trial_id": trial["trial_id"],
+        "family": m["family"],
+        "depth": int(m["depth"]),
+        "width": int(m["width"]),
+        "heads": int(m["heads"]),
+        "seed": int(t["seed"]),
+        "n_params": int(result["n_params"]),
+        "n_params_total": int(result["n_params_total"]),
+        "flops_per_token": float(result["flops_per_token"]),
+        "tokens": int(result["tokens"]),
+        "steps": int(result["steps"]),
+        "final_train_loss": float(result["final_train_loss"]),
+        "final_val_loss": float(result["final_val_loss"]),
+        "status": str(result["status"]),
+        "wall_s": float(result["wall_s"]),
+        "depthwidth_version": str(result["depthwidth_version"]),
+        "torch_version": str(result["torch_version"]),
+        "device": str(result["device"]),
+        "sweep": sweep,
+        "flops": float(result["flops"]),
         "unigram_entropy": float(result.get("unigram_entropy", math.nan)),
         # Wies et al. 2021 (docs/science.md §1): the embedding rank caps what width can buy.
-        "vocab_size": vocab, "embedding_rank": min(vocab, int(m["width"])),
-        "attention": m["attention"], "parametrization": m["parametrization"],
-        "seq_len": int(m["seq_len"]), "ffn_ratio": float(m["ffn_ratio"]),
-        "nu": int(m["nu"]), "rho": int(m["rho"]), "data_source": d["source"],
-        "task_length": int(d["task_length"]), "data_seed": int(d["seed"]),
-        "lr": float(t["lr"]), "batch_size": int(t["batch_size"]),
-        "error": str(result.get("error", "")), "resumed_from_step": int(resumed_from_step),
+        "vocab_size": vocab,
+        "embedding_rank": min(vocab, int(m["width"])),
+        "attention": m["attention"],
+        "parametrization": m["parametrization"],
+        "seq_len": int(m["seq_len"]),
+        "ffn_ratio": float(m["ffn_ratio"]),
+        "nu": int(m["nu"]),
+        "rho": int(m["rho"]),
+        "data_source": d["source"],
+        "task_length": int(d["task_length"]),
+        "data_seed": int(d["seed"]),
+        "lr": float(t["lr"]),
+        "batch_size": int(t["batch_size"]),
+        "error": str(result.get("error", "")),
+        "resumed_from_step": int(resumed_from_step),
         "resume_note": str(resume_note),  # e.g. a damaged checkpoint passed over on resume
         "workers": int(trial.get("workers", 1)),  # data-parallel workers that trained it
-        "node_id": str(node.get("node_id", "")), "node_ip": str(node.get("node_ip", "")),
+        "node_id": str(node.get("node_id", "")),
+        "node_ip": str(node.get("node_ip", "")),
         "finished_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "model_config": json.dumps(m, sort_keys=True), "data_config": json.dumps(d, sort_keys=True),
-        "train_config": json.dumps(t, sort_keys=True), "metrics": json.dumps({**metrics, **profiles}, sort_keys=True),
+        "model_config": json.dumps(m, sort_keys=True),
+        "data_config": json.dumps(d, sort_keys=True),
+        "train_config": json.dumps(t, sort_keys=True),
+        "metrics": json.dumps({**metrics, **profiles}, sort_keys=True),
     }
     for k, v in metrics.items():  # e.g. copy-task `accuracy` as its own column
         if re.fullmatch(r"[a-z][a-z0-9_]*", k) and k not in row:
@@ -236,9 +283,25 @@ def runs_table_text(df: pd.DataFrame) -> str:
     """The runs table as people read it: the grid coordinates, sizes and losses."""
     if df.empty:
         return "(no finished trials)"
-    cols = [c for c in ("trial_id", "family", "depth", "width", "heads", "seed", "n_params", "steps",
-                        "final_train_loss", "final_val_loss", "accuracy", "status", "wall_s")
-            if c in df.columns]
+    cols = [
+        c
+        for c in (
+            "trial_id",
+            "family",
+            "depth",
+            "width",
+            "heads",
+            "seed",
+            "n_params",
+            "steps",
+            "final_train_loss",
+            "final_val_loss",
+            "accuracy",
+            "status",
+            "wall_s",
+        )
+        if c in df.columns
+    ]
     view = df[cols].sort_values([c for c in ("family", "depth", "width", "seed") if c in cols])
     return view.to_string(index=False, float_format=lambda x: f"{x:.4f}")
 

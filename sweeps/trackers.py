@@ -16,9 +16,10 @@ import logging
 import os
 import re
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
-from sweeps.tracking import STEP_KEY, TrialInfo, Tracking
+from sweeps.tracking import STEP_KEY, Tracking, TrialInfo
 
 TRIAL_TAG = "depthwidth.trial_id"
 STATUS_TAG = "depthwidth.status"
@@ -35,6 +36,7 @@ def _scalar(v: Any) -> Any:
 
 # -- MLflow -------------------------------------------------------------------------------------
 
+
 class MlflowTracker:
     """One experiment named after the sweep; one run per trial, tagged with its trial_id."""
 
@@ -50,8 +52,10 @@ class MlflowTracker:
         self.client = MlflowClient(tracking_uri=uri)
         exp = self.client.get_experiment_by_name(experiment)
         if exp is not None and exp.lifecycle_stage == "deleted":
-            raise RuntimeError(f"the experiment {experiment!r} is deleted in {uri}; restore it or "
-                               f"remove it for good (mlflow gc)")
+            raise RuntimeError(
+                f"the experiment {experiment!r} is deleted in {uri}; restore it or "
+                f"remove it for good (mlflow gc)"
+            )
         self.exp_id = exp.experiment_id if exp is not None else self.client.create_experiment(experiment)
         self.runs: dict[str, Any] = {}  # trial_id -> mlflow Run (first one found)
         token = None
@@ -78,12 +82,18 @@ class MlflowTracker:
     def create(self, info: TrialInfo) -> None:
         from mlflow.entities import Param
 
-        run = self.client.create_run(self.exp_id, run_name=info.name, tags={
-            TRIAL_TAG: info.trial_id, "depthwidth.sweep": info.sweep,
-            "depthwidth.axes": info.axes_text()})
+        run = self.client.create_run(
+            self.exp_id,
+            run_name=info.name,
+            tags={
+                TRIAL_TAG: info.trial_id,
+                "depthwidth.sweep": info.sweep,
+                "depthwidth.axes": info.axes_text(),
+            },
+        )
         params = [Param(k, str(v)) for k, v in info.params().items()]
         for i in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
-            self.client.log_batch(run.info.run_id, params=params[i:i + 100])
+            self.client.log_batch(run.info.run_id, params=params[i : i + 100])
         self.runs[info.trial_id] = run
 
     def reopen(self, info: TrialInfo) -> None:
@@ -93,16 +103,20 @@ class MlflowTracker:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        self.client.log_batch(self.runs[tid].info.run_id,
-                              metrics=[Metric(k, v, now, step) for k, v in _ordered(metrics)])
+        self.client.log_batch(
+            self.runs[tid].info.run_id, metrics=[Metric(k, v, now, step) for k, v in _ordered(metrics)]
+        )
 
     def finish(self, tid: str, step: int, final: dict[str, float], status: str) -> None:
         from mlflow.entities import Metric, RunTag
 
         run_id = self.runs[tid].info.run_id
         now = int(time.time() * 1000)
-        self.client.log_batch(run_id, metrics=[Metric(k, v, now, step) for k, v in final.items()],
-                              tags=[RunTag(STATUS_TAG, status)])
+        self.client.log_batch(
+            run_id,
+            metrics=[Metric(k, v, now, step) for k, v in final.items()],
+            tags=[RunTag(STATUS_TAG, status)],
+        )
         self.client.set_terminated(run_id, "FAILED" if status == "failed" else "FINISHED")
 
     def release(self, tid: str) -> None:
@@ -132,10 +146,10 @@ def wandb_records(path: str) -> Iterator[Any]:
         if left < 7:  # a block's tail too short for a record header is padding
             pos += left
             continue
-        n, kind = int.from_bytes(data[pos + 4:pos + 6], "little"), data[pos + 6]
+        n, kind = int.from_bytes(data[pos + 4 : pos + 6], "little"), data[pos + 6]
         if pos + 7 + n > len(data):
             return
-        chunk, pos = data[pos + 7:pos + 7 + n], pos + 7 + n
+        chunk, pos = data[pos + 7 : pos + 7 + n], pos + 7 + n
         if kind in (1, 4):  # FULL, or LAST of a record split across blocks
             rec = pb.Record()
             rec.ParseFromString(pending + chunk if kind == 4 else chunk)
@@ -214,9 +228,19 @@ class WandbTracker:
             # mid-sweep leaves the steps it logged in the file, where a resumed run finds them
             settings["x_transaction_log_flush_interval"] = 1.0
         run = self.wandb.init(
-            project=self.project, entity=self.entity, id=info.trial_id, name=info.name,
-            group=info.sweep, config=config, mode=self.mode, dir=self.folder, resume="allow",
-            reinit="create_new", tags=[info.sweep], settings=self.wandb.Settings(**settings))
+            project=self.project,
+            entity=self.entity,
+            id=info.trial_id,
+            name=info.name,
+            group=info.sweep,
+            config=config,
+            mode=self.mode,
+            dir=self.folder,
+            resume="allow",
+            reinit="create_new",
+            tags=[info.sweep],
+            settings=self.wandb.Settings(**settings),
+        )
         steps = (self.known.get(info.trial_id) or (set(), False))[0]
         self.last[info.trial_id] = max(steps, default=-1)
         return run
@@ -255,6 +279,7 @@ class WandbTracker:
 
 # -- TensorBoard --------------------------------------------------------------------------------
 
+
 def tensorboard_scalars(folder: str) -> list[tuple[str, int]]:
     """(tag, step) of every scalar and text value in a run folder's event files, in file order."""
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
@@ -288,16 +313,21 @@ class TensorBoardTracker:
         self.writers: dict[str, Any] = {}
 
     def finished_ids(self) -> set[str]:
-        return {tid for tid, f in self.folders.items()
-                if any(tag.startswith(self.STATUS) for tag, _ in tensorboard_scalars(f))}
+        return {
+            tid
+            for tid, f in self.folders.items()
+            if any(tag.startswith(self.STATUS) for tag, _ in tensorboard_scalars(f))
+        }
 
     def lookup(self, tid: str):
         folder = self.folders.get(tid)
         if folder is None:
             return None
         seen = tensorboard_scalars(folder)
-        return ({s for tag, s in seen if tag == STEP_KEY},
-                any(tag.startswith(self.STATUS) for tag, _ in seen))
+        return (
+            {s for tag, s in seen if tag == STEP_KEY},
+            any(tag.startswith(self.STATUS) for tag, _ in seen),
+        )
 
     def _writer(self, tid: str):
         from tensorboardX import SummaryWriter
@@ -348,8 +378,10 @@ class TensorBoardTracker:
 
 # -- from a Tracking config to the trackers -----------------------------------------------------
 
-def factories(tracking: Tracking, sweep: str, store_root: str | None, store_display: str
-              ) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
+
+def factories(
+    tracking: Tracking, sweep: str, store_root: str | None, store_display: str
+) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
     """name -> a function building that tracker (called in its own thread), and for each the
     sentence saying how to send the stored results later."""
     made: dict[str, Callable[[], Any]] = {}
@@ -362,13 +394,19 @@ def factories(tracking: Tracking, sweep: str, store_root: str | None, store_disp
         folder = os.environ.get("WANDB_DIR") or store_root or os.getcwd()
         t = tracking
         made["wandb"] = lambda: WandbTracker(t.wandb_project, t.wandb_mode, t.wandb_entity, folder)
-        later["wandb"] = (f"`depthwidth export {store_display} --wandb {t.wandb_project}"
-                          f"{' --wandb-mode offline' if t.wandb_mode == 'offline' else ''}` sends "
-                          f"what it lacks.")
+        later["wandb"] = (
+            f"`depthwidth export {store_display} --wandb {t.wandb_project}"
+            f"{' --wandb-mode offline' if t.wandb_mode == 'offline' else ''}` sends "
+            f"what it lacks."
+        )
     if tracking.tensorboard:
-        logdir = (tracking.tensorboard if isinstance(tracking.tensorboard, str)
-                  else os.path.join(store_root or os.getcwd(), "tensorboard"))
+        logdir = (
+            tracking.tensorboard
+            if isinstance(tracking.tensorboard, str)
+            else os.path.join(store_root or os.getcwd(), "tensorboard")
+        )
         made["tensorboard"] = lambda: TensorBoardTracker(logdir)
-        later["tensorboard"] = (f"`depthwidth export {store_display} --tensorboard {logdir}` "
-                                f"writes what it lacks.")
+        later["tensorboard"] = (
+            f"`depthwidth export {store_display} --tensorboard {logdir}` writes what it lacks."
+        )
     return made, later

@@ -28,8 +28,15 @@ WANDB_KEYS = ("project", "mode", "entity")
 WANDB_MODES = ("online", "offline")
 FLUSH_TIMEOUT_S = 60.0  # how long the end of a sweep waits for a tracker still sending
 # The final row's metrics, logged at the trial's last step (keys as in runs.parquet).
-FINAL_METRICS = ("final_train_loss", "final_val_loss", "n_params", "n_params_total", "tokens",
-                 "flops", "wall_s")
+FINAL_METRICS = (
+    "final_train_loss",
+    "final_val_loss",
+    "n_params",
+    "n_params_total",
+    "tokens",
+    "flops",
+    "wall_s",
+)
 STEP_KEY = "val_loss"  # every evaluation has it; the trackers write it last within a step
 EXTRAS = {"mlflow": "mlflow", "wandb": "wandb", "tensorboard": "tensorboard"}
 _NEEDS = {"mlflow": ("mlflow",), "wandb": ("wandb",), "tensorboard": ("tensorboardX", "tensorboard")}
@@ -38,6 +45,7 @@ _NEEDS = {"mlflow": ("mlflow",), "wandb": ("wandb",), "tensorboard": ("tensorboa
 @dataclass(frozen=True)
 class Tracking:
     """Which trackers a sweep logs to (the spec's [tracking] table, then `sweep run` flags)."""
+
     mlflow: str | None = None  # tracking URI: sqlite:///mlruns.db, http://HOST:5000, a folder
     wandb_project: str | None = None
     wandb_mode: str = "online"
@@ -46,12 +54,24 @@ class Tracking:
 
     @property
     def enabled(self) -> tuple[str, ...]:
-        return tuple(k for k, on in (("mlflow", self.mlflow), ("wandb", self.wandb_project),
-                                     ("tensorboard", self.tensorboard)) if on)
+        return tuple(
+            k
+            for k, on in (
+                ("mlflow", self.mlflow),
+                ("wandb", self.wandb_project),
+                ("tensorboard", self.tensorboard),
+            )
+            if on
+        )
 
-    def with_flags(self, mlflow: str | None = None, wandb: str | None = None,
-                   wandb_mode: str | None = None, tensorboard: str | bool | None = None,
-                   wandb_entity: str | None = None) -> Tracking:
+    def with_flags(
+        self,
+        mlflow: str | None = None,
+        wandb: str | None = None,
+        wandb_mode: str | None = None,
+        tensorboard: str | bool | None = None,
+        wandb_entity: str | None = None,
+    ) -> Tracking:
         t = self
         if mlflow:
             t = replace(t, mlflow=mlflow)
@@ -71,15 +91,30 @@ def parse_tracking(doc: Mapping[str, Any], path: str) -> Tracking:
     table = known_table(doc.get("tracking", {}), path, "tracking", TRACKING_KEYS)
     kw: dict[str, Any] = {}
     if table.get("mlflow") is not None:
-        kw["mlflow"] = text(path, "tracking.mlflow", table["mlflow"], "expected a tracking URI such "
-                            "as \"sqlite:///mlruns.db\" or \"http://HOST:5000\"")
+        kw["mlflow"] = text(
+            path,
+            "tracking.mlflow",
+            table["mlflow"],
+            'expected a tracking URI such as "sqlite:///mlruns.db" or "http://HOST:5000"',
+        )
     wb = table.get("wandb")
     if wb is not None:
-        wb = known_table(wb, path, "tracking.wandb", WANDB_KEYS, label="tracking.wandb",
-                         what="expected a table such as { project = \"depthwidth\", mode = \"offline\" }")
+        wb = known_table(
+            wb,
+            path,
+            "tracking.wandb",
+            WANDB_KEYS,
+            label="tracking.wandb",
+            what='expected a table such as { project = "depthwidth", mode = "offline" }',
+        )
         project = text(path, "tracking.wandb.project", wb.get("project"), "expected a project name")
-        mode = choice(path, "tracking.wandb.mode", wb.get("mode", "online"), WANDB_MODES,
-                      "expected \"online\" or \"offline\"")
+        mode = choice(
+            path,
+            "tracking.wandb.mode",
+            wb.get("mode", "online"),
+            WANDB_MODES,
+            'expected "online" or "offline"',
+        )
         entity = wb.get("entity")
         if entity is not None:
             text(path, "tracking.wandb.entity", entity, "expected a W&B entity (user or team)")
@@ -87,8 +122,9 @@ def parse_tracking(doc: Mapping[str, Any], path: str) -> Tracking:
     tb = table.get("tensorboard")
     if tb is not None:
         if not isinstance(tb, (bool, str)) or (isinstance(tb, str) and not tb.strip()):
-            raise fail(path, "tracking.tensorboard", tb, "expected true (event files under the "
-                       "store) or a folder")
+            raise fail(
+                path, "tracking.tensorboard", tb, "expected true (event files under the store) or a folder"
+            )
         kw["tensorboard"] = tb
     return Tracking(**kw)
 
@@ -99,11 +135,14 @@ def check_available(tracking: Tracking, prefix: str = "tracking.") -> None:
     for name in tracking.enabled:
         missing = [m for m in _NEEDS[name] if importlib.util.find_spec(m) is None]
         if missing:
-            raise SpecError(f"{prefix}{name} is invalid here: the {missing[0]} package is not "
-                            f"installed; pip install 'depthwidth[{EXTRAS[name]}]'.")
+            raise SpecError(
+                f"{prefix}{name} is invalid here: the {missing[0]} package is not "
+                f"installed; pip install 'depthwidth[{EXTRAS[name]}]'."
+            )
 
 
 # -- what a tracker is told ---------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class TrialInfo:
@@ -134,9 +173,14 @@ def eval_metrics(values: Mapping[str, Any], skip: Iterable[str] = ()) -> dict[st
     """The numeric metrics of one evaluation (a Tune result or a curves.parquet row); a NaN in a
     column other runs' families filled is left out, a NaN loss is kept (a diverged trial)."""
     drop = {"trial_id", "step", "progress", *skip}
-    return {k: float(v) for k, v in values.items()
-            if k not in drop and isinstance(v, (int, float)) and not isinstance(v, bool)
-            and (k in _EVAL_KEYS or not math.isnan(v))}
+    return {
+        k: float(v)
+        for k, v in values.items()
+        if k not in drop
+        and isinstance(v, (int, float))
+        and not isinstance(v, bool)
+        and (k in _EVAL_KEYS or not math.isnan(v))
+    }
 
 
 def final_metrics(row: Mapping[str, Any]) -> dict[str, float]:
@@ -157,8 +201,10 @@ def _num(v: Any) -> bool:
 
 # What a tracker's failure costs: nothing in a sweep (which goes on); an export stops for it.
 SWEEP_GOES_ON = "the sweep goes on without it and nothing stored is lost."
-EXPORT_STOPS = ("nothing was lost: the store is untouched; fix the cause and run the same export "
-                "again, which sends only what the tracker lacks.")
+EXPORT_STOPS = (
+    "nothing was lost: the store is untouched; fix the cause and run the same export "
+    "again, which sends only what the tracker lacks."
+)
 
 
 class _Trial:
@@ -172,8 +218,14 @@ class _Worker(threading.Thread):
     """Runs one tracker's calls in order, off the driver's thread. The first failure disables it
     with one warning; later calls are dropped."""
 
-    def __init__(self, name: str, factory: Callable[[], Any], warn: Callable[[str], None],
-                 later: str, after: str = SWEEP_GOES_ON):
+    def __init__(
+        self,
+        name: str,
+        factory: Callable[[], Any],
+        warn: Callable[[str], None],
+        later: str,
+        after: str = SWEEP_GOES_ON,
+    ):
         super().__init__(name=f"depthwidth-{name}", daemon=True)
         self.label, self.factory, self.warn, self.later = name, factory, warn, later
         self.after = after
@@ -197,8 +249,10 @@ class _Worker(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - any tracker error: warn once, go on
                 self.dead = True
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-                self.warn(f"tracking: {self.label} failed ({type(exc).__name__}: {first}); "
-                          f"{self.after} {self.later}".rstrip())
+                self.warn(
+                    f"tracking: {self.label} failed ({type(exc).__name__}: {first}); "
+                    f"{self.after} {self.later}".rstrip()
+                )
             finally:
                 self.q.task_done()
 
@@ -263,11 +317,13 @@ class _Worker(threading.Thread):
 class Trackers:
     """The enabled trackers of one driver run (or one `depthwidth export`)."""
 
-    def __init__(self, factories: dict[str, Callable[[], Any]], later: dict[str, str],
-                 after: str = SWEEP_GOES_ON):
+    def __init__(
+        self, factories: dict[str, Callable[[], Any]], later: dict[str, str], after: str = SWEEP_GOES_ON
+    ):
         self._warnings: queue.Queue = queue.Queue()
-        self.workers = [_Worker(name, f, self._warnings.put, later.get(name, ""), after)
-                        for name, f in factories.items()]
+        self.workers = [
+            _Worker(name, f, self._warnings.put, later.get(name, ""), after) for name, f in factories.items()
+        ]
         for w in self.workers:
             w.start()
 
@@ -286,8 +342,16 @@ class Trackers:
     def stored(self, info: TrialInfo, row: Mapping[str, Any], curve: list[dict[str, Any]]) -> None:
         """A trial as the store holds it: any steps the run lacks, then the final metrics."""
         points = [(int(p["step"]), eval_metrics(p)) for p in curve]
-        self._put(("stored", info, points, final_metrics(row), str(row["status"]),
-                   int(row.get("steps") or (points[-1][0] if points else 0))))
+        self._put(
+            (
+                "stored",
+                info,
+                points,
+                final_metrics(row),
+                str(row["status"]),
+                int(row.get("steps") or (points[-1][0] if points else 0)),
+            )
+        )
 
     def release(self, info: TrialInfo) -> None:
         """The trial did not finish in this driver run: close its run so a later one resumes it."""
@@ -309,10 +373,16 @@ class Trackers:
         deadline = None if timeout is None else time.monotonic() + timeout
         for w in self.workers:
             w.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        late = [f"tracking: {w.label} was still sending after {timeout:g} s; the sweep's results are "
-                f"all in the store. {w.later}" for w in self.workers if w.is_alive()]
+        late = [
+            f"tracking: {w.label} was still sending after {timeout:g} s; the sweep's results are "
+            f"all in the store. {w.later}"
+            for w in self.workers
+            if w.is_alive()
+        ]
         return self.warnings() + late
 
     def summary(self) -> dict[str, dict[str, int]]:
-        return {w.label: {"runs_created": w.created_runs, "steps_logged": w.logged_steps,
-                          "failed": int(w.dead)} for w in self.workers}
+        return {
+            w.label: {"runs_created": w.created_runs, "steps_logged": w.logged_steps, "failed": int(w.dead)}
+            for w in self.workers
+        }

@@ -43,8 +43,11 @@ def train_configs(trial: dict[str, Any], run: dict[str, Any]):
     train_cfg = TrainConfig.from_dict(trial["train"])
     if train_cfg.threads == 0:
         flops = trial.get("flops_per_step")
-        threads = (cpu_threads(flops, run["cpus"], *machine_load()) if flops is not None
-                   else max(1, int(run["cpus"])))
+        threads = (
+            cpu_threads(flops, run["cpus"], *machine_load())
+            if flops is not None
+            else max(1, int(run["cpus"]))
+        )
         train_cfg = train_cfg.replace(threads=threads)
     return model, data, train_cfg
 
@@ -61,16 +64,21 @@ def run_trial(config: dict[str, Any]) -> None:
     try:
         candidates = [tune.get_checkpoint()]  # this run's own, after a lost worker
         candidates += [tune.Checkpoint(uri) for uri in trial.get("resume_uris", [])]  # older runs'
-        resume_from, resumed_step, note = first_loadable([c for c in candidates if c is not None],
-                                                          work, load_checkpoint)
+        resume_from, resumed_step, note = first_loadable(
+            [c for c in candidates if c is not None], work, load_checkpoint
+        )
         hook = trial_hook(run)
         if hook:
             hook.started(run["hook"][1], tid, resumed_step, os.getpid())
         ckpt_dir = os.path.join(work, "checkpoint")
 
         def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
-            metrics = {**metrics, "trial_id": tid, "progress": metrics["step"] / train_cfg.steps,
-                       RESUME_NOTE_KEY: note}
+            metrics = {
+                **metrics,
+                "trial_id": tid,
+                "progress": metrics["step"] / train_cfg.steps,
+                RESUME_NOTE_KEY: note,
+            }
             if checkpoint is None:
                 tune.report(metrics)
                 return
@@ -80,14 +88,26 @@ def run_trial(config: dict[str, Any]) -> None:
             if hook:
                 hook.checkpointed(run["hook"][1], tid, resumed_step, int(metrics["step"]))
 
-        result = train(model, data, train_cfg, report=report, checkpoint_dir=ckpt_dir,
-                       resume_from=resume_from)
-        node = {"node_id": ray.get_runtime_context().get_node_id(),
-                "node_ip": ray.util.get_node_ip_address()}
-        tune.report({"trial_id": tid, "step": result.steps, "progress": 1.0, RESUME_NOTE_KEY: note,
-                     FINAL_KEY: json.dumps({"result": result.to_dict(), "node": node,
-                                            "resumed_from_step": resumed_step,
-                                            "resume_note": note})})
+        result = train(
+            model, data, train_cfg, report=report, checkpoint_dir=ckpt_dir, resume_from=resume_from
+        )
+        node = {"node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
+        tune.report(
+            {
+                "trial_id": tid,
+                "step": result.steps,
+                "progress": 1.0,
+                RESUME_NOTE_KEY: note,
+                FINAL_KEY: json.dumps(
+                    {
+                        "result": result.to_dict(),
+                        "node": node,
+                        "resumed_from_step": resumed_step,
+                        "resume_note": note,
+                    }
+                ),
+            }
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

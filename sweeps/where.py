@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class WhereError(ValueError):
@@ -20,16 +21,36 @@ class WhereError(ValueError):
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "log": math.log, "log2": math.log2, "log10": math.log10,
+    "log": math.log,
+    "log2": math.log2,
+    "log10": math.log10,
     "log3": lambda x: math.log(x, 3),  # Levine et al.'s L_th = log_3(d_x), docs/science.md §1
-    "exp": math.exp, "sqrt": math.sqrt, "abs": abs, "min": min, "max": max, "round": round,
+    "exp": math.exp,
+    "sqrt": math.sqrt,
+    "abs": abs,
+    "min": min,
+    "max": max,
+    "round": round,
 }
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-           ast.Pow: operator.pow}
-_CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-           ast.Gt: operator.gt, ast.GtE: operator.ge,
-           ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_CMPOPS = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
 _QUALIFIERS = ("model", "data", "train")
 MAX_TEXT = 4000  # characters of one expression
 MAX_INT_BITS = 1024  # |int| < 2**1024, the range of a float: far beyond any config value
@@ -44,8 +65,10 @@ class Where:
 
 def compile_where(text: str) -> Where:
     if len(text) > MAX_TEXT:
-        raise WhereError(f"where = {text[:40]!r}... is invalid: it is {len(text)} characters long, "
-                         f"more than the {MAX_TEXT} allowed.")
+        raise WhereError(
+            f"where = {text[:40]!r}... is invalid: it is {len(text)} characters long, "
+            f"more than the {MAX_TEXT} allowed."
+        )
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
@@ -58,24 +81,49 @@ def compile_where(text: str) -> Where:
 
 
 def _check_node(node: ast.AST, text: str) -> None:
-    ok = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd,
-          ast.BinOp, ast.Compare, ast.Name, ast.Load, ast.Constant, ast.Call, ast.Attribute,
-          ast.List, ast.Tuple, *_BINOPS, *_CMPOPS)
+    ok = (
+        ast.Expression,
+        ast.BoolOp,
+        ast.And,
+        ast.Or,
+        ast.UnaryOp,
+        ast.Not,
+        ast.USub,
+        ast.UAdd,
+        ast.BinOp,
+        ast.Compare,
+        ast.Name,
+        ast.Load,
+        ast.Constant,
+        ast.Call,
+        ast.Attribute,
+        ast.List,
+        ast.Tuple,
+        *_BINOPS,
+        *_CMPOPS,
+    )
     if not isinstance(node, ok):
-        raise WhereError(f"where = {text!r} is invalid: {type(node).__name__} is not allowed "
-                         f"(arithmetic, comparisons, and/or/not and {', '.join(FUNCTIONS)} only).")
+        raise WhereError(
+            f"where = {text!r} is invalid: {type(node).__name__} is not allowed "
+            f"(arithmetic, comparisons, and/or/not and {', '.join(FUNCTIONS)} only)."
+        )
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
             name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
-            raise WhereError(f"where = {text!r} is invalid: function {name!r} is not one of "
-                             f"{', '.join(FUNCTIONS)}.")
+            raise WhereError(
+                f"where = {text!r} is invalid: function {name!r} is not one of {', '.join(FUNCTIONS)}."
+            )
         if node.keywords:
-            raise WhereError(f"where = {text!r} is invalid: function {node.func.id!r} takes its "
-                             f"arguments by position only, not by name ({ast.unparse(node.keywords[0])}).")
+            raise WhereError(
+                f"where = {text!r} is invalid: function {node.func.id!r} takes its "
+                f"arguments by position only, not by name ({ast.unparse(node.keywords[0])})."
+            )
     if isinstance(node, ast.Attribute):
         if not (isinstance(node.value, ast.Name) and node.value.id in _QUALIFIERS):
-            raise WhereError(f"where = {text!r} is invalid: {ast.unparse(node)!r} is not a field; "
-                             f"qualify fields only as model.X, data.X or train.X.")
+            raise WhereError(
+                f"where = {text!r} is invalid: {ast.unparse(node)!r} is not a field; "
+                f"qualify fields only as model.X, data.X or train.X."
+            )
     if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, str, bool)):
         raise WhereError(f"where = {text!r} is invalid: constant {node.value!r} is not allowed.")
 
@@ -107,8 +155,10 @@ def _eval(node: ast.AST, env: dict[str, Any], text: str) -> Any:
         return node.value
     if isinstance(node, ast.Name):
         if node.id not in env:
-            raise WhereError(f"where = {text!r} is invalid: {node.id!r} is not a config field "
-                             f"(or is ambiguous; qualify it as model.X, data.X or train.X).")
+            raise WhereError(
+                f"where = {text!r} is invalid: {node.id!r} is not a config field "
+                f"(or is ambiguous; qualify it as model.X, data.X or train.X)."
+            )
         return env[node.id]
     if isinstance(node, ast.Attribute):
         key = f"{node.value.id}.{node.attr}"  # type: ignore[attr-defined]
@@ -141,8 +191,9 @@ def _eval(node: ast.AST, env: dict[str, Any], text: str) -> Any:
         args = [_eval(a, env, text) for a in node.args]
         name = node.func.id  # type: ignore[attr-defined]
         if name == "round" and len(args) > 1 and _is_int(args[1]) and abs(args[1]) > MAX_NDIGITS:
-            raise WhereError(f"where = {text!r} is invalid: round(x, {args[1]}) asks for more "
-                             f"than {MAX_NDIGITS} digits.")
+            raise WhereError(
+                f"where = {text!r} is invalid: round(x, {args[1]}) asks for more than {MAX_NDIGITS} digits."
+            )
         return FUNCTIONS[name](*args)
     raise WhereError(f"where = {text!r} is invalid: {type(node).__name__} is not allowed.")
 
@@ -151,8 +202,10 @@ def _truth(v: Any, text: str) -> bool:
     """A filter keeps or drops a point: a number or a string there (`where = "depth"`) is a
     mistake that Python's truthiness would hide, so it is refused."""
     if not isinstance(v, bool):
-        raise WhereError(f"where = {text!r} is invalid: it gives {v!r}, not true or false; "
-                         f"write a comparison such as 'depth <= 4'.")
+        raise WhereError(
+            f"where = {text!r} is invalid: it gives {v!r}, not true or false; "
+            f"write a comparison such as 'depth <= 4'."
+        )
     return v
 
 
@@ -162,6 +215,7 @@ def _is_int(v: Any) -> bool:
 
 def _check_size(op: ast.operator, a: Any, b: Any, text: str) -> None:
     """Refuse an operation whose result would be too large, before computing it."""
+
     def too_big(what: str) -> WhereError:
         return WhereError(f"where = {text!r} is invalid: {what}.")
 
@@ -171,8 +225,9 @@ def _check_size(op: ast.operator, a: Any, b: Any, text: str) -> None:
     if seq is not None and isinstance(op, ast.Mult):
         n = b if seq is a else a
         if _is_int(n) and len(seq) * max(n, 0) > MAX_ITEMS:
-            raise too_big(f"repeating a {_kind(seq)} {_short(n)} times makes more than "
-                          f"{MAX_ITEMS} {_items(seq)}")
+            raise too_big(
+                f"repeating a {_kind(seq)} {_short(n)} times makes more than {MAX_ITEMS} {_items(seq)}"
+            )
     elif seq is not None and isinstance(op, ast.Add) and isinstance(a, type(b)):
         if len(a) + len(b) > MAX_ITEMS:
             raise too_big(f"joining two {_kind(a)}s makes more than {MAX_ITEMS} {_items(a)}")
@@ -186,8 +241,9 @@ def _check_size(op: ast.operator, a: Any, b: Any, text: str) -> None:
         return
     if size > MAX_INT_BITS:
         sym = "**" if isinstance(op, ast.Pow) else "*"
-        raise too_big(f"{_short(a)} {sym} {_short(b)} would be larger than 2**{MAX_INT_BITS}, "
-                      f"the range of a float")
+        raise too_big(
+            f"{_short(a)} {sym} {_short(b)} would be larger than 2**{MAX_INT_BITS}, the range of a float"
+        )
 
 
 def _short(v: int) -> str:

@@ -7,9 +7,17 @@ import os
 import shutil
 import tempfile
 
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--disable-dev-shm-usage")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+)
 
 
 def find_browser() -> tuple[str, str] | None:
@@ -26,8 +34,9 @@ def start(window: str = "1280,1600"):
 
     found = find_browser()
     if found is None:
-        raise RuntimeError("chromium and chromedriver are not on PATH (apt-get install chromium "
-                           "chromium-driver)")
+        raise RuntimeError(
+            "chromium and chromedriver are not on PATH (apt-get install chromium chromium-driver)"
+        )
     os.environ.setdefault("SE_OFFLINE", "true")  # selenium must not look for a driver online
     profile = tempfile.mkdtemp(prefix="dw-chromium-")
     opts = webdriver.ChromeOptions()

@@ -7,9 +7,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import secrets
+import shutil
 import signal
 import socket
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -111,32 +111,54 @@ def ray_cluster() -> RayCluster:
     (gcs, dash, nm, om, agent_grpc, agent_http, metrics, renv, *workers) = free_ports(8 + 24)
     bindir = str(Path(sys.executable).parent)
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN_PATH")}
-    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, PATH=bindir + os.pathsep + env.get("PATH", ""),
-               RAY_USAGE_STATS_ENABLED="0")
+    env.update(
+        RAY_AUTH_MODE="token",
+        RAY_AUTH_TOKEN=token,
+        PATH=bindir + os.pathsep + env.get("PATH", ""),
+        RAY_USAGE_STATS_ENABLED="0",
+    )
     # The Jobs API lives in the dashboard, which needs ray[default]; without it the head runs
     # dashboard-less and the Jobs test skips.
     jobs = importlib.util.find_spec("aiohttp") is not None
-    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
-           "--node-ip-address=127.0.0.1", f"--port={gcs}", "--num-cpus=2", "--num-gpus=0",
-           f"--include-dashboard={'true' if jobs else 'false'}", "--dashboard-host=127.0.0.1",
-           f"--dashboard-port={dash}",
-           f"--node-manager-port={nm}", f"--object-manager-port={om}",
-           f"--dashboard-agent-grpc-port={agent_grpc}", f"--dashboard-agent-listen-port={agent_http}",
-           f"--metrics-export-port={metrics}", f"--runtime-env-agent-port={renv}",
-           f"--worker-port-list={','.join(map(str, workers))}", "--object-store-memory=200000000",
-           f"--temp-dir={tmp / 'ray'}", "--disable-usage-stats"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ray.scripts.scripts",
+        "start",
+        "--head",
+        "--block",
+        "--node-ip-address=127.0.0.1",
+        f"--port={gcs}",
+        "--num-cpus=2",
+        "--num-gpus=0",
+        f"--include-dashboard={'true' if jobs else 'false'}",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dash}",
+        f"--node-manager-port={nm}",
+        f"--object-manager-port={om}",
+        f"--dashboard-agent-grpc-port={agent_grpc}",
+        f"--dashboard-agent-listen-port={agent_http}",
+        f"--metrics-export-port={metrics}",
+        f"--runtime-env-agent-port={renv}",
+        f"--worker-port-list={','.join(map(str, workers))}",
+        "--object-store-memory=200000000",
+        f"--temp-dir={tmp / 'ray'}",
+        "--disable-usage-stats",
+    ]
     log = open(tmp / "ray_start.log", "w")
     # A new session: the head and everything it spawns share one process group, so stopping
     # it below touches only this cluster, never another Ray on the machine.
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         if jobs:
-            _wait_http(f"http://127.0.0.1:{dash}/api/version", time.monotonic() + 180, proc,
-                       tmp / "ray_start.log")
+            _wait_http(
+                f"http://127.0.0.1:{dash}/api/version", time.monotonic() + 180, proc, tmp / "ray_start.log"
+            )
         else:
             _wait_port(gcs, time.monotonic() + 180, proc, tmp / "ray_start.log")
-        yield RayCluster(f"127.0.0.1:{gcs}", f"http://127.0.0.1:{dash}" if jobs else None, token, env,
-                         str(tmp / "ray"))
+        yield RayCluster(
+            f"127.0.0.1:{gcs}", f"http://127.0.0.1:{dash}" if jobs else None, token, env, str(tmp / "ray")
+        )
     finally:
         # Ray workers put themselves in process groups of their own: note every descendant of
         # the head first, then stop the head's group, then any descendant still alive.

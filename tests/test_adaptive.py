@@ -41,8 +41,10 @@ max_failures = 1
 """
 DEPTHS, WIDTHS = [1, 2, 3, 4, 6, 8], [16, 32, 64, 128]
 # the trainable replaced by the planted one in the driver; Tune ships it to the workers by name
-PLANTED_DRIVER = ("import sys, sweeps.trainable as t, sweeps.planted as p; t.run_trial = p.planted_trial; "
-                  "from sweeps.cli import main; sys.exit(main(sys.argv[1:]))")
+PLANTED_DRIVER = (
+    "import sys, sweeps.trainable as t, sweeps.planted as p; t.run_trial = p.planted_trial; "
+    "from sweeps.cli import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 def spec_text(name: str, adaptive: str = "", depths=DEPTHS, widths=WIDTHS) -> str:
@@ -52,11 +54,20 @@ def spec_text(name: str, adaptive: str = "", depths=DEPTHS, widths=WIDTHS) -> st
 
 def planted_runs(spec) -> pd.DataFrame:
     from sweeps.planted import planted_result
+
     rows = []
     for t in spec.trials:
         r = planted_result({"trial_id": t.trial_id, **t.config_dict()})
-        rows.append({"trial_id": t.trial_id, "depth": t.model.depth, "width": t.model.width,
-                     "seed": t.train.seed, "n_params": r["n_params"], "loss": r["final_val_loss"]})
+        rows.append(
+            {
+                "trial_id": t.trial_id,
+                "depth": t.model.depth,
+                "width": t.model.width,
+                "seed": t.train.seed,
+                "n_params": r["n_params"],
+                "loss": r["final_val_loss"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -72,16 +83,25 @@ def replay(spec, cfg):
         done |= {c.key for c, _ in d.picks}
 
 
-@pytest.mark.parametrize("table, field", [("target_width = -1", "adaptive.target_width = -1"),
-                                          ("batch = 1.5", "adaptive.batch = 1.5"),
-                                          ("max_trial = 3", "'max_trial'"),
-                                          ("bootstrap = 5", "adaptive.bootstrap = 5")])
+@pytest.mark.parametrize(
+    "table, field",
+    [
+        ("target_width = -1", "adaptive.target_width = -1"),
+        ("batch = 1.5", "adaptive.batch = 1.5"),
+        ("max_trial = 3", "'max_trial'"),
+        ("bootstrap = 5", "adaptive.bootstrap = 5"),
+    ],
+)
 def test_bad_adaptive_table_exits_2_and_writes_nothing(tmp_path, table, field):
     spec = tmp_path / "bad.toml"
     spec.write_text(spec_text("bad", table))
     store = tmp_path / "store"
-    p = subprocess.run([sys.executable, "-m", "sweeps.cli", "run", str(spec), "--storage", str(store)],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "sweeps.cli", "run", str(spec), "--storage", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2, p.stdout + p.stderr
     assert field in p.stderr and len(p.stderr.strip().splitlines()) == 1
     assert not store.exists()
@@ -89,9 +109,11 @@ def test_bad_adaptive_table_exits_2_and_writes_nothing(tmp_path, table, field):
 
 def test_policy_on_planted_losses_narrows_b_and_keeps_its_budget():
     from sweeps.spec import parse_spec
+
     spec = parse_spec(spec_text("policy"))
-    target = parse_adaptive(spec_text("policy", "target_width = 1.0\ninitial = 8\nbatch = 4\n"
-                                                "bootstrap = 50"), "p")
+    target = parse_adaptive(
+        spec_text("policy", "target_width = 1.0\ninitial = 8\nbatch = 4\nbootstrap = 50"), "p"
+    )
     d, done, picks = replay(spec, target)
     assert d.stop.startswith("target reached") and len(done) < len(spec.trials)
     lo, hi = d.estimate["ci"]
@@ -100,19 +122,28 @@ def test_policy_on_planted_losses_narrows_b_and_keeps_its_budget():
     assert chosen and all("bootstrap variance of ln b" in why for why in chosen)
     assert any("above it" in why for why in chosen) and any("below it" in why for why in chosen)
 
-    budget = parse_adaptive(spec_text("policy", "target_width = 0.001\nmax_trials = 11\ninitial = 8\n"
-                                                "batch = 2\nbootstrap = 30"), "p")
+    budget = parse_adaptive(
+        spec_text("policy", "target_width = 0.001\nmax_trials = 11\ninitial = 8\nbatch = 2\nbootstrap = 30"),
+        "p",
+    )
     d, done, _ = replay(spec, budget)
     assert d.stop.startswith("budget spent") and len(done) == 11
 
 
 def run_planted(args: list[str], env: dict, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", PLANTED_DRIVER, *args], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-c", PLANTED_DRIVER, *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
 
 
 def stored(store: Path) -> pd.DataFrame:
     from sweeps.store import ResultStore
+
     s = ResultStore(str(store))
     return s.runs() if s.has_runs() else pd.DataFrame(columns=["trial_id"])
 
@@ -126,8 +157,10 @@ def test_adaptive_sweep_on_ray_stops_at_its_target(ray_cluster, tmp_path):
     spec = tmp_path / "target.toml"
     spec.write_text(spec_text("target", "target_width = 1.0\ninitial = 8\nbatch = 4\nbootstrap = 50"))
     store = tmp_path / "store"
-    proc = run_planted(["run", str(spec), "--address", ray_cluster.address, "--storage", str(store),
-                        "--no-analyze"], ray_cluster.env)
+    proc = run_planted(
+        ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"],
+        ray_cluster.env,
+    )
     out, err = proc.communicate(timeout=400)
     assert proc.returncode == 0, out + err
     runs, log = stored(store), log_of(store)
@@ -138,11 +171,15 @@ def test_adaptive_sweep_on_ray_stops_at_its_target(ray_cluster, tmp_path):
     assert est["width"] <= 1.0 and est["ci"][0] <= 3.0 <= est["ci"][1]
     assert "adaptive: stopped, target reached" in out
     # the report names the runs the sweep chose and why
-    p = subprocess.run([sys.executable, "-m", "analysis", "analyze", str(store), "--bootstrap", "20"],
-                       capture_output=True, text=True, timeout=400)
+    p = subprocess.run(
+        [sys.executable, "-m", "analysis", "analyze", str(store), "--bootstrap", "20"],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     md = (store / "analysis" / "report.md").read_text()
-    section = md[md.index("## Adaptive sweep"):]
+    section = md[md.index("## Adaptive sweep") :]
     assert "It stopped: target reached" in section
     assert "first batch: the grid's diagonals" in section and "bootstrap variance of ln b" in section
     report = json.loads((store / "analysis" / "report.json").read_text())
@@ -154,17 +191,29 @@ def test_killed_adaptive_sweep_resumes_and_stops_on_its_budget(ray_cluster, tmp_
     """Killed mid-way through its adaptive rounds, the rerun starts no stored trial again,
     finishes the choices of the killed run, continues the rounds and stops on max_trials."""
     spec = tmp_path / "resume.toml"
-    spec.write_text(spec_text("resume", "target_width = 0.001\nmax_trials = 14\ninitial = 8\nbatch = 2\n"
-                                        "bootstrap = 30"))
+    spec.write_text(
+        spec_text("resume", "target_width = 0.001\nmax_trials = 14\ninitial = 8\nbatch = 2\nbootstrap = 30")
+    )
     store, hook = tmp_path / "store", tmp_path / "hook"
     hook.mkdir()
     env = {**ray_cluster.env, "DEPTHWIDTH_TEST_HOOK_DIR": str(hook)}
-    args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store),
-            "--max-concurrent", "1", "--no-analyze"]
-    proc = run_planted(args, {**env, "DEPTHWIDTH_PLANTED_LAW": json.dumps({"sleep_s": 1.0})},
-                       start_new_session=True)
+    args = [
+        "run",
+        str(spec),
+        "--address",
+        ray_cluster.address,
+        "--storage",
+        str(store),
+        "--max-concurrent",
+        "1",
+        "--no-analyze",
+    ]
+    proc = run_planted(
+        args, {**env, "DEPTHWIDTH_PLANTED_LAW": json.dumps({"sleep_s": 1.0})}, start_new_session=True
+    )
     try:
         import time
+
         deadline = time.monotonic() + 300
         while len(stored(store)) < 10 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -199,9 +248,25 @@ def test_adaptive_flag_runs_real_trials(ray_cluster, tmp_path):
     spec = tmp_path / "flag.toml"
     spec.write_text(spec_text("flag", depths=[1, 2], widths=[8, 16]).replace("seed = [0, 1]", "seed = [0]"))
     store = tmp_path / "store"
-    p = subprocess.run([sys.executable, "-m", "sweeps.cli", "run", str(spec), "--address",
-                        ray_cluster.address, "--storage", str(store), "--adaptive", "--no-analyze"],
-                       env=ray_cluster.env, capture_output=True, text=True, timeout=400)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeps.cli",
+            "run",
+            str(spec),
+            "--address",
+            ray_cluster.address,
+            "--storage",
+            str(store),
+            "--adaptive",
+            "--no-analyze",
+        ],
+        env=ray_cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     runs, log = stored(store), log_of(store)
     assert "4 trials to choose from, adaptively, (0 already in the store)" in p.stdout

@@ -16,14 +16,34 @@ from analysis import synthetic
 
 
 def analyze(csv, out, *extra):
-    return subprocess.run([sys.executable, "-m", "depthwidth.cli", "analyze", str(csv), "--out",
-                           str(out), "--bootstrap", "0", *extra],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "depthwidth.cli",
+            "analyze",
+            str(csv),
+            "--out",
+            str(out),
+            "--bootstrap",
+            "0",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def planted(seeds=(0,), **cols) -> pd.DataFrame:
-    runs = synthetic.make_runs("two_regime", [1, 2, 3, 4], [16, 32, 64], dict(
-        E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0), noise=0.01, seeds=list(seeds))
+    runs = synthetic.make_runs(
+        "two_regime",
+        [1, 2, 3, 4],
+        [16, 32, 64],
+        dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0),
+        noise=0.01,
+        seeds=list(seeds),
+    )
     df = runs[["depth", "width", "seed", "loss"]].copy()
     for k, v in cols.items():
         df[k] = v
@@ -36,9 +56,17 @@ def one_sentence_error(res) -> str:
     return res.stderr
 
 
-@pytest.mark.parametrize("col, value, shown", [("depth", 1e30, "1e+30"), ("depth", 0.4, "0.4"),
-                                               ("depth", 2.5, "2.5"), ("width", 31.5, "31.5"),
-                                               ("heads", 0, "0"), ("heads", 1.5, "1.5")])
+@pytest.mark.parametrize(
+    "col, value, shown",
+    [
+        ("depth", 1e30, "1e+30"),
+        ("depth", 0.4, "0.4"),
+        ("depth", 2.5, "2.5"),
+        ("width", 31.5, "31.5"),
+        ("heads", 0, "0"),
+        ("heads", 1.5, "1.5"),
+    ],
+)
 def test_shape_columns_must_be_whole_numbers(tmp_path, col, value, shown):
     df = planted(heads=2)
     df[col] = df[col].astype(object)
@@ -52,9 +80,11 @@ def test_shape_columns_must_be_whole_numbers(tmp_path, col, value, shown):
 
 def test_long_format_curves_may_start_at_step_0(tmp_path):
     final = planted()
-    rows = [{"trial_id": f"t{i}", "depth": r.depth, "width": r.width, "step": s,
-             "loss": r.loss + 1.0 / (1 + s)}
-            for i, r in enumerate(final.itertuples()) for s in (0, 10, 100)]
+    rows = [
+        {"trial_id": f"t{i}", "depth": r.depth, "width": r.width, "step": s, "loss": r.loss + 1.0 / (1 + s)}
+        for i, r in enumerate(final.itertuples())
+        for s in (0, 10, 100)
+    ]
     pd.DataFrame(rows).to_csv(tmp_path / "curves.csv", index=False)
     res = analyze(tmp_path / "curves.csv", tmp_path / "out")
     assert res.returncode == 0, res.stderr
@@ -77,10 +107,18 @@ def test_a_table_without_loss_names_loss(tmp_path, step):
     assert "missing required column 'loss'" in err and "final_val_loss" not in err
 
 
-@pytest.mark.parametrize("col, why", [("depth", "defines the model"), ("width", "defines the model"),
-                                      ("trial_id", "winner's curse"), ("seed", "winner's curse"),
-                                      ("loss", "outcome"), ("status", "outcome"),
-                                      ("final_val_loss", "outcome")])
+@pytest.mark.parametrize(
+    "col, why",
+    [
+        ("depth", "defines the model"),
+        ("width", "defines the model"),
+        ("trial_id", "winner's curse"),
+        ("seed", "winner's curse"),
+        ("loss", "outcome"),
+        ("status", "outcome"),
+        ("final_val_loss", "outcome"),
+    ],
+)
 def test_tune_must_name_a_tuning_axis(tmp_path, col, why):
     df = planted(seeds=(0, 1), lr=1e-3, status="ok")
     df["trial_id"] = [f"t{i}" for i in range(len(df))]
@@ -91,8 +129,12 @@ def test_tune_must_name_a_tuning_axis(tmp_path, col, why):
 
 
 def test_tune_accepts_a_setting_column(tmp_path):
-    df = pd.concat([planted(seeds=(0, 1), dropout=0.0),
-                    planted(seeds=(0, 1), dropout=0.1).assign(loss=lambda d: d["loss"] * 1.05)])
+    df = pd.concat(
+        [
+            planted(seeds=(0, 1), dropout=0.0),
+            planted(seeds=(0, 1), dropout=0.1).assign(loss=lambda d: d["loss"] * 1.05),
+        ]
+    )
     df.to_csv(tmp_path / "runs.csv", index=False)
     res = analyze(tmp_path / "runs.csv", tmp_path / "out", "--tune", "dropout")
     assert res.returncode == 0, res.stderr
@@ -130,12 +172,17 @@ def _csv(path, df):
     return path
 
 
-@pytest.mark.parametrize("text, words", [
-    ("depth,width,loss\n", "has no runs (only a header), so there is nothing to fit"),
-    ("depth,width,loss,status\n1,16,3.0,diverged\n2,16,2.9,failed\n",
-     "nothing to fit: none of its 2 transformer runs has status ok (diverged 1, failed 1)"),
-    ("depth,width,loss,family\n1,16,3.0,mlp\n", "nothing to fit: no run is a transformer"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("depth,width,loss\n", "has no runs (only a header), so there is nothing to fit"),
+        (
+            "depth,width,loss,status\n1,16,3.0,diverged\n2,16,2.9,failed\n",
+            "nothing to fit: none of its 2 transformer runs has status ok (diverged 1, failed 1)",
+        ),
+        ("depth,width,loss,family\n1,16,3.0,mlp\n", "nothing to fit: no run is a transformer"),
+    ],
+)
 def test_a_table_with_nothing_to_fit_says_why(tmp_path, text, words):
     (tmp_path / "runs.csv").write_text(text)
     err = one_sentence_error(analyze(tmp_path / "runs.csv", tmp_path / "out"))
@@ -156,12 +203,16 @@ def test_a_table_of_recurrent_runs_only_says_the_depth_width_sections_are_empty(
 
 def test_rows_repeating_a_configuration_are_fitted_once_at_their_geometric_mean(tmp_path):
     import numpy as np
+
     df = planted(seeds=(0, 1))
     rng = np.random.default_rng(0)
     rep = df.loc[df.index.repeat(5)].reset_index(drop=True)
     rep["loss"] = rep["loss"] * np.exp(rng.normal(0, 0.01, len(rep)))
-    gm = rep.groupby(["depth", "width", "seed"], sort=False)["loss"].apply(
-        lambda x: float(np.exp(np.log(x).mean()))).reset_index()
+    gm = (
+        rep.groupby(["depth", "width", "seed"], sort=False)["loss"]
+        .apply(lambda x: float(np.exp(np.log(x).mean())))
+        .reset_index()
+    )
     r_rep = analyze(_csv(tmp_path / "rep.csv", rep), tmp_path / "rep")
     r_gm = analyze(_csv(tmp_path / "gm.csv", gm), tmp_path / "gm")
     assert r_rep.returncode == 0 and r_gm.returncode == 0, r_rep.stderr
@@ -169,7 +220,8 @@ def test_rows_repeating_a_configuration_are_fitted_once_at_their_geometric_mean(
     a, b = (json.loads((tmp_path / d / "report.json").read_text()) for d in ("rep", "gm"))
     assert a["n_runs"] == b["n_runs"] == 24
     assert a["regimes"]["models"]["two_regime"]["params"] == pytest.approx(
-        b["regimes"]["models"]["two_regime"]["params"], rel=1e-6)  # CSV round trip
+        b["regimes"]["models"]["two_regime"]["params"], rel=1e-6
+    )  # CSV round trip
     note = "120 rows are 24 configurations"
     assert any(note in n for n in a["inputs"]["notes"])
     assert note in (tmp_path / "rep" / "report.md").read_text()
@@ -181,9 +233,19 @@ def test_rows_repeating_a_configuration_are_fitted_once_at_their_geometric_mean(
 
 def test_long_format_repeats_of_a_trial_and_step_count_once(tmp_path):
     final = planted()
-    rows = pd.DataFrame([{"trial_id": f"t{i}", "depth": r.depth, "width": r.width, "step": s,
-                          "loss": r.loss + 1.0 / (1 + s)}
-                         for i, r in enumerate(final.itertuples()) for s in (0, 10, 100)])
+    rows = pd.DataFrame(
+        [
+            {
+                "trial_id": f"t{i}",
+                "depth": r.depth,
+                "width": r.width,
+                "step": s,
+                "loss": r.loss + 1.0 / (1 + s),
+            }
+            for i, r in enumerate(final.itertuples())
+            for s in (0, 10, 100)
+        ]
+    )
     res = analyze(_csv(tmp_path / "c.csv", pd.concat([rows, rows.iloc[:6]])), tmp_path / "out")
     assert res.returncode == 0, res.stderr
     r = json.loads((tmp_path / "out" / "report.json").read_text())

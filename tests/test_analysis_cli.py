@@ -32,8 +32,13 @@ def run(cmd, cwd):
 
 
 def write_csv(path: Path, bad_row: int | None = None) -> Path:
-    runs = synthetic.make_runs("two_regime", [1, 2, 3, 4, 5], [16, 32, 64, 128],
-                               dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0), noise=0.02)
+    runs = synthetic.make_runs(
+        "two_regime",
+        [1, 2, 3, 4, 5],
+        [16, 32, 64, 128],
+        dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0),
+        noise=0.02,
+    )
     df = runs[["depth", "width", "seed", "loss"]].copy()
     if bad_row is not None:
         df.loc[bad_row, "loss"] = -0.5
@@ -78,10 +83,12 @@ def test_python_m_analysis_runs_without_the_simulator(tmp_path):
 def test_a_table_without_shape_runs_the_shape_free_sections(tmp_path):
     """n_params,tokens,loss only: L(N, D) is fitted and drawn, every shape section says why not."""
     import json
+
     cmd = depthwidth_cmd()
     csv = tmp_path / "points.csv"
-    synthetic.make_chinchilla(dict(E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.37), n_sizes=8,
-                              n_budgets=6, seed=1).to_csv(csv, index=False)
+    synthetic.make_chinchilla(
+        dict(E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.37), n_sizes=8, n_budgets=6, seed=1
+    ).to_csv(csv, index=False)
     out = tmp_path / "out"
     res = run(cmd + ["analyze", str(csv), "--out", str(out), "--bootstrap", "20"], tmp_path)
     assert res.returncode == 0, res.stderr
@@ -102,7 +109,9 @@ def test_gemstones_lines_analyze_and_kaplan_into_a_folder_of_choice(tmp_path):
     cmd = depthwidth_cmd()
     data = tmp_path / "ro"
     data.mkdir()
-    lines = synthetic.write_gemstones_lines(data / "curves.jsonl", shapes=[(L, d) for L in (2, 3, 4, 6) for d in (64, 128, 256)])
+    lines = synthetic.write_gemstones_lines(
+        data / "curves.jsonl", shapes=[(L, d) for L in (2, 3, 4, 6) for d in (64, 128, 256)]
+    )
     data.chmod(0o555)  # a read-only data folder: the report must go to --out
     try:
         out = tmp_path / "rep"

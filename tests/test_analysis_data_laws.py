@@ -13,8 +13,13 @@ TRUTH = dict(E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.37)
 
 
 def _points(df: pd.DataFrame) -> pd.DataFrame:
-    return df.assign(run_id=np.arange(len(df)), trial_id=[str(i) for i in range(len(df))],
-                     weight=1.0, depth=np.nan, width=np.nan)
+    return df.assign(
+        run_id=np.arange(len(df)),
+        trial_id=[str(i) for i in range(len(df))],
+        weight=1.0,
+        depth=np.nan,
+        width=np.nan,
+    )
 
 
 def test_chinchilla_law_recovers_planted_constants_with_intervals():
@@ -41,7 +46,8 @@ def test_published_allocations_match_the_papers():
     pub = chinchilla.published()
     # Besiroglu et al. 2024 quote a = 0.513; Hoffmann's constants give 0.28/0.62 = 0.452.
     assert pub["besiroglu2024"]["compute_optimal"]["a"] == pytest.approx(
-        BESIROGLU_2024["compute_optimal_a"], abs=5e-4)
+        BESIROGLU_2024["compute_optimal_a"], abs=5e-4
+    )
     assert pub["hoffmann2022"]["compute_optimal"]["a"] == pytest.approx(0.28 / 0.62, rel=1e-9)
     p = HOFFMANN_2022["params"]
     G = (p["alpha"] * p["A"] / (p["beta"] * p["B"])) ** (1 / (p["alpha"] + p["beta"]))
@@ -59,8 +65,16 @@ def test_constant_token_budget_has_no_data_term():
 
 def test_checkpoints_are_thinned_and_every_run_weighs_one():
     """A run evaluated 500 times and one evaluated 5 times carry the same total weight."""
-    runs = pd.DataFrame({"run_id": [0, 1], "trial_id": ["a", "b"], "depth": [2, 4],
-                         "width": [32.0, 32.0], "n_params": [1e4, 2e4], "tokens": [1e6, 1e6]})
+    runs = pd.DataFrame(
+        {
+            "run_id": [0, 1],
+            "trial_id": ["a", "b"],
+            "depth": [2, 4],
+            "width": [32.0, 32.0],
+            "n_params": [1e4, 2e4],
+            "tokens": [1e6, 1e6],
+        }
+    )
     long = pd.DataFrame({"run_id": 0, "tokens": np.linspace(1e3, 1e6, 500)})
     short = pd.DataFrame({"run_id": 1, "tokens": np.linspace(2e5, 1e6, 5)})
     curves = pd.concat([long, short]).assign(loss=3.0, trial_id="x", n_params=1.0, step=1.0)
@@ -80,11 +94,15 @@ PLANT = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0, B_D=60.0, alpha_D=0.4)
 def test_data_term_laws_recover_planted_parameters(law):
     """Runs of a depth x width grid trained to four token budgets: the law with its data term
     gets back the shape parameters and B_D, alpha_D."""
-    p = dict(PLANT) if law == "two_regime" else dict(
-        E=1.5, A_width=8.0, alpha_width=0.5, A_depth=1.0, alpha_depth=0.6, B_D=60.0, alpha_D=0.4)
+    p = (
+        dict(PLANT)
+        if law == "two_regime"
+        else dict(E=1.5, A_width=8.0, alpha_width=0.5, A_depth=1.0, alpha_depth=0.6, B_D=60.0, alpha_D=0.4)
+    )
     budgets = [1e5, 4e5, 1.6e6, 6.4e6]
-    runs = synthetic.make_runs(law, range(1, 9), [16, 32, 64, 128, 256], p, tokens=budgets,
-                               noise=0.01, seed=11)
+    runs = synthetic.make_runs(
+        law, range(1, 9), [16, 32, 64, 128, 256], p, tokens=budgets, noise=0.01, seed=11
+    )
     runs = runs.assign(run_id=np.arange(len(runs)))
     pts, src = tokens.token_points(runs, pd.DataFrame(columns=["run_id", "tokens"]))
     assert src["kind"] == "final" and src["n_tokens"] == 4

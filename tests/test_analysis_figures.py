@@ -24,8 +24,15 @@ DRIFT = dict(lr0=3e-3, width_exp=0.0, depth_exp=0.0)
 
 
 def tuned_store(path, depths, widths, b):
-    runs = synthetic.make_tuned_runs("two_regime", depths, widths, dict(E=1.5, A_kappa=20.0,
-                                     alpha_kappa=0.3, b=b), lrs=[1e-3, 3e-3, 1e-2], drift=DRIFT, seed=5)
+    runs = synthetic.make_tuned_runs(
+        "two_regime",
+        depths,
+        widths,
+        dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=b),
+        lrs=[1e-3, 3e-3, 1e-2],
+        drift=DRIFT,
+        seed=5,
+    )
     runs, curves = synthetic.make_curves(runs, 0.6, 50.0, steps=[25, 50, 100, 200, 400, 800])
     return synthetic.write_store(path, runs, curves)
 
@@ -80,8 +87,12 @@ def check_figure(name: str, fig) -> None:
         if not t.get_visible() or not t.get_text().strip() or t in undrawn:
             continue
         box = t.get_window_extent(renderer)
-        inside = (box.x0 >= canvas.x0 - 1 and box.y0 >= canvas.y0 - 1 and box.x1 <= canvas.x1 + 1
-                  and box.y1 <= canvas.y1 + 1)
+        inside = (
+            box.x0 >= canvas.x0 - 1
+            and box.y0 >= canvas.y0 - 1
+            and box.x1 <= canvas.x1 + 1
+            and box.y1 <= canvas.y1 + 1
+        )
         assert inside, f"{name}: text {t.get_text()!r} at {box.bounds} outside the canvas {canvas.bounds}"
     legends = [(ax.get_legend(), ax.get_legend_handles_labels()) for ax in fig.axes if ax.get_legend()]
     for leg in fig.legends:
@@ -96,8 +107,12 @@ def check_figure(name: str, fig) -> None:
             xy = _display_points(h)
             xy = xy[np.isfinite(xy).all(axis=1)]
             box = ax.bbox
-            seen = ((xy[:, 0] >= box.x0 - 1) & (xy[:, 0] <= box.x1 + 1) & (xy[:, 1] >= box.y0 - 1)
-                    & (xy[:, 1] <= box.y1 + 1))
+            seen = (
+                (xy[:, 0] >= box.x0 - 1)
+                & (xy[:, 0] <= box.x1 + 1)
+                & (xy[:, 1] >= box.y0 - 1)
+                & (xy[:, 1] <= box.y1 + 1)
+            )
             assert seen.any(), f"{name}: legend entry {label!r} has no data inside the view"
 
 
@@ -116,8 +131,9 @@ def one_side(tmp_path_factory):
 
 
 def test_figures_across_the_threshold(across):
-    assert {"loss_vs_n", "threshold", "loss_vs_depth", "phase_map", "learning_curves",
-            "lr_curves"} <= set(across)
+    assert {"loss_vs_n", "threshold", "loss_vs_depth", "phase_map", "learning_curves", "lr_curves"} <= set(
+        across
+    )
     for name, fig in across.items():
         check_figure(name, fig)
 
@@ -133,8 +149,9 @@ def test_figures_on_one_side_of_the_threshold(one_side):
 
 
 def test_chinchilla_figure(tmp_path):
-    pts = synthetic.make_chinchilla(dict(E=1.7, A=400.0, B=400.0, alpha=0.34, beta=0.28),
-                                    n_sizes=8, n_budgets=5)
+    pts = synthetic.make_chinchilla(
+        dict(E=1.7, A=400.0, B=400.0, alpha=0.34, beta=0.28), n_sizes=8, n_budgets=5
+    )
     pts.to_csv(tmp_path / "points.csv", index=False)
     figs = figures_of(tmp_path / "points.csv", tmp_path)
     assert "chinchilla" in figs
@@ -153,8 +170,9 @@ def test_plain_tick_labels_on_a_log_axis_under_a_decade():
     assert labels and all("10^" not in s and "times" not in s for s in labels), labels
 
 
-@pytest.mark.skipif(not (REPRO / "smoke-overclaim" / "runs.parquet").exists(),
-                    reason="../shared/repro absent")
+@pytest.mark.skipif(
+    not (REPRO / "smoke-overclaim" / "runs.parquet").exists(), reason="../shared/repro absent"
+)
 def test_figures_of_the_smoke_sweep(tmp_path):
     for name, fig in figures_of(REPRO / "smoke-overclaim", tmp_path).items():
         check_figure(name, fig)
@@ -164,9 +182,15 @@ def test_the_gallery_script_runs_end_to_end():
     """docs/make_gallery.py --smoke: a planted store through every figure, into a temporary folder."""
     import subprocess
     import sys
+
     repo = Path(__file__).resolve().parent.parent
-    r = subprocess.run([sys.executable, str(repo / "docs" / "make_gallery.py"), "--smoke"],
-                       capture_output=True, text=True, timeout=900, cwd=repo)
+    r = subprocess.run(
+        [sys.executable, str(repo / "docs" / "make_gallery.py"), "--smoke"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=repo,
+    )
     assert r.returncode == 0, r.stderr
     assert "gallery: " in r.stdout and "# Gallery: every figure of the report" in r.stdout
 

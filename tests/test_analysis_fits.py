@@ -18,14 +18,21 @@ def test_huber_is_quadratic_inside_delta_and_linear_outside():
     assert fitcore.huber(r) == pytest.approx([0.0, 0.125 * d * d, 0.5 * d * d, 2.5 * d * d, 9.5 * d * d])
 
 
-@pytest.mark.parametrize("terms,irreducible", [(("N",), True), (("N",), False), (("N", "S"), True),
-                                               (("kappa",), True), (("N", "kappa"), True)])
+@pytest.mark.parametrize(
+    "terms,irreducible",
+    [(("N",), True), (("N",), False), (("N", "S"), True), (("kappa",), True), (("N", "kappa"), True)],
+)
 def test_jacobian_matches_finite_differences(terms, irreducible):
     rng = np.random.default_rng(1)
     law = Law("t", terms, irreducible)
     n = 30
-    X = fitcore.make_X(law, N=rng.uniform(1e4, 1e8, n), S=rng.uniform(10, 1e4, n),
-                       depth=rng.integers(1, 9, n).astype(float), width=rng.uniform(16, 1024, n))
+    X = fitcore.make_X(
+        law,
+        N=rng.uniform(1e4, 1e8, n),
+        S=rng.uniform(10, 1e4, n),
+        depth=rng.integers(1, 9, n).astype(float),
+        width=rng.uniform(16, 1024, n),
+    )
     theta = np.array([0.3 if not k.startswith("alpha") else 0.4 for k in law.param_names()])
     if law.has_kappa:
         theta[-1] = 1.0
@@ -41,7 +48,7 @@ def test_jacobian_matches_finite_differences(terms, irreducible):
 def planted_power_law(E, A, alpha, noise, n=40, seeds=2, seed=0):
     rng = np.random.default_rng(seed)
     N = np.repeat(np.logspace(4, 9, n), seeds)
-    y = (E + A * N ** -alpha) * np.exp(rng.normal(0, noise, N.size))
+    y = (E + A * N**-alpha) * np.exp(rng.normal(0, noise, N.size))
     return N, y
 
 
@@ -59,7 +66,7 @@ def test_power_law_recovers_planted_floor_and_exponent():
 
 def test_pure_power_law_is_kaplans_form_with_n_c():
     # L = (N_c/N)^alpha_N with Kaplan's Table 5 constants (docs/science.md §2).
-    N, y = planted_power_law(E=0.0, A=8.8e13 ** 0.076, alpha=0.076, noise=0.005)
+    N, y = planted_power_law(E=0.0, A=8.8e13**0.076, alpha=0.076, noise=0.005)
     res = powerlaw.fit_power_law(N, y, n_boot=200, irreducible=False)
     assert res.params["alpha_N"] == pytest.approx(0.076, rel=0.05)
     assert res.ci["alpha_N"][0] <= 0.076 <= res.ci["alpha_N"][1]
@@ -122,16 +129,18 @@ def test_stored_fit_round_trips_and_predicts_the_same():
     back = powerlaw.FitResult.from_dict(res.to_dict())
     grid = np.logspace(4, 9, 7)
     np.testing.assert_allclose(back.predict(N=grid), res.predict(N=grid), rtol=1e-12)
-    np.testing.assert_allclose(res.predict(N=grid), 1.7 + 400.0 * grid ** -0.35, rtol=0.02)
+    np.testing.assert_allclose(res.predict(N=grid), 1.7 + 400.0 * grid**-0.35, rtol=0.02)
 
 
 def test_digitized_csv_is_fitted_with_the_same_code(tmp_path):
     from analysis.inputs import InputError
     from analysis.kaplan import fit_digitized, load_digitized
+
     c = planted_curves(n_runs=12, seed=9, S_c=40.0, alpha_S=0.7)
     csv = tmp_path / "digitized.csv"
-    c.assign(tokens=c["step"] * 2 ** 19).rename(columns={"n_params": "N"})[["N", "tokens", "loss"]] \
-        .to_csv(csv, index=False)
+    c.assign(tokens=c["step"] * 2**19).rename(columns={"n_params": "N"})[["N", "tokens", "loss"]].to_csv(
+        csv, index=False
+    )
     got = fit_digitized(load_digitized(csv), n_boot=100)
     assert got["n_curves"] == 12
     assert got["alpha_S"] == pytest.approx(0.7, rel=0.05)

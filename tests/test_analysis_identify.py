@@ -64,16 +64,41 @@ def _sparse(seed: int) -> list:
     return [(d, int(w)) for d in range(1, 11) for w in rng.choice(WIDTHS, rng.integers(1, 3), replace=False)]
 
 
-GEMSTONES_LIKE = [(28, 1024), (15, 1280), (36, 1280), (50, 1536), (18, 1792), (7, 1792), (27, 2048),
-                  (8, 2560), (23, 256), (27, 256), (71, 256), (80, 256), (12, 3072), (13, 384),
-                  (36, 384), (11, 512), (12, 512), (13, 512), (14, 512), (16, 512), (3, 768), (45, 768)]
+GEMSTONES_LIKE = [
+    (28, 1024),
+    (15, 1280),
+    (36, 1280),
+    (50, 1536),
+    (18, 1792),
+    (7, 1792),
+    (27, 2048),
+    (8, 2560),
+    (23, 256),
+    (27, 256),
+    (71, 256),
+    (80, 256),
+    (12, 3072),
+    (13, 384),
+    (36, 384),
+    (11, 512),
+    (12, 512),
+    (13, 512),
+    (14, 512),
+    (16, 512),
+    (3, 768),
+    (45, 768),
+]
 
 
-@pytest.mark.parametrize("name,shapes", [("random 1-2 widths per depth", _sparse(1)),
-                                         ("random 1-2 widths per depth", _sparse(3)),
-                                         ("a Gemstones-like design", GEMSTONES_LIKE),
-                                         ("saturating regime only", [(d, w) for d in (8, 10, 12)
-                                                                     for w in (16, 64)])])
+@pytest.mark.parametrize(
+    "name,shapes",
+    [
+        ("random 1-2 widths per depth", _sparse(1)),
+        ("random 1-2 widths per depth", _sparse(3)),
+        ("a Gemstones-like design", GEMSTONES_LIKE),
+        ("saturating regime only", [(d, w) for d in (8, 10, 12) for w in (16, 64)]),
+    ],
+)
 def test_sparse_design_gives_not_identified_or_a_correct_interval(name, shapes):
     runs = synthetic.make_runs("two_regime", None, None, P3, shapes=shapes, noise=0.02, seed=5)
     runs = runs.assign(run_id=np.arange(len(runs)))
@@ -88,8 +113,9 @@ def test_sparse_design_gives_not_identified_or_a_correct_interval(name, shapes):
             assert lo <= 3.0 <= hi, (law, lo, hi)
         else:
             assert m["params"] == {} and m["reason"]
-    head = threshold.headline(reg, threshold.fit_transition([]), threshold.fit_transition([]),
-                              levine.design_advice(runs))
+    head = threshold.headline(
+        reg, threshold.fit_transition([]), threshold.fit_transition([]), levine.design_advice(runs)
+    )
     if head["claimed"]:
         assert head["base_ci"][0] <= 3.0 <= head["base_ci"][1]
     if head["status"] == "not_identified":
@@ -97,12 +123,14 @@ def test_sparse_design_gives_not_identified_or_a_correct_interval(name, shapes):
 
 
 def test_shape_agnostic_sparse_design_claims_no_threshold():
-    runs = synthetic.make_runs("kaplan", None, None, dict(E=1.5, A_N=30.0, alpha_N=0.3),
-                               shapes=_sparse(2), noise=0.02, seed=2)
+    runs = synthetic.make_runs(
+        "kaplan", None, None, dict(E=1.5, A_N=30.0, alpha_N=0.3), shapes=_sparse(2), noise=0.02, seed=2
+    )
     runs = runs.assign(run_id=np.arange(len(runs)))
     reg = regimes.fit_regimes(runs, n_boot=60, seed=2)
-    head = threshold.headline(reg, threshold.fit_transition([]), threshold.fit_transition([]),
-                              levine.design_advice(runs))
+    head = threshold.headline(
+        reg, threshold.fit_transition([]), threshold.fit_transition([]), levine.design_advice(runs)
+    )
     assert not head["claimed"] and head["base"] is None
 
 
@@ -110,13 +138,20 @@ def test_regime_counts_by_hand():
     # log_3 27 = 3: depths 1 and 2 lie below, 3 at, 4 and 5 above the threshold; at b = 9,
     # log_9 27 = 1.5: depth 1 below, the rest above.
     runs = pd.DataFrame({"depth": [1, 2, 3, 4, 5, 5], "width": [27.0] * 6})
-    assert levine.regime_counts(runs, 3.0) == {"b": 3.0, "below": 2, "at": 1, "above": 3,
-                                               "shapes": {"below": 2, "at": 1, "above": 2}}
+    assert levine.regime_counts(runs, 3.0) == {
+        "b": 3.0,
+        "below": 2,
+        "at": 1,
+        "above": 3,
+        "shapes": {"below": 2, "at": 1, "above": 2},
+    }
     assert levine.regime_counts(runs, 9.0)["below"] == 1
 
 
 def test_design_advice_straddles_the_threshold_at_every_width():
-    runs = pd.DataFrame({"depth": [d for d, _ in GEMSTONES_LIKE], "width": [float(w) for _, w in GEMSTONES_LIKE]})
+    runs = pd.DataFrame(
+        {"depth": [d for d, _ in GEMSTONES_LIKE], "width": [float(w) for _, w in GEMSTONES_LIKE]}
+    )
     adv = levine.design_advice(runs)
     assert adv["suggested"] == {"widths": [256, 896, 3072], "depths": list(range(3, 11))}
     assert adv["depths_with_3_widths"] == [] and adv["widths_per_depth"]["12"] == [512.0, 3072.0]
@@ -146,15 +181,23 @@ def test_a_line_whose_interval_covers_every_base_is_not_identified():
 
 def test_loss_vs_depth_draws_no_fit_that_is_not_identified():
     runs = synthetic.make_runs("two_regime", [1, 2, 3, 4], [16, 32], P3, noise=0.0)
-    ok = {"status": "ok", "name": "two_regime", "formula": "", "terms": ["kappa"], "irreducible": True,
-          "theta": [np.log(1.5), 0.0, 0.3, np.log(3.0)], "centres": {"mid_kappa": 0.0},
-          "params": {"b": 3.0}}
-    report = {"regimes": {"preferred": "two_regime", "models": {"two_regime": ok}},
-              "threshold": {"base": None}}
+    ok = {
+        "status": "ok",
+        "name": "two_regime",
+        "formula": "",
+        "terms": ["kappa"],
+        "irreducible": True,
+        "theta": [np.log(1.5), 0.0, 0.3, np.log(3.0)],
+        "centres": {"mid_kappa": 0.0},
+        "params": {"b": 3.0},
+    }
+    report = {
+        "regimes": {"preferred": "two_regime", "models": {"two_regime": ok}},
+        "threshold": {"base": None},
+    }
     drawn = plots.loss_vs_depth(runs, report)
     assert any("L_th = log_3 d" in line.get_label() for ax in drawn.axes for line in ax.lines)
-    report["regimes"]["models"]["two_regime"] = {**ok, "status": "not_identified", "theta": [],
-                                                 "params": {}}
+    report["regimes"]["models"]["two_regime"] = {**ok, "status": "not_identified", "theta": [], "params": {}}
     blank = plots.loss_vs_depth(runs, report)
     labels = [line.get_label() for ax in blank.axes for line in ax.lines]
     assert not any("fit" in lab or "L_th" in lab for lab in labels)

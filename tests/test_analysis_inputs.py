@@ -30,8 +30,15 @@ def test_csv_with_depth_width_loss_defaults_to_kaplan_parameter_count(tmp_path):
     assert default_out(tmp_path / "runs.csv", "csv").root == str(tmp_path / "runs_analysis")
 
 
-@pytest.mark.parametrize("col,value,why", [("loss", -1.0, "positive"), ("width", 0, "positive"),
-                                           ("loss", "nan", "positive"), ("depth", "two", "positive")])
+@pytest.mark.parametrize(
+    "col,value,why",
+    [
+        ("loss", -1.0, "positive"),
+        ("width", 0, "positive"),
+        ("loss", "nan", "positive"),
+        ("depth", "two", "positive"),
+    ],
+)
 def test_bad_value_names_the_column_and_row(tmp_path, col, value, why):
     path = small_csv(tmp_path, {(col, 2): value})
     with pytest.raises(InputError) as exc:
@@ -47,8 +54,11 @@ def test_missing_column_is_named(tmp_path):
     with pytest.raises(InputError, match=r"runs.csv: has column 'depth' but no 'width'"):
         load(path)
     pd.DataFrame({"tokens": [1e6], "loss": [3.0]}).to_csv(path, index=False)
-    with pytest.raises(InputError, match=r"missing required column 'n_params' .*columns present: "
-                                         r"tokens, loss\)"):
+    with pytest.raises(
+        InputError,
+        match=r"missing required column 'n_params' .*columns present: "
+        r"tokens, loss\)",
+    ):
         load(path)
 
 
@@ -87,22 +97,28 @@ def test_nan_loss_in_an_ok_store_run_is_an_error(tmp_path):
 
 def test_unknown_status_is_named(tmp_path):
     path = tmp_path / "r.csv"
-    pd.DataFrame({"depth": [1, 2], "width": [8, 8], "loss": [2.0, 1.9],
-                  "status": ["ok", "running"]}).to_csv(path, index=False)
+    pd.DataFrame({"depth": [1, 2], "width": [8, 8], "loss": [2.0, 1.9], "status": ["ok", "running"]}).to_csv(
+        path, index=False
+    )
     with pytest.raises(InputError, match=r"column 'status' row 2 .* is 'running'"):
         load(path)
 
 
 def test_long_format_csv_becomes_runs_and_curves(tmp_path):
-    rows = [dict(depth=d, width=w, seed=s, step=st, loss=5.0 / (d * w) ** 0.1 + 1.0 / st)
-            for d in (1, 2) for w in (16, 32) for s in (0, 1) for st in (10, 100, 1000)]
+    rows = [
+        dict(depth=d, width=w, seed=s, step=st, loss=5.0 / (d * w) ** 0.1 + 1.0 / st)
+        for d in (1, 2)
+        for w in (16, 32)
+        for s in (0, 1)
+        for st in (10, 100, 1000)
+    ]
     path = tmp_path / "curves.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
     ds = load(path)
     assert len(ds.runs) == 8 and len(ds.curves) == 24
     # Each run's loss is the last point of its curve.
     r = ds.runs.set_index(["depth", "width", "seed"]).loc[(2, 32, 1)]
-    assert r["loss"] == pytest.approx(5.0 / 64 ** 0.1 + 1e-3)
+    assert r["loss"] == pytest.approx(5.0 / 64**0.1 + 1e-3)
 
 
 def test_gemstones_lines_are_learning_curves_with_non_embedding_n(tmp_path):
@@ -112,7 +128,9 @@ def test_gemstones_lines_are_learning_curves_with_non_embedding_n(tmp_path):
     r = ds.runs.set_index("trial_id")
     # By hand: N = total - 2001·d = L·(15·d² + 2·d); for (3, 128): 3·(15·16384 + 256) = 738048.
     assert r.loc["Gem-128x3", "n_params"] == 738048.0
-    assert r.loc["Gem-128x3", "loss"] == pytest.approx(4.0 / 3 ** 0.1 - 0.03 - 0.1 * np.log(2))  # last checkpoint
+    assert r.loc["Gem-128x3", "loss"] == pytest.approx(
+        4.0 / 3**0.1 - 0.03 - 0.1 * np.log(2)
+    )  # last checkpoint
     assert r.loc["Gem-128x3", "tokens"] == 400 * 4096
     assert ds.n_params_source["used"] == "derived" and "total − 2001·d" in ds.n_params_source["why"]
     assert set(ds.curves["tokens"]) == {409600, 819200, 1638400}
@@ -120,6 +138,7 @@ def test_gemstones_lines_are_learning_curves_with_non_embedding_n(tmp_path):
 
 def test_total_counts_that_do_not_decompose_fall_back_to_kaplan(tmp_path):
     import json
+
     p = synthetic.write_gemstones_lines(tmp_path / "g.jsonl")
     rows = [json.loads(x) for x in p.read_text().splitlines()]
     for x in rows:
@@ -127,13 +146,14 @@ def test_total_counts_that_do_not_decompose_fall_back_to_kaplan(tmp_path):
     p.write_text("\n".join(json.dumps(x) for x in rows))
     ds = load(p)
     assert ds.n_params_source["used"] == "kaplan_12Ld2"
-    assert ds.runs.set_index("trial_id").loc["Gem-128x3", "n_params"] == 12 * 3 * 128 ** 2
+    assert ds.runs.set_index("trial_id").loc["Gem-128x3", "n_params"] == 12 * 3 * 128**2
 
 
 def test_epoch_layout_gives_tokens_from_compute(tmp_path):
     path = tmp_path / "points.csv"
-    pd.DataFrame({"x": [1.0, 2.0], "Model Size": [1e8, 4e8], "Training FLOP": [6e18, 4.8e19],
-                  "loss": [3.1, 2.9]}).to_csv(path, index=False)
+    pd.DataFrame(
+        {"x": [1.0, 2.0], "Model Size": [1e8, 4e8], "Training FLOP": [6e18, 4.8e19], "loss": [3.1, 2.9]}
+    ).to_csv(path, index=False)
     ds = load(path)
     assert ds.layout == "epoch" and not ds.has_shape and "depth" not in ds.runs
     # D = C / (6 N): 6e18 / 6e8 = 1e10 and 4.8e19 / 2.4e9 = 2e10.

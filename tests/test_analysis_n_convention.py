@@ -25,18 +25,40 @@ def suite() -> pd.DataFrame:
                 total = 12 * L * d * d + V * d
                 p = PLANTED
                 loss = p["E"] + p["A"] / total ** p["alpha"] + p["B"] / D ** p["beta"]
-                rows.append({"trial_id": f"{L}-{d}-{D:g}", "depth": L, "width": d, "seed": 0,
-                             "tokens": D, "vocab_size": V,
-                             "loss": loss * np.exp(rng.normal(0, 0.002))})
+                rows.append(
+                    {
+                        "trial_id": f"{L}-{d}-{D:g}",
+                        "depth": L,
+                        "width": d,
+                        "seed": 0,
+                        "tokens": D,
+                        "vocab_size": V,
+                        "loss": loss * np.exp(rng.normal(0, 0.002)),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def analyze(tmp_path, df, *extra):
     df.to_csv(tmp_path / "suite.csv", index=False)
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-m", "depthwidth.cli", "analyze", str(tmp_path / "suite.csv"),
-                          "--out", str(out), "--bootstrap", "0", *extra],
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "depthwidth.cli",
+            "analyze",
+            str(tmp_path / "suite.csv"),
+            "--out",
+            str(out),
+            "--bootstrap",
+            "0",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     report = json.loads((out / "report.json").read_text()) if res.returncode == 0 else None
     md = (out / "report.md").read_text() if res.returncode == 0 else ""
     return res, report, md

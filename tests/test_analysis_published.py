@@ -77,8 +77,10 @@ def test_gemstones_lines_are_read_as_they_are_and_no_bound_is_reported_ok(shared
             if k.startswith("alpha_"):
                 assert 1e-3 * 1.01 < v < 5 * 0.99, (where, k, v)
     # The per-depth estimators cannot run on one or two widths per depth, and say so.
-    assert all(f["status"] == "insufficient_data" and "a per-depth L(N) needs at least 3" in f["reason"]
-               for f in r["power_laws"]["per_depth"].values())
+    assert all(
+        f["status"] == "insufficient_data" and "a per-depth L(N) needs at least 3" in f["reason"]
+        for f in r["power_laws"]["per_depth"].values()
+    )
     acc = r["regime_accounting"]
     assert acc["theory_b3"]["below"] == 1 and acc["theory_b3"]["above"] == 21
     assert r["threshold"]["claimed"] is False

@@ -36,8 +36,16 @@ def smoke(tmp_path_factory):
 def test_report_has_the_stable_keys_and_sane_values(smoke):
     store, r = smoke
     on_disk = json.loads((store / "analysis" / "report.json").read_text())
-    for key in ("n_runs", "power_laws", "learning_curves", "crossovers", "optimal_depth", "regimes",
-                "threshold", "kaplan"):
+    for key in (
+        "n_runs",
+        "power_laws",
+        "learning_curves",
+        "crossovers",
+        "optimal_depth",
+        "regimes",
+        "threshold",
+        "kaplan",
+    ):
         assert key in on_disk, key
     assert on_disk["n_runs"] == 12 and on_disk["n_excluded"] == {"diverged": 0, "failed": 0}
     models = on_disk["regimes"]["models"]
@@ -48,7 +56,9 @@ def test_report_has_the_stable_keys_and_sane_values(smoke):
     thr = on_disk["threshold"]
     assert {"base", "base_ci", "method", "consistent_with_theory", "transition_fit"} <= set(thr)
     # Twelve runs, four depths: every per-depth law is Kaplan's two-parameter form.
-    assert all(f["status"] == "ok" and f["terms"] == ["N"] for f in on_disk["power_laws"]["per_depth"].values())
+    assert all(
+        f["status"] == "ok" and f["terms"] == ["N"] for f in on_disk["power_laws"]["per_depth"].values()
+    )
     assert len(on_disk["crossovers"]) == 6
     # The planted law has b = 3; even 12 runs put it in the interval.
     assert thr["base_ci"][0] <= 3.0 <= thr["base_ci"][1]
@@ -61,18 +71,26 @@ def test_report_has_the_stable_keys_and_sane_values(smoke):
 def test_figures_are_written_and_hold_data(smoke):
     store, r = smoke
     out = store / "analysis"
-    assert set(r["figures"]["written"]) >= {"loss_vs_n", "threshold", "loss_vs_depth", "phase_map",
-                                            "learning_curves"}
+    assert set(r["figures"]["written"]) >= {
+        "loss_vs_n",
+        "threshold",
+        "loss_vs_depth",
+        "phase_map",
+        "learning_curves",
+    }
     assert "aspect_ratio" in r["figures"]["skipped"]  # no fixed-N band with 3 shapes in this grid
     for name in r["figures"]["written"]:
         assert (out / f"{name}.png").stat().st_size > 15_000, name
         assert (out / f"{name}.pdf").stat().st_size > 5_000, name
     from analysis.inputs import load
+
     ds = load(store)
     figs, _ = plots.make_all(ds.runs, ds.curves, r)
     for name, fig in figs.items():
         artists = [a for ax in fig.axes for a in (*ax.lines, *ax.collections)]
-        points = sum(len(np.atleast_1d(getattr(a, "get_xdata", lambda a=a: a.get_offsets())())) for a in artists)
+        points = sum(
+            len(np.atleast_1d(getattr(a, "get_xdata", lambda a=a: a.get_offsets())())) for a in artists
+        )
         assert points > 0, name
     assert any(len(c.get_paths()) == 12 for c in figs["learning_curves"].axes[0].collections)
 
@@ -101,18 +119,34 @@ def test_thin_data_reports_insufficient_data_and_still_writes(tmp_path):
     assert r["power_laws"]["per_depth"]["2"]["status"] == "insufficient_data"
     assert r["learning_curves"]["fit"]["status"] == "insufficient_data"
     assert r["regimes"]["models"]["two_regime"]["status"] == "insufficient_data"
-    assert "2 widths" in r["regimes"]["models"]["two_regime"]["reason"] or \
-        "depths" in r["regimes"]["models"]["two_regime"]["reason"]
+    assert (
+        "2 widths" in r["regimes"]["models"]["two_regime"]["reason"]
+        or "depths" in r["regimes"]["models"]["two_regime"]["reason"]
+    )
     assert r["threshold"]["base"] is None and not r["threshold"]["claimed"]
     assert (store / "analysis" / "report.json").is_file()
     assert (store / "analysis" / "loss_vs_n.png").stat().st_size > 10_000
 
 
 def test_recurrent_runs_go_to_the_relrnn_report_not_the_depth_fits(tmp_path):
-    rec = pd.DataFrame({"trial_id": ["rr0", "rr1"], "family": ["relrnn", "lstm"], "depth": 1,
-                        "width": 64, "heads": 1, "seed": 0, "n_params": 1e4, "loss": [0.2, 0.5],
-                        "status": "ok", "data_source": "copy", "task_length": 100, "nu": 10, "rho": 15,
-                        "accuracy": [1.0, 0.4]})
+    rec = pd.DataFrame(
+        {
+            "trial_id": ["rr0", "rr1"],
+            "family": ["relrnn", "lstm"],
+            "depth": 1,
+            "width": 64,
+            "heads": 1,
+            "seed": 0,
+            "n_params": 1e4,
+            "loss": [0.2, 0.5],
+            "status": "ok",
+            "data_source": "copy",
+            "task_length": 100,
+            "nu": 10,
+            "rho": 15,
+            "accuracy": [1.0, 0.4],
+        }
+    )
     store = smoke_store(tmp_path / "mixed", extra_runs=rec)
     r = analyze(store, bootstrap=10)
     assert r["n_runs"] == 12  # the transformer rows only
@@ -138,15 +172,18 @@ def test_kaplan_digitized_curves_give_kaplans_exponents(smoke, shared_data):
 
 def test_levine_departure_points_by_hand():
     from analysis.kaplan import levine_departures
+
     d6 = next(d for d in levine_departures() if d["depth"] == 6)
-    assert d6["width_theory"] == 729 and d6["n_params_theory"] == pytest.approx(12 * 6 * 729 ** 2)
+    assert d6["width_theory"] == 729 and d6["n_params_theory"] == pytest.approx(12 * 6 * 729**2)
     d70 = levine_departures([70])[0]
     assert d70["width_empirical"] == pytest.approx(7510, rel=0.01)  # BloombergGPT's width
 
 
 def test_analysis_imports_neither_torch_nor_ray():
-    code = ("import sys, analysis, analysis.report, analysis.cli, analysis.plots, analysis.kaplan, "
-            "analysis.threshold, analysis.regimes, analysis.synthetic; "
-            "bad = [m for m in ('torch', 'ray') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
+    code = (
+        "import sys, analysis, analysis.report, analysis.cli, analysis.plots, analysis.kaplan, "
+        "analysis.threshold, analysis.regimes, analysis.synthetic; "
+        "bad = [m for m in ('torch', 'ray') if m in sys.modules]; print(bad); sys.exit(bool(bad))"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr

@@ -56,7 +56,7 @@ def crossing_sweep(N_star: dict, alphas: dict, E=1.0, A1=10.0, noise=0.01, seeds
     rows = []
     for d in depths:
         for w in np.unique(np.round(np.logspace(np.log10(2), np.log10(4000), 16)).astype(int)):
-            N = 12.0 * d * w ** 2
+            N = 12.0 * d * w**2
             for s in seeds:
                 y = (E + A[d] * N ** -alphas[d]) * np.exp(rng.normal(0, noise))
                 rows.append(dict(depth=d, width=float(w), n_params=N, seed=s, loss=y))
@@ -98,8 +98,12 @@ def test_transition_widths_recover_planted_base():
     assert tf["base"] == pytest.approx(b, rel=0.1)
     assert tf["base_ci"][0] <= b <= tf["base_ci"][1]
     # The headline takes the model-free transition estimate whenever one exists.
-    reg = {"preferred": "two_regime", "models": {"two_regime": {"status": "ok", "params": {"b": 9.0},
-                                                                "ci": {"b": [8.0, 10.0]}, "n_boot": 10}}}
+    reg = {
+        "preferred": "two_regime",
+        "models": {
+            "two_regime": {"status": "ok", "params": {"b": 9.0}, "ci": {"b": [8.0, 10.0]}, "n_boot": 10}
+        },
+    }
     head = threshold.headline(reg, tf, threshold.fit_transition([]))
     assert head["base"] == tf["base"] and head["method"].startswith("transition widths")
     assert head["claimed"] and head["cross_check"]["agree"] is False
@@ -119,8 +123,7 @@ def test_knee_finds_a_planted_breakpoint():
 def _planted_headline(depths, widths, b, seed=0):
     """The headline of a two-regime grid planted at base b, with and without the located rule."""
     p = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=b)
-    runs = _runs(synthetic.make_runs("two_regime", depths, widths, p, seeds=(0, 1), noise=0.01,
-                                     seed=seed))
+    runs = _runs(synthetic.make_runs("two_regime", depths, widths, p, seeds=(0, 1), noise=0.01, seed=seed))
     reg = regimes.fit_regimes(runs, n_boot=60, seed=1)
     empty = threshold.fit_transition([])
     free = threshold.headline(reg, empty, empty)
@@ -138,14 +141,27 @@ def test_grid_straddling_the_threshold_locates_and_claims_it():
         assert p["L_th_ci"][0] <= p["L_th"] <= p["L_th_ci"][1]
 
 
-@pytest.mark.parametrize("depths, widths, b, side, words", [
-    # b = 1.5 puts L_th at 6.8-10.3 layers at widths 16-64: every run lies below it.
-    (range(1, 5), [16, 32, 64], 1.5, "beyond",
-     "depth still pays at every depth swept (1–4); any threshold lies beyond depth 4"),
-    # b = 2 puts L_th at 2-4 layers at widths 4-16: every run of depth 5-8 lies past it.
-    (range(5, 9), [4, 8, 16], 2.0, "below",
-     "every depth swept (5–8) lies past the fitted threshold; any threshold lies below depth 5"),
-])
+@pytest.mark.parametrize(
+    "depths, widths, b, side, words",
+    [
+        # b = 1.5 puts L_th at 6.8-10.3 layers at widths 16-64: every run lies below it.
+        (
+            range(1, 5),
+            [16, 32, 64],
+            1.5,
+            "beyond",
+            "depth still pays at every depth swept (1–4); any threshold lies beyond depth 4",
+        ),
+        # b = 2 puts L_th at 2-4 layers at widths 4-16: every run of depth 5-8 lies past it.
+        (
+            range(5, 9),
+            [4, 8, 16],
+            2.0,
+            "below",
+            "every depth swept (5–8) lies past the fitted threshold; any threshold lies below depth 5",
+        ),
+    ],
+)
 def test_grid_wholly_on_one_side_does_not_claim(depths, widths, b, side, words):
     """The law alone recovers b from runs on one side (so the unchecked headline would claim it),
     but the threshold is not located in the runs: not claimed, b kept as an extrapolation."""

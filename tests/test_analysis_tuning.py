@@ -17,26 +17,37 @@ from analysis.inputs import InputError, load
 from analysis.report import build_report
 
 WIDTHS = np.unique(np.round(np.logspace(np.log10(16), np.log10(1024), 8)).astype(int))
-LRS = [10.0 ** e for e in (-4, -3.5, -3, -2.5, -2)]
+LRS = [10.0**e for e in (-4, -3.5, -3, -2.5, -2)]
 # lr* ∝ width^-1 · depth^-0.5, as for the standard parametrization under Adam
-DRIFT = dict(lr0=10 ** -2.8, width_exp=-1.0, depth_exp=-0.5)
+DRIFT = dict(lr0=10**-2.8, width_exp=-1.0, depth_exp=-0.5)
 
 
 def _table(rows):
     df = pd.DataFrame(rows, columns=["depth", "width", "lr", "seed", "loss"])
-    return df.assign(family="transformer", n_params=12.0 * df["depth"] * df["width"] ** 2,
-                     run_id=np.arange(len(df)))
+    return df.assign(
+        family="transformer", n_params=12.0 * df["depth"] * df["width"] ** 2, run_id=np.arange(len(df))
+    )
 
 
 def test_best_setting_is_chosen_on_half_the_seeds_and_reported_on_the_other():
     # shape (2, 16): lr 1e-3 looks best on seed 0 (lucky), 3e-3 is truly better; the runs the
     # fits see are seed 1's at the setting seed 0 chose. Shape (4, 16): best at the grid's top.
-    runs = _table([
-        (2, 16, 1e-3, 0, 2.00), (2, 16, 1e-3, 1, 2.30), (2, 16, 3e-3, 0, 2.05), (2, 16, 3e-3, 1, 2.06),
-        (2, 16, 1e-2, 0, 2.50), (2, 16, 1e-2, 1, 2.50),
-        (4, 16, 1e-3, 0, 3.00), (4, 16, 1e-3, 1, 3.00), (4, 16, 3e-3, 0, 2.90), (4, 16, 3e-3, 1, 2.90),
-        (4, 16, 1e-2, 0, 2.80), (4, 16, 1e-2, 1, 2.82),
-    ])
+    runs = _table(
+        [
+            (2, 16, 1e-3, 0, 2.00),
+            (2, 16, 1e-3, 1, 2.30),
+            (2, 16, 3e-3, 0, 2.05),
+            (2, 16, 3e-3, 1, 2.06),
+            (2, 16, 1e-2, 0, 2.50),
+            (2, 16, 1e-2, 1, 2.50),
+            (4, 16, 1e-3, 0, 3.00),
+            (4, 16, 1e-3, 1, 3.00),
+            (4, 16, 3e-3, 0, 2.90),
+            (4, 16, 3e-3, 1, 2.90),
+            (4, 16, 1e-2, 0, 2.80),
+            (4, 16, 1e-2, 1, 2.82),
+        ]
+    )
     assert tuning.tuning_axes(runs) == ("lr",)
     sel = tuning.select(runs, ("lr",))
     assert sel.rule == "split" and sel.shape_cols == ("family", "depth", "width")
@@ -52,8 +63,16 @@ def test_best_setting_is_chosen_on_half_the_seeds_and_reported_on_the_other():
 
 
 def test_one_seed_falls_back_to_same_and_split_refuses():
-    runs = _table([(2, 16, 1e-3, 0, 2.0), (2, 16, 3e-3, 0, 1.9), (4, 16, 1e-3, 0, 1.8),
-                   (4, 16, 3e-3, 0, 1.85), (4, 16, 1e-3, 1, 1.8), (4, 16, 3e-3, 1, 1.85)])
+    runs = _table(
+        [
+            (2, 16, 1e-3, 0, 2.0),
+            (2, 16, 3e-3, 0, 1.9),
+            (4, 16, 1e-3, 0, 1.8),
+            (4, 16, 3e-3, 0, 1.85),
+            (4, 16, 1e-3, 1, 1.8),
+            (4, 16, 3e-3, 1, 1.85),
+        ]
+    )
     sel = tuning.select(runs, ("lr",))
     assert sel.rule == "mixed" and set(sel.best["rule"]) == {"split", "same"}
     with pytest.raises(InputError, match="--selection 'split' needs at least 2 seeds"):
@@ -73,8 +92,9 @@ def test_tokens_define_the_shape_only_where_budgets_differ():
 
 def test_axes_come_from_stored_configs_and_tune_names_a_column(tmp_path):
     runs = _table([(2, 16, 1e-3, s, 2.0 + 0.1 * b2) for b2 in (0, 1) for s in (0, 1)])
-    runs["train_config"] = [json.dumps({"lr": 1e-3, "beta2": 0.95 if i < 2 else 0.99, "seed": i % 2})
-                            for i in range(len(runs))]
+    runs["train_config"] = [
+        json.dumps({"lr": 1e-3, "beta2": 0.95 if i < 2 else 0.99, "seed": i % 2}) for i in range(len(runs))
+    ]
     runs["model_config"] = json.dumps({"parametrization": "completep"})
     wide = tuning.with_config_fields(runs)
     assert tuning.tuning_axes(wide) == ("beta2",)  # lr is constant: not an axis
@@ -85,14 +105,18 @@ def test_axes_come_from_stored_configs_and_tune_names_a_column(tmp_path):
         tuning.tuning_axes(wide.assign(wd=[0.1, None, 0.1, 0.1]), ("wd",))
 
 
-@pytest.mark.parametrize("par,drift,promise_ok", [
-    ("mup", DRIFT, {"width": False, "depth": None}),
-    ("completep", dict(lr0=10 ** -3, width_exp=0.0, depth_exp=0.0), {"width": True, "depth": True}),
-])
+@pytest.mark.parametrize(
+    "par,drift,promise_ok",
+    [
+        ("mup", DRIFT, {"width": False, "depth": None}),
+        ("completep", dict(lr0=10**-3, width_exp=0.0, depth_exp=0.0), {"width": True, "depth": True}),
+    ],
+)
 def test_lr_drift_recovers_planted_exponents_beside_the_promise(par, drift, promise_ok):
     p = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
-    runs = synthetic.make_tuned_runs("two_regime", range(1, 11), WIDTHS, p, LRS, drift,
-                                     sharpness=0.3, noise=0.015, seed=3).assign(run_id=lambda d: np.arange(len(d)))
+    runs = synthetic.make_tuned_runs(
+        "two_regime", range(1, 11), WIDTHS, p, LRS, drift, sharpness=0.3, noise=0.015, seed=3
+    ).assign(run_id=lambda d: np.arange(len(d)))
     sel = tuning.select(runs, ("lr",))
     d = tuning.lr_drift(sel, [par])
     for axis in ("width", "depth"):
@@ -109,15 +133,17 @@ def _b(report: dict) -> tuple[float, list]:
     return thr["base"], thr["base_ci"]
 
 
-@pytest.mark.parametrize("b", [pytest.param(2.2, marks=pytest.mark.slow), 3.0,
-                               pytest.param(4.5, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "b", [pytest.param(2.2, marks=pytest.mark.slow), 3.0, pytest.param(4.5, marks=pytest.mark.slow)]
+)
 def test_envelope_recovers_planted_threshold_base_where_averaging_over_lr_does_not(b, tmp_path):
     """A depth x width grid, 5 learning rates, 2 seeds, whose best lr drifts as width^-1 ·
     depth^-0.5. Each shape at its best lr (chosen on seed 0, fitted on seed 1) gives b within 5%
     and inside its interval; averaging every lr (the pre-tuning analysis) misses b."""
     p = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=b)
-    runs = synthetic.make_tuned_runs("two_regime", range(1, 11), WIDTHS, p, LRS, DRIFT,
-                                     sharpness=0.3, noise=0.015, seed=int(b * 10))
+    runs = synthetic.make_tuned_runs(
+        "two_regime", range(1, 11), WIDTHS, p, LRS, DRIFT, sharpness=0.3, noise=0.015, seed=int(b * 10)
+    )
     path = tmp_path / "planted.csv"
     runs.drop(columns=["clean_loss", "lr_opt"]).to_csv(path, index=False)
     ds = load(path)
@@ -135,15 +161,17 @@ EXE = str(Path(sys.executable).parent / "depthwidth")
 @pytest.mark.slow
 def test_analyze_cli_reports_rule_axes_parametrization_and_draws_the_lr_figure(tmp_path):
     p = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
-    runs = synthetic.make_tuned_runs("two_regime", range(1, 7), WIDTHS[::2], p, LRS, DRIFT,
-                                     sharpness=0.3, noise=0.015, seed=1)
+    runs = synthetic.make_tuned_runs(
+        "two_regime", range(1, 7), WIDTHS[::2], p, LRS, DRIFT, sharpness=0.3, noise=0.015, seed=1
+    )
     runs["warm"] = np.where(runs["seed"] >= 0, 10, 0)
     runs["parametrization"] = "mup"
     path = tmp_path / "planted.csv"
     runs.drop(columns=["clean_loss", "lr_opt"]).to_csv(path, index=False)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    run = lambda *a: subprocess.run([EXE, "analyze", str(path), *a], capture_output=True, text=True,
-                                    env=env, timeout=300)
+    run = lambda *a: subprocess.run(
+        [EXE, "analyze", str(path), *a], capture_output=True, text=True, env=env, timeout=300
+    )
     r = run("--out", str(tmp_path / "out"), "--bootstrap", "20", "--tune", "warm")
     assert r.returncode == 0, r.stderr
     assert "tuning axes: warm, lr; selection: split; parametrization: mup" in r.stdout
@@ -155,8 +183,10 @@ def test_analyze_cli_reports_rule_axes_parametrization_and_draws_the_lr_figure(t
     rep = json.loads((tmp_path / "out" / "report.json").read_text())
     assert len(rep["tuning"]["best"]) == 6 * len(WIDTHS[::2])
     assert rep["tuning"]["lr_drift"]["width"]["exponent"] == pytest.approx(-1.0, abs=0.1)
-    for args, needle in [(("--tune", "nosuch"), "--tune 'nosuch' names no column"),
-                         (("--selection", "split"), None)]:
+    for args, needle in [
+        (("--tune", "nosuch"), "--tune 'nosuch' names no column"),
+        (("--selection", "split"), None),
+    ]:
         bad = run("--out", str(tmp_path / "bad"), *args)
         if needle is None:  # two seeds everywhere: split is fine
             assert bad.returncode == 0, bad.stderr

@@ -28,7 +28,7 @@ def one_sentence(err: str) -> str:
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("depthwidth: error: "), err
     assert "Traceback" not in err
-    return lines[0][len("depthwidth: error: "):]
+    return lines[0][len("depthwidth: error: ") :]
 
 
 @pytest.fixture
@@ -55,8 +55,9 @@ def runs_csv(tmp_path) -> Path:
     return path
 
 
-def test_analyze_refuses_an_out_that_is_a_file_or_read_only_before_fitting(capsys, tmp_path, runs_csv,
-                                                                          readonly):
+def test_analyze_refuses_an_out_that_is_a_file_or_read_only_before_fitting(
+    capsys, tmp_path, runs_csv, readonly
+):
     blocker = tmp_path / "afile"
     blocker.write_text("")
     before = sorted(tmp_path.rglob("*"))
@@ -65,8 +66,7 @@ def test_analyze_refuses_an_out_that_is_a_file_or_read_only_before_fitting(capsy
     assert one_sentence(err) == f"--out = '{blocker}' is invalid: '{blocker}' is a file, not a folder."
     code, out, err = run(capsys, "analyze", str(runs_csv), "--out", str(readonly / "report"))
     assert code == 2 and out == ""
-    assert one_sentence(err) == (f"--out = '{readonly / 'report'}' is invalid: '{readonly}' is not "
-                                 f"writable.")
+    assert one_sentence(err) == (f"--out = '{readonly / 'report'}' is invalid: '{readonly}' is not writable.")
     assert sorted(tmp_path.rglob("*")) == before
 
 
@@ -78,15 +78,20 @@ def test_analyze_refuses_a_width_whose_n_overflows_and_leaves_no_folder(capsys, 
     df.to_csv(huge, index=False)
     code, _, err = run(capsys, "analyze", str(huge), "--bootstrap", "0")
     assert code == 2
-    assert one_sentence(err) == ("huge.csv: column 'width' row 4 (line 5 of the file) is 1e+300; "
-                                 "Kaplan's N = 12·depth·width² overflows at that size.")
+    assert one_sentence(err) == (
+        "huge.csv: column 'width' row 4 (line 5 of the file) is 1e+300; "
+        "Kaplan's N = 12·depth·width² overflows at that size."
+    )
     assert not (tmp_path / "huge_analysis").exists()
 
 
-@pytest.mark.parametrize("content,why", [
-    ("", "cannot be read as CSV (No columns to parse from file)."),
-    ("N,tokens,loss\n", "holds no curve points (the file has no rows)."),
-])
+@pytest.mark.parametrize(
+    "content,why",
+    [
+        ("", "cannot be read as CSV (No columns to parse from file)."),
+        ("N,tokens,loss\n", "holds no curve points (the file has no rows)."),
+    ],
+)
 def test_kaplan_refuses_an_empty_digitized_csv(capsys, tmp_path, runs_csv, content, why):
     digitized = tmp_path / "digitized.csv"
     digitized.write_text(content)
@@ -116,8 +121,12 @@ def test_results_csv_to_a_read_only_folder_is_refused(capsys, tmp_path, readonly
 
 
 def test_plan_and_results_on_an_unreachable_object_store(capsys, tmp_path, monkeypatch):
-    for k, v in dict(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-                     AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true").items():
+    for k, v in dict(
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_EC2_METADATA_DISABLED="true",
+    ).items():
         monkeypatch.setenv(k, v)
     with socket.socket() as s:  # a free port: nothing answers there
         s.bind(("127.0.0.1", 0))
@@ -127,8 +136,10 @@ def test_plan_and_results_on_an_unreachable_object_store(capsys, tmp_path, monke
     for argv in (("sweep", "plan", str(spec), "--storage", uri), ("sweep", "results", uri)):
         code, out, err = run(capsys, *argv)
         assert code == 2 and out == "", argv
-        assert one_sentence(err).startswith(f"s3://bucket/sweep/runs.parquet?endpoint_override=127.0.0.1:"
-                                            f"{port}&scheme=http cannot be reached (")
+        assert one_sentence(err).startswith(
+            f"s3://bucket/sweep/runs.parquet?endpoint_override=127.0.0.1:"
+            f"{port}&scheme=http cannot be reached ("
+        )
 
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-1"])
@@ -140,11 +151,13 @@ def test_theory_refuses_a_budget_that_is_not_a_positive_finite_number(capsys, va
 
 def test_train_checks_its_json_output_before_training(capsys, tmp_path):
     target = tmp_path / "missing" / "x.json"
-    code, out, err = run(capsys, "train", "--depth", "1", "--width", "8", "--heads", "2", "--steps", "2",
-                         "--json", str(target))
+    code, out, err = run(
+        capsys, "train", "--depth", "1", "--width", "8", "--heads", "2", "--steps", "2", "--json", str(target)
+    )
     assert code == 2 and out == ""  # not one step was trained
-    assert one_sentence(err) == (f"--json = '{target}' is invalid: the folder '{target.parent}' does "
-                                 f"not exist.")
+    assert one_sentence(err) == (
+        f"--json = '{target}' is invalid: the folder '{target.parent}' does not exist."
+    )
 
 
 @pytest.mark.parametrize("flag,value", [("--seed", "-5"), ("--bootstrap", "-1")])
@@ -183,10 +196,13 @@ def test_submit_checks_a_store_path_that_does_not_exist_yet(capsys, tmp_path, re
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         address = f"http://127.0.0.1:{s.getsockname()[1]}"
-    for store, why in ((blocker / "store", f"'{blocker}' is a file, not a folder"),
-                       (readonly / "store", f"'{readonly}' is not writable")):
-        code, out, err = run(capsys, "sweep", "submit", str(spec), "--address", address,
-                             "--storage", str(store))
+    for store, why in (
+        (blocker / "store", f"'{blocker}' is a file, not a folder"),
+        (readonly / "store", f"'{readonly}' is not writable"),
+    ):
+        code, out, err = run(
+            capsys, "sweep", "submit", str(spec), "--address", address, "--storage", str(store)
+        )
         assert code == 2 and out == ""
         assert one_sentence(err) == f"--storage = '{store}' is invalid: {why}."
     assert blocker.read_text() == ""
@@ -197,18 +213,33 @@ def test_train_refuses_a_model_larger_than_the_machine_before_building_it(capsys
 
     if machine_memory_bytes() is None:
         pytest.skip("this machine's memory cannot be read")
-    code, out, err = run(capsys, "train", "--depth", "1", "--width", "1000000000", "--heads", "2",
-                         "--steps", "1", "--device", "cpu")
+    code, out, err = run(
+        capsys,
+        "train",
+        "--depth",
+        "1",
+        "--width",
+        "1000000000",
+        "--heads",
+        "2",
+        "--steps",
+        "1",
+        "--device",
+        "cpu",
+    )
     assert code == 2 and out == ""
     msg = one_sentence(err)
-    assert msg.startswith("depth = 1, width = 1000000000, batch_size = 32 is invalid: training it needs "
-                          "about 1.92e+11 GB (weights, gradients, AdamW moments and activations), more "
-                          "than the ")
+    assert msg.startswith(
+        "depth = 1, width = 1000000000, batch_size = 32 is invalid: training it needs "
+        "about 1.92e+11 GB (weights, gradients, AdamW moments and activations), more "
+        "than the "
+    )
     assert msg.endswith(" GB this machine has.")
 
 
 def test_train_refuses_a_seed_beyond_64_bits(capsys):
-    code, out, err = run(capsys, "train", "--seed", str(2 ** 64), "--steps", "1")
+    code, out, err = run(capsys, "train", "--seed", str(2**64), "--steps", "1")
     assert code == 2 and out == ""
-    assert one_sentence(err) == (f"TrainConfig.seed = {2 ** 64} is invalid: it must fit a 64-bit integer "
-                                 f"(below 2**63).")
+    assert one_sentence(err) == (
+        f"TrainConfig.seed = {2**64} is invalid: it must fit a 64-bit integer (below 2**63)."
+    )

@@ -16,8 +16,12 @@ SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "gpu.py"
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_without_cuda_it_says_so_and_exits_3(tmp_path):
-    r = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "gpu.md")],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(tmp_path / "gpu.md")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 3
     assert r.stderr == "bench/gpu.py: no CUDA device is available on this machine; run it on a GPU host.\n"
     assert not (tmp_path / "gpu.md").exists()
@@ -25,8 +29,12 @@ def test_without_cuda_it_says_so_and_exits_3(tmp_path):
 
 def test_cpu_smoke_runs_the_whole_script(tmp_path):
     out = tmp_path / "gpu.md"
-    r = subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--out", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--smoke", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     rows = [line for line in out.read_text().splitlines() if line.startswith("| 128 |")]
     assert len(rows) == 1
@@ -35,6 +43,10 @@ def test_cpu_smoke_runs_the_whole_script(tmp_path):
 
 
 def test_bad_steps_are_refused(tmp_path):
-    r = subprocess.run([sys.executable, str(SCRIPT), "--cpu-smoke", "--steps", "15", "--out",
-                        str(tmp_path / "gpu.md")], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--cpu-smoke", "--steps", "15", "--out", str(tmp_path / "gpu.md")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "--steps = 15 is invalid" in r.stderr

@@ -19,32 +19,49 @@ SMOKE = Path(__file__).resolve().parent.parent / "sweeps" / "smoke.toml"
 
 def cli(*args, cwd=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([EXE, *map(str, args)], capture_output=True, text=True, timeout=300,
-                          cwd=cwd, env=env)
+    return subprocess.run(
+        [EXE, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd, env=env
+    )
 
 
 def sentence(r: subprocess.CompletedProcess) -> str:
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("depthwidth: error: "), r.stderr
-    return lines[0][len("depthwidth: error: "):]
+    return lines[0][len("depthwidth: error: ") :]
 
 
 def test_train_on_cuda_without_a_gpu_is_refused_before_training(tmp_path):
     import torch
+
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA device")
-    r = cli("train", "--depth", "1", "--width", "8", "--heads", "2", "--steps", "2",
-            "--device", "cuda", cwd=tmp_path)
-    assert sentence(r) == ("--device = 'cuda' is invalid: this machine has no CUDA device that "
-                           "torch can use; give --device cpu (or auto, which picks a GPU when "
-                           "there is one).")
+    r = cli(
+        "train",
+        "--depth",
+        "1",
+        "--width",
+        "8",
+        "--heads",
+        "2",
+        "--steps",
+        "2",
+        "--device",
+        "cuda",
+        cwd=tmp_path,
+    )
+    assert sentence(r) == (
+        "--device = 'cuda' is invalid: this machine has no CUDA device that "
+        "torch can use; give --device cpu (or auto, which picks a GPU when "
+        "there is one)."
+    )
     assert list(tmp_path.iterdir()) == []
 
 
 def test_export_to_tensorboard_at_a_file_is_refused_and_says_what_to_do(tmp_path):
-    runs = synthetic.make_runs("two_regime", [1, 2], [16, 32], dict(E=1.5, A_kappa=20.0,
-                                                                   alpha_kappa=0.3, b=3.0))
+    runs = synthetic.make_runs(
+        "two_regime", [1, 2], [16, 32], dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
+    )
     store = synthetic.write_store(tmp_path / "store", runs)
     target = tmp_path / "events"
     target.write_text("not a folder")
@@ -59,11 +76,14 @@ def test_an_export_trackers_failure_says_to_run_the_export_again():
     def broken():
         raise OSError("disk full")
 
-    for after, expected in ((None, "the sweep goes on without it"),
-                            ("export", "run the same export again")):
+    for after, expected in ((None, "the sweep goes on without it"), ("export", "run the same export again")):
         from sweeps.tracking import EXPORT_STOPS
-        t = (Trackers({"tensorboard": broken}, {}, after=EXPORT_STOPS) if after
-             else Trackers({"tensorboard": broken}, {"tensorboard": "`x` writes what it lacks."}))
+
+        t = (
+            Trackers({"tensorboard": broken}, {}, after=EXPORT_STOPS)
+            if after
+            else Trackers({"tensorboard": broken}, {"tensorboard": "`x` writes what it lacks."})
+        )
         t.stored(TrialInfo("t1", "d1 w8", "s", (), {}), {"status": "ok", "steps": 1}, [])
         (warning,) = t.close(timeout=30)
         assert warning.startswith("tracking: tensorboard failed (OSError: disk full); ")
@@ -82,8 +102,10 @@ def test_a_spec_starting_with_a_utf8_bom_is_read(tmp_path):
 @pytest.mark.parametrize("command", ["plan", "run", "submit"])
 def test_an_empty_storage_flag_is_refused_not_replaced_by_the_specs(tmp_path, command):
     r = cli("sweep", command, SMOKE, "--storage", "", cwd=tmp_path)
-    assert sentence(r) == ("--storage = '' is invalid: it must name a folder or a URI (leave the "
-                           "flag out to use the spec's storage.path).")
+    assert sentence(r) == (
+        "--storage = '' is invalid: it must name a folder or a URI (leave the "
+        "flag out to use the spec's storage.path)."
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -92,15 +114,21 @@ def test_a_throughput_that_makes_the_estimate_infinite_is_refused(tmp_path, key,
     spec = tmp_path / "s.toml"
     spec.write_text(SMOKE.read_text().replace("[resources]\n", f"[resources]\n{key} = {value}\n"))
     r = cli("sweep", "plan", spec, "--storage", tmp_path / "none")
-    assert sentence(r) == (f"{spec}: resources.{key} = {float(value)!r} is invalid: must be at "
-                           f"least 1e-06; a slower machine makes the plan's time estimates infinite.")
+    assert sentence(r) == (
+        f"{spec}: resources.{key} = {float(value)!r} is invalid: must be at "
+        f"least 1e-06; a slower machine makes the plan's time estimates infinite."
+    )
 
 
-@pytest.mark.parametrize("where,value", [("depth", "1"), ("width / depth", "16.0"),
-                                         ("depth > 1 and width", "16"), ("not lr", "0.003")])
+@pytest.mark.parametrize(
+    "where,value",
+    [("depth", "1"), ("width / depth", "16.0"), ("depth > 1 and width", "16"), ("not lr", "0.003")],
+)
 def test_a_where_that_is_not_true_or_false_is_refused(tmp_path, where, value):
     spec = tmp_path / "s.toml"
     spec.write_text(f'where = "{where}"\n' + SMOKE.read_text())
     r = cli("sweep", "plan", spec, "--storage", tmp_path / "none")
-    assert sentence(r) == (f"{spec}: where = {where!r} is invalid: it gives {value}, not true or "
-                           f"false; write a comparison such as 'depth <= 4'.")
+    assert sentence(r) == (
+        f"{spec}: where = {where!r} is invalid: it gives {value}, not true or "
+        f"false; write a comparison such as 'depth <= 4'."
+    )

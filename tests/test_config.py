@@ -16,11 +16,20 @@ BAD = [
     (ModelConfig, dict(width=0), "ModelConfig.width = 0", "at least 1"),
     (ModelConfig, dict(ffn_ratio=-1.0), "ModelConfig.ffn_ratio = -1.0", ">= 0"),
     (ModelConfig, dict(family="gru"), "ModelConfig.family = 'gru'", "transformer"),
-    (ModelConfig, dict(parametrization="ntk"), "ModelConfig.parametrization = 'ntk'", "standard, mup, completep"),
+    (
+        ModelConfig,
+        dict(parametrization="ntk"),
+        "ModelConfig.parametrization = 'ntk'",
+        "standard, mup, completep",
+    ),
     (ModelConfig, dict(base_depth=0), "ModelConfig.base_depth = 0", "at least 1"),
     (ModelConfig, dict(depth_alpha=0.2), "ModelConfig.depth_alpha = 0.2", "[0.5, 1]"),
-    (ModelConfig, dict(parametrization="completep", residual=False), "ModelConfig.residual = False",
-     "needs residual"),
+    (
+        ModelConfig,
+        dict(parametrization="completep", residual=False),
+        "ModelConfig.residual = False",
+        "needs residual",
+    ),
     (TrainConfig, dict(eps=0.0), "TrainConfig.eps = 0.0", "positive"),
     (ModelConfig, dict(vocab_size=1), "ModelConfig.vocab_size = 1", ">= 2"),
     (ModelConfig, dict(depth=2.5), "ModelConfig.depth = 2.5", "expected int"),
@@ -46,7 +55,9 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("cls,kwargs,names,why", BAD, ids=[f"{c.__name__}-{list(k)[0]}" for c, k, _, _ in BAD])
+@pytest.mark.parametrize(
+    "cls,kwargs,names,why", BAD, ids=[f"{c.__name__}-{list(k)[0]}" for c, k, _, _ in BAD]
+)
 def test_bad_field_is_named_with_its_value(cls, kwargs, names, why):
     with pytest.raises(ConfigError) as err:
         cls(**kwargs)
@@ -61,9 +72,14 @@ def test_unknown_key_is_named():
         ModelConfig.from_dict({"widht": 64})
 
 
-@pytest.mark.parametrize("cfg", [ModelConfig(depth=3, width=48, heads=3, attention="linear"),
-                                 DataConfig(source="copy", task_length=200),
-                                 TrainConfig(lr=1e-3, device="cpu", compile=True)])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        ModelConfig(depth=3, width=48, heads=3, attention="linear"),
+        DataConfig(source="copy", task_length=200),
+        TrainConfig(lr=1e-3, device="cpu", compile=True),
+    ],
+)
 def test_round_trip_dict_json_toml(cfg):
     cls = type(cfg)
     assert cls.from_dict(cfg.to_dict()) == cfg

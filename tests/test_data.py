@@ -29,10 +29,11 @@ PCFG = DataConfig()  # the embedded default
 def _sentences(tokens: np.ndarray) -> list[np.ndarray]:
     """Complete sentences (EOS = 0 removed) of a flat stream that starts at a sentence start."""
     ends = np.flatnonzero(tokens == 0)
-    return [tokens[a + 1: b] for a, b in zip(np.concatenate([[-1], ends[:-1]]), ends)]
+    return [tokens[a + 1 : b] for a, b in zip(np.concatenate([[-1], ends[:-1]]), ends)]
 
 
 # ---------------------------------------------------------------- PCFG: the batch contract
+
 
 def test_pcfg_batch_shapes_dtypes_shift_and_range():
     src = make_data(PCFG, 48)
@@ -76,10 +77,16 @@ print(h.hexdigest())
 def test_pcfg_stream_identical_in_fresh_processes():
     # Two interpreters with different string-hash seeds: nothing may depend on hash() or on
     # anything a process picks for itself.
-    procs = [subprocess.Popen([sys.executable, "-c", _HASH_SNIPPET], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True,
-                              env=dict(os.environ, PYTHONHASHSEED=hash_seed))
-             for hash_seed in ("1", "2")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _HASH_SNIPPET],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONHASHSEED=hash_seed),
+        )
+        for hash_seed in ("1", "2")
+    ]
     outs = []
     for p in procs:
         out, err = p.communicate(timeout=120)
@@ -92,6 +99,7 @@ def test_pcfg_stream_identical_in_fresh_processes():
 
 
 # ---------------------------------------------------------------- PCFG: the language itself
+
 
 def test_pcfg_unigram_entropy_below_log_vocab_and_matches_batches():
     src = make_data(PCFG, 128)
@@ -162,10 +170,15 @@ def test_pcfg_sampled_length_matches_dynamic_programming():
         assert len(s) / 20000 == pytest.approx(g.mean_len, rel=0.03)
 
 
-@pytest.mark.parametrize("overrides", [dict(vocab_size=2, n_nonterminals=1, pcfg_depth=1),
-                                       dict(vocab_size=8, n_nonterminals=3),
-                                       dict(vocab_size=1000, n_nonterminals=40, branching=2),
-                                       dict(n_nonterminals=1, pcfg_depth=9)])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(vocab_size=2, n_nonterminals=1, pcfg_depth=1),
+        dict(vocab_size=8, n_nonterminals=3),
+        dict(vocab_size=1000, n_nonterminals=40, branching=2),
+        dict(n_nonterminals=1, pcfg_depth=9),
+    ],
+)
 def test_pcfg_edge_configs_give_valid_batches(overrides):
     src = make_data(PCFG.replace(**overrides), 33)
     x, y = src.batch("val", 2, 3)
@@ -174,6 +187,7 @@ def test_pcfg_edge_configs_give_valid_batches(overrides):
 
 
 # ---------------------------------------------------------------- text and token files
+
 
 def _random_text(n: int, seed: int = 0) -> bytes:
     letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz  \n", dtype=np.uint8)
@@ -270,6 +284,7 @@ def test_token_file_large_values(tmp_path):
 
 # ---------------------------------------------------------------- errors: one sentence each
 
+
 def _expect(cfg: DataConfig, seq_len: int, *parts: str) -> None:
     with pytest.raises(DataError) as info:
         make_data(cfg, seq_len)
@@ -301,17 +316,32 @@ def test_data_errors_name_the_field_and_value(tmp_path):
     _expect(DataConfig(source="tokens", path=str(tmp_path)), 8, repr(str(tmp_path)), "is a folder")
     short = tmp_path / "short.txt"
     short.write_text("x" * 1000)  # val split: 100 bytes
-    _expect(DataConfig(source="text", path=str(short)), 100, "seq_len = 100", "longer than the data",
-            "val split", "100 bytes")
+    _expect(
+        DataConfig(source="text", path=str(short)),
+        100,
+        "seq_len = 100",
+        "longer than the data",
+        "val split",
+        "100 bytes",
+    )
     np.arange(50, dtype=np.uint16).tofile(tmp_path / "short.bin")
-    _expect(DataConfig(source="tokens", path=str(tmp_path / "short.bin"), val_fraction=0.5), 30,
-            "seq_len = 30", "longer than the data", "25 tokens")
+    _expect(
+        DataConfig(source="tokens", path=str(tmp_path / "short.bin"), val_fraction=0.5),
+        30,
+        "seq_len = 30",
+        "longer than the data",
+        "25 tokens",
+    )
 
 
 def test_bad_batch_requests_are_named():
     src = make_data(PCFG, 16)
-    for args, part in ((("test", 0, 2), "split = 'test'"), (("train", -1, 2), "index = -1"),
-                       (("train", 0, 0), "batch_size = 0"), (("val", 1.5, 2), "index = 1.5")):
+    for args, part in (
+        (("test", 0, 2), "split = 'test'"),
+        (("train", -1, 2), "index = -1"),
+        (("train", 0, 0), "batch_size = 0"),
+        (("val", 1.5, 2), "index = 1.5"),
+    ):
         with pytest.raises(DataError, match="=") as info:
             src.batch(*args)
         assert part in str(info.value)

@@ -53,15 +53,19 @@ EXE = str(Path(sys.executable).parent / "depthwidth")
 
 def _cli(*args, cwd=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([EXE, *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          timeout=900, env=env)
+    return subprocess.run(
+        [EXE, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=900, env=env
+    )
 
 
 def _trials(depths, widths, seeds=(0, 1)):
     rows = [(L, w, s) for L in depths for w in widths for s in seeds]
     t = pd.DataFrame(rows, columns=["depth", "width", "seed"])
-    return t.assign(n_params=12.0 * t["depth"] * t["width"] ** 2, tokens=20 * 12.0 * t["depth"]
-                    * t["width"] ** 2, trial_id=[f"t{i}" for i in range(len(t))])
+    return t.assign(
+        n_params=12.0 * t["depth"] * t["width"] ** 2,
+        tokens=20 * 12.0 * t["depth"] * t["width"] ** 2,
+        trial_id=[f"t{i}" for i in range(len(t))],
+    )
 
 
 def test_planted_losses_follow_the_law_and_the_noise():
@@ -75,7 +79,7 @@ def test_planted_losses_follow_the_law_and_the_noise():
     null = dz.null_law(t, m)
     flat = dz.clean_losses(t.assign(tokens=np.nan), None, null)
     n = t["n_params"].to_numpy()
-    assert np.allclose(flat, null.E + null.A_N * n ** -null.alpha_N) and null.alpha_N > 0
+    assert np.allclose(flat, null.E + null.A_N * n**-null.alpha_N) and null.alpha_N > 0
     big = pd.concat([t] * 200, ignore_index=True)
     noisy = dz.plant_losses(big, 3.0, m, np.random.default_rng(0))
     sd = np.std(np.log(noisy / dz.clean_losses(big, 3.0, m)))
@@ -87,12 +91,16 @@ def test_planted_losses_follow_the_law_and_the_noise():
 
 
 def test_a_pilot_gives_back_the_noise_scale_and_lr_curvature_planted_in_it():
-    rows = [(L, w, lr, s) for L in [1, 2, 3, 4, 6] for w in [16, 32, 64]
-            for lr in [1e-3, 3e-3, 1e-2] for s in range(4)]
+    rows = [
+        (L, w, lr, s)
+        for L in [1, 2, 3, 4, 6]
+        for w in [16, 32, 64]
+        for lr in [1e-3, 3e-3, 1e-2]
+        for s in range(4)
+    ]
     t = pd.DataFrame(rows, columns=["depth", "width", "lr", "seed"])
     t = t.assign(n_params=12.0 * t["depth"] * t["width"] ** 2, tokens=1e6)
-    truth = dz.PlantModel(E=3.0, A=40.0, B_D=821.4, noise=0.03, lr0=3e-3, lr_depth_exp=0.0,
-                          sharpness=0.3)
+    truth = dz.PlantModel(E=3.0, A=40.0, B_D=821.4, noise=0.03, lr0=3e-3, lr_depth_exp=0.0, sharpness=0.3)
     pilot = dz.planted_table(t, 3.0, truth, np.random.default_rng(1))
     m, found = dz.model_from_pilot(pilot, dz.PlantModel())
     assert abs(m.noise / 0.03 - 1) < 0.15 and abs(m.sharpness / 0.3 - 1) < 0.15
@@ -122,19 +130,40 @@ def test_design_json_agrees_with_analyze_on_the_same_planted_sweeps(tmp_path):
     CSV, in a subprocess) reaches the same claim and interval, so design's power is analyze's."""
     spec = _spec(tmp_path)
     out = tmp_path / "out"
-    res = _cli("design", spec, "--json", "--effects", "3", "--replicates", "2", "--bootstrap", "20",
-               "--jobs", "1", "--out", out)
+    res = _cli(
+        "design",
+        spec,
+        "--json",
+        "--effects",
+        "3",
+        "--replicates",
+        "2",
+        "--bootstrap",
+        "20",
+        "--jobs",
+        "1",
+        "--out",
+        out,
+    )
     assert res.returncode == 0, res.stderr
     r = json.loads(res.stdout)
-    for key in ("power", "false_claim", "median_interval_width", "min_detectable_effect",
-                "replicates", "noise", "cost"):
+    for key in (
+        "power",
+        "false_claim",
+        "median_interval_width",
+        "min_detectable_effect",
+        "replicates",
+        "noise",
+        "cost",
+    ):
         assert key in r
     assert set(r["power"]) == {"3.0"} and r["replicates"] == {"3.0": 2, "null": 2}
     assert r["noise"]["source"] == "assumed" and r["cost"]["flops"] > 0
     assert (out / "power.png").stat().st_size > 0
     outcomes = pd.read_csv(out / "outcomes.csv", keep_default_na=False)
-    from sweeps.design import default_model, trials_frame
+    from sweeps.design_plan import default_model, trials_frame
     from sweeps.spec import load_spec
+
     s = load_spec(spec)
     trials, _ = trials_frame(s)
     model = dz.null_law(trials, default_model(s, trials, None))
@@ -167,19 +196,21 @@ def test_design_json_agrees_with_analyze_on_the_same_planted_sweeps(tmp_path):
 def test_plan_on_one_side_of_the_threshold_reports_low_power_with_the_reason(tmp_path):
     spec = _spec(tmp_path, depths="[1, 2, 3]", widths="[256, 512, 1024]")
     spec.write_text(spec.read_text().replace('where = "depth <= 3 * log3(width)"\n', ""))
-    res = _cli("design", spec, "--effects", "3", "--replicates", "2", "--bootstrap", "10",
-               "--jobs", "1")
+    res = _cli("design", spec, "--effects", "3", "--replicates", "2", "--bootstrap", "10", "--jobs", "1")
     assert res.returncode == 0, res.stderr
     assert "power is below 80% at b = 3" in res.stdout
     assert "no shape lies above L_th = log_3(width): widths ≤ 1024 need depths ≥ 7" in res.stdout
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--noise", "2"], "--noise = 2.0 is invalid"),
-    (["--effects", "1.0,3"], "--effects = '1.0,3' is invalid"),
-    (["--budget", "10gpu-h"], "--budget is invalid without --propose"),
-    (["--propose", "--budget", "ten"], "--budget = 'ten' is invalid"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--noise", "2"], "--noise = 2.0 is invalid"),
+        (["--effects", "1.0,3"], "--effects = '1.0,3' is invalid"),
+        (["--budget", "10gpu-h"], "--budget is invalid without --propose"),
+        (["--propose", "--budget", "ten"], "--budget = 'ten' is invalid"),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_sentence(tmp_path, args, words):
     res = _cli("design", _spec(tmp_path), *args)
     assert res.returncode == 2 and words in res.stderr and len(res.stderr.strip().splitlines()) == 1
@@ -195,9 +226,28 @@ def test_a_plan_that_cannot_be_analysed_exits_2(tmp_path):
 def test_propose_writes_a_spec_that_plan_accepts_and_design_rates_as_claimed(tmp_path):
     spec = _spec(tmp_path)
     out = tmp_path / "prop"
-    res = _cli("design", spec, "--propose", "--budget", "2cpu-h", "--json", "--screen", "1",
-               "--replicates", "2", "--bootstrap", "10", "--candidates", "2", "--finalists", "1",
-               "--jobs", "1", "--out", out)
+    res = _cli(
+        "design",
+        spec,
+        "--propose",
+        "--budget",
+        "2cpu-h",
+        "--json",
+        "--screen",
+        "1",
+        "--replicates",
+        "2",
+        "--bootstrap",
+        "10",
+        "--candidates",
+        "2",
+        "--finalists",
+        "1",
+        "--jobs",
+        "1",
+        "--out",
+        out,
+    )
     assert res.returncode == 0, res.stderr
     r = json.loads(res.stdout)
     table = pd.read_csv(out / "candidates.csv")
@@ -207,10 +257,24 @@ def test_propose_writes_a_spec_that_plan_accepts_and_design_rates_as_claimed(tmp
     proposed = Path(r["proposed"])
     plan = _cli("sweep", "plan", proposed)
     assert plan.returncode == 0, plan.stderr
-    assert plan.stdout.strip().splitlines()[-1].startswith("what this plan can detect before it runs: "
-                                                           f"depthwidth design {proposed}")
-    again = _cli("design", proposed, "--json", "--effects", "3", "--replicates", "2",
-                 "--bootstrap", "10", "--jobs", "1")
+    assert (
+        plan.stdout.strip()
+        .splitlines()[-1]
+        .startswith(f"what this plan can detect before it runs: depthwidth design {proposed}")
+    )
+    again = _cli(
+        "design",
+        proposed,
+        "--json",
+        "--effects",
+        "3",
+        "--replicates",
+        "2",
+        "--bootstrap",
+        "10",
+        "--jobs",
+        "1",
+    )
     assert again.returncode == 0, again.stderr
     a = json.loads(again.stdout)
     assert a["power"]["3.0"] == r["power"]

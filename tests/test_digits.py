@@ -16,8 +16,7 @@ import torch
 from depthwidth.cli import main
 from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
 from depthwidth.data import make_data, resolve
-from depthwidth.data.digits import (CLASSES, IGNORE, LEVELS, PIXELS, load_images, pixel_order,
-                                    split_indices)
+from depthwidth.data.digits import CLASSES, IGNORE, LEVELS, PIXELS, load_images, pixel_order, split_indices
 from depthwidth.train import train
 
 SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"
@@ -81,7 +80,7 @@ def test_batches_are_a_pure_function_of_seed_split_index():
     n_val = len(a.splits()["val"][1])
     whole = torch.cat([a.batch("val", i, 32)[0] for i in range(math.ceil(n_val / 32))])
     assert torch.equal(whole[:n_val], torch.from_numpy(a.splits()["val"][0]))
-    assert torch.equal(whole[n_val:], whole[:len(whole) - n_val])
+    assert torch.equal(whole[n_val:], whole[: len(whole) - n_val])
 
 
 def test_permutation_is_fixed_and_shared_by_the_splits():
@@ -119,10 +118,13 @@ def test_a_short_run_learns_well_above_chance():
     """rnn, width 32, 150 steps of 32 images: far above the 10% of chance (measured 0.56 on
     the 359 validation images; 0.45 at step 75)."""
     torch.set_num_threads(1)
-    result = train(ModelConfig(family="rnn", width=32, depth=1),
-                   DataConfig(source="digits", val_fraction=0.2),
-                   TrainConfig(steps=150, batch_size=32, lr=1e-2, warmup_steps=0, eval_every=75,
-                               eval_batches=12, seed=0))
+    result = train(
+        ModelConfig(family="rnn", width=32, depth=1),
+        DataConfig(source="digits", val_fraction=0.2),
+        TrainConfig(
+            steps=150, batch_size=32, lr=1e-2, warmup_steps=0, eval_every=75, eval_batches=12, seed=0
+        ),
+    )
     assert result.status == "ok", result.error
     assert result.curve[-1]["accuracy"] > 0.4, result.curve
     assert result.final_val_loss < math.log(10)
@@ -130,8 +132,23 @@ def test_a_short_run_learns_well_above_chance():
 
 def test_cli_trains_on_digits_and_refuses_a_bad_spec(tmp_path, capsys):
     out = tmp_path / "run.json"
-    code = main(["train", "--family", "lstm", "--width", "8", "--data", "pdigits", "--steps", "4",
-                 "--batch-size", "8", "--json", str(out)])
+    code = main(
+        [
+            "train",
+            "--family",
+            "lstm",
+            "--width",
+            "8",
+            "--data",
+            "pdigits",
+            "--steps",
+            "4",
+            "--batch-size",
+            "8",
+            "--json",
+            str(out),
+        ]
+    )
     text = capsys.readouterr().out
     assert code == 0 and "pdigits: UCI digits pixel by pixel" in text and "accuracy=" in text
     assert out.is_file()

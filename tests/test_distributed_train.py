@@ -18,8 +18,7 @@ from depthwidth.train import Parallel, train
 
 MODEL = ModelConfig(depth=2, width=32, heads=2, seq_len=16, vocab_size=32)
 DATA = DataConfig(vocab_size=32)
-TRAIN = TrainConfig(steps=24, batch_size=8, eval_every=6, eval_batches=2, warmup_steps=3,
-                    lr=3e-3, threads=1)
+TRAIN = TrainConfig(steps=24, batch_size=8, eval_every=6, eval_batches=2, warmup_steps=3, lr=3e-3, threads=1)
 # Averaging gradients over two shards instead of one batch sums the same numbers in another
 # order (float32); measured: at most 4e-8 relative over this curve, under DDP and FSDP alike.
 # 1e-6 leaves 25x room and still fails for any real difference (one worker on half the batch
@@ -49,14 +48,12 @@ def _worker(rank: int, world: int, port: int, sharding: str, folder: str) -> Non
             raise _Stop
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         par = Parallel.current(sharding)
         whole = train(MODEL, DATA, TRAIN, parallel=par)
         try:
-            train(MODEL, DATA, TRAIN, report=stop_at_12, checkpoint_dir=f"{folder}/ckpt",
-                  parallel=par)
+            train(MODEL, DATA, TRAIN, report=stop_at_12, checkpoint_dir=f"{folder}/ckpt", parallel=par)
         except _Stop:
             pass
         resumed = train(MODEL, DATA, TRAIN, resume_from=f"{folder}/ckpt", parallel=par)
@@ -72,8 +69,10 @@ def _worker(rank: int, world: int, port: int, sharding: str, folder: str) -> Non
 def two_workers(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp(request.param)
     mp.spawn(_worker, args=(2, free_port(), request.param, str(folder)), nprocs=2, join=True)
-    return {name: json.loads((folder / f"{name}.json").read_text()) for name in ("whole", "resumed")} \
-        | {"ckpt": folder / "ckpt", "sharding": request.param}
+    return {name: json.loads((folder / f"{name}.json").read_text()) for name in ("whole", "resumed")} | {
+        "ckpt": folder / "ckpt",
+        "sharding": request.param,
+    }
 
 
 def losses(result: dict, key: str) -> list[float]:

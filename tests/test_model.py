@@ -44,7 +44,7 @@ def test_standard_shape_is_12_L_d_squared():
 
 def test_flops_follow_kaplan_table_1():
     cfg = ModelConfig(depth=6, width=512, heads=8, seq_len=1024, vocab_size=100)
-    n = 12 * 6 * 512 ** 2
+    n = 12 * 6 * 512**2
     assert flops_per_token(cfg) == 2 * n + 2 * 6 * 1024 * 512
     # Training = forward + backward ≈ 3 × forward, keeping the context term: 6N + 6·L·T·d.
     assert train_flops_per_token(cfg) == 6 * n + 6 * 6 * 1024 * 512
@@ -61,8 +61,17 @@ def test_linear_attention_matches_levine_formula():
     """x'_i = sum_j sum_h <W_Q^h x_i, W_K^h x_j> W_O^h W_V^h x_j (+ x_i), docs/science.md §1."""
     torch.manual_seed(0)
     d, H, T = 8, 2, 5
-    cfg = ModelConfig(depth=1, width=d, heads=H, attention="linear", layernorm=False,
-                      ffn_ratio=0.0, residual=True, vocab_size=10, seq_len=T)
+    cfg = ModelConfig(
+        depth=1,
+        width=d,
+        heads=H,
+        attention="linear",
+        layernorm=False,
+        ffn_ratio=0.0,
+        residual=True,
+        vocab_size=10,
+        seq_len=T,
+    )
     model = Transformer(cfg).double()
     attn = model.blocks[0].attn
     attn.scale = 1.0
@@ -141,8 +150,16 @@ def test_completep_groups_follow_dey_2025_table_1():
     """m_N = 4 (width 128 / base 32), m_L = 4 (depth 8 / base 2), α = 1 then α = 0.5: hidden lr
     × m_N^-1·m_L^(α-1), hidden weight decay × m_N, ε × m_N^-1·m_L^-α inside the blocks and ×
     m_N^-1 outside, LayerNorm lr × m_L^(α-1), branches × m_L^-α; init as μP."""
-    base = dict(depth=8, width=128, heads=4, vocab_size=20, parametrization="completep",
-                base_width=32, base_depth=2, bias=True)
+    base = dict(
+        depth=8,
+        width=128,
+        heads=4,
+        vocab_size=20,
+        parametrization="completep",
+        base_width=32,
+        base_depth=2,
+        bias=True,
+    )
     for alpha in (1.0, 0.5):
         cfg = ModelConfig(**base, depth_alpha=alpha)
         model = Transformer(cfg)
@@ -152,16 +169,16 @@ def test_completep_groups_follow_dey_2025_table_1():
         g = by_id[id(qkv.weight)]
         assert g["lr_scale"] == pytest.approx(4 ** (alpha - 1) / 4)
         assert g["weight_decay"] == pytest.approx(0.1 * 4)
-        assert g["eps"] == pytest.approx(1e-8 / 4 * 4 ** -alpha)
+        assert g["eps"] == pytest.approx(1e-8 / 4 * 4**-alpha)
         for p in (model.blocks[0].ln1.weight, model.blocks[5].mlp.fc.bias):
             assert by_id[id(p)]["lr_scale"] == pytest.approx(4 ** (alpha - 1))
             assert by_id[id(p)]["weight_decay"] == 0.0
-            assert by_id[id(p)]["eps"] == pytest.approx(1e-8 / 4 * 4 ** -alpha)
+            assert by_id[id(p)]["eps"] == pytest.approx(1e-8 / 4 * 4**-alpha)
         emb, ln_f = by_id[id(model.tok_emb.weight)], by_id[id(model.ln_f.weight)]
         assert emb["lr_scale"] == 1.0 and emb["weight_decay"] == 0.1 and emb["eps"] == pytest.approx(2.5e-9)
         assert ln_f["lr_scale"] == 1.0 and ln_f["weight_decay"] == 0.0
         assert sum(p.numel() for p in groups[0]["params"]) == count_params(cfg).n_params
-        assert model.blocks[0].branch_mult == pytest.approx(4 ** -alpha)
+        assert model.blocks[0].branch_mult == pytest.approx(4**-alpha)
         assert model.output_mult == pytest.approx(0.25)
         assert model.blocks[0].attn.scale == pytest.approx(1 / 32)  # μP's 1/d_head
         assert max(p.std().item() for p in model.hidden_matrices()) < 0.02 / 2 * 1.2

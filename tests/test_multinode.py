@@ -129,10 +129,15 @@ class Cluster:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
         self.env.update(
             HOME=str(root / "home"),
-            RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self.token, RAY_USAGE_STATS_ENABLED="0",
+            RAY_AUTH_MODE="token",
+            RAY_AUTH_TOKEN=self.token,
+            RAY_USAGE_STATS_ENABLED="0",
             # a dead node is noticed in ~3 s instead of ~30 s, should SIGTERM not reach the GCS
-            RAY_health_check_period_ms="1000", RAY_health_check_timeout_ms="1000",
-            RAY_health_check_failure_threshold="3", OMP_NUM_THREADS="1")
+            RAY_health_check_period_ms="1000",
+            RAY_health_check_timeout_ms="1000",
+            RAY_health_check_failure_threshold="3",
+            OMP_NUM_THREADS="1",
+        )
         # One batch, every socket held open together, so no two components are given the same
         # port (separate batches can hand a just-closed port out again): GCS, 6 per node and
         # 40 worker ports per node.
@@ -147,21 +152,33 @@ class Cluster:
 
     def _node(self, name: str, head: bool) -> subprocess.Popen:
         p = [self._ports.pop() for _ in range(6)]
-        cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block", "--num-cpus=1", "--num-gpus=0",
-               "--node-ip-address=127.0.0.1", "--object-store-memory=100000000",
-               f"--node-manager-port={p[0]}", f"--object-manager-port={p[1]}",
-               f"--runtime-env-agent-port={p[2]}", f"--dashboard-agent-grpc-port={p[3]}",
-               f"--dashboard-agent-listen-port={p[4]}", f"--metrics-export-port={p[5]}",
-               "--worker-port-list=" + ",".join(str(self._ports.pop()) for _ in range(40)),
-               "--disable-usage-stats"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "ray.scripts.scripts",
+            "start",
+            "--block",
+            "--num-cpus=1",
+            "--num-gpus=0",
+            "--node-ip-address=127.0.0.1",
+            "--object-store-memory=100000000",
+            f"--node-manager-port={p[0]}",
+            f"--object-manager-port={p[1]}",
+            f"--runtime-env-agent-port={p[2]}",
+            f"--dashboard-agent-grpc-port={p[3]}",
+            f"--dashboard-agent-listen-port={p[4]}",
+            f"--metrics-export-port={p[5]}",
+            "--worker-port-list=" + ",".join(str(self._ports.pop()) for _ in range(40)),
+            "--disable-usage-stats",
+        ]
         if head:
-            cmd += ["--head", f"--port={self.gcs}", "--include-dashboard=false",
-                    f"--temp-dir={self.ray_tmp}"]
+            cmd += ["--head", f"--port={self.gcs}", "--include-dashboard=false", f"--temp-dir={self.ray_tmp}"]
         else:
             cmd += [f"--address={self.address}"]
         log = open(self.root / f"{name}.log", "w")
-        proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.procs[name] = proc
         return proc
 
@@ -177,8 +194,13 @@ class Cluster:
                 assert time.time() < deadline, "the Ray head did not open its GCS port in 60 s"
                 time.sleep(0.3)
         self._node("node2", head=False)
-        r = subprocess.run([sys.executable, "-c", NODES_SCRIPT, self.address], env=self.env,
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-c", NODES_SCRIPT, self.address],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         ids = dict(line.split() for line in r.stdout.split("\n") if line.strip())
         assert set(ids) == {"head", "worker"}, r.stdout + r.stderr[-3000:] + self.log("node2")
         self.head_id, self.node2_id = ids["head"], ids["worker"]
@@ -221,10 +243,22 @@ def test_sweep_spreads_over_both_nodes_and_survives_losing_one(cluster, tmp_path
     # first checkpoint, again one per node, so the second node can be stopped in mid-trial.
     (hook / "hold").write_text(" ".join(last))
     env = {**cluster.env, "DEPTHWIDTH_TEST_HOOK_DIR": str(hook)}
-    cmd = [sys.executable, "-m", "depthwidth.cli", "sweep", "run", str(spec),
-           "--address", cluster.address, "--storage", str(storage), "--no-analyze"]
-    driver = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "depthwidth.cli",
+        "sweep",
+        "run",
+        str(spec),
+        "--address",
+        cluster.address,
+        "--storage",
+        str(storage),
+        "--no-analyze",
+    ]
+    driver = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     try:
         deadline = time.time() + 240
         pids: dict[str, int] = {}

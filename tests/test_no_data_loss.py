@@ -21,15 +21,16 @@ PLANTED = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
 
 def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([EXE, *map(str, args)], capture_output=True, text=True, timeout=300,
-                          cwd=cwd, env=env)
+    return subprocess.run(
+        [EXE, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd, env=env
+    )
 
 
 def sentence(r: subprocess.CompletedProcess) -> str:
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("depthwidth: error: "), r.stderr
-    return lines[0][len("depthwidth: error: "):]
+    return lines[0][len("depthwidth: error: ") :]
 
 
 @pytest.fixture
@@ -44,8 +45,10 @@ def test_results_csv_never_writes_over_the_stores_own_files(store):
     for name in ("runs.parquet", "spec.toml", "parts/0000000001.runs.parquet"):
         for extra in ((), ("--force",)):
             r = cli("sweep", "results", store, "--csv", store / name, *extra)
-            assert sentence(r) == (f"--csv = '{store / name}' is invalid: it is one of the results "
-                                   f"store '{store}''s own files; write to a path outside them.")
+            assert sentence(r) == (
+                f"--csv = '{store / name}' is invalid: it is one of the results "
+                f"store '{store}''s own files; write to a path outside them."
+            )
     assert {p.name: p.read_bytes() for p in store.iterdir()} == before
     r = cli("sweep", "results", store)  # the store still reads
     assert r.returncode == 0, r.stderr
@@ -63,8 +66,9 @@ def test_results_csv_replaces_an_existing_file_only_with_force(store, tmp_path):
     target = tmp_path / "runs.csv"
     target.write_text("precious\n")
     r = cli("sweep", "results", store, "--csv", target)
-    assert sentence(r) == (f"--csv = '{target}' is invalid: the file already exists; give --force "
-                           f"to replace it.")
+    assert sentence(r) == (
+        f"--csv = '{target}' is invalid: the file already exists; give --force to replace it."
+    )
     assert target.read_text() == "precious\n"
     r = cli("sweep", "results", store, "--csv", target, "--force")
     assert r.returncode == 0, r.stderr
@@ -76,8 +80,9 @@ def test_train_json_replaces_an_existing_file_only_with_force(tmp_path):
     target = tmp_path / "run.json"
     target.write_text("{}")
     r = cli("train", "--depth", "1", "--width", "8", "--heads", "2", "--steps", "2", "--json", target)
-    assert sentence(r) == (f"--json = '{target}' is invalid: the file already exists; give --force "
-                           f"to replace it.")
+    assert sentence(r) == (
+        f"--json = '{target}' is invalid: the file already exists; give --force to replace it."
+    )
     assert r.stdout == "" and target.read_text() == "{}"
 
 
@@ -86,6 +91,8 @@ def test_analyze_never_writes_a_report_among_a_stores_own_files(store, tmp_path)
     before = sorted(p.relative_to(store) for p in store.rglob("*"))
     for out in (store / "parts", store / "tune" / "report"):
         r = cli("analyze", store, "--out", out, "--bootstrap", "5")
-        assert sentence(r) == (f"--out = '{out}' is invalid: it is inside the results store "
-                               f"'{store}''s own files; write the report elsewhere.")
+        assert sentence(r) == (
+            f"--out = '{out}' is invalid: it is inside the results store "
+            f"'{store}''s own files; write the report elsewhere."
+        )
     assert sorted(p.relative_to(store) for p in store.rglob("*")) == before

@@ -14,8 +14,17 @@ import pytest
 from depthwidth.accounting import count_params, memory_estimate
 from depthwidth.config import DataConfig, ModelConfig
 from sweeps import cli
-from sweeps.packing import (GPU_CONTEXT_GB, SAFETY, SHARES, cpu_threads, gpu_share, host_memory,
-                            node_gpu_memory_gb, worker_memory, workers_to_fit)
+from sweeps.packing import (
+    GPU_CONTEXT_GB,
+    SAFETY,
+    SHARES,
+    cpu_threads,
+    gpu_share,
+    host_memory,
+    node_gpu_memory_gb,
+    worker_memory,
+    workers_to_fit,
+)
 from sweeps.spec import load_spec, resolve_model
 
 SPEC = """name = "pack"
@@ -77,8 +86,11 @@ def test_sweep_plan_json_gives_each_trial_its_share_from_the_memory_estimate(tmp
 
 def test_a_sweep_refuses_a_trial_no_gpu_holds_and_names_the_workers_that_would(tmp_path, capsys):
     spec = tmp_path / "pack.toml"
-    spec.write_text(SPEC.replace("width = [128, 512, 1024, 2048]", "width = [2048]")
-                    .replace("depth = [2, 8]", "depth = [8]"))
+    spec.write_text(
+        SPEC.replace("width = [128, 512, 1024, 2048]", "width = [2048]").replace(
+            "depth = [2, 8]", "depth = [8]"
+        )
+    )
     assert cli.main(["run", str(spec), "--storage", str(tmp_path / "store")]) == 2
     err = capsys.readouterr().err
     model = resolve_model(load_spec(spec).trials[0].model, load_spec(spec).trials[0].data)
@@ -89,8 +101,7 @@ def test_a_sweep_refuses_a_trial_no_gpu_holds_and_names_the_workers_that_would(t
 
 
 def test_memory_per_worker_under_ddp_and_fsdp():
-    model = resolve_model(ModelConfig(depth=4, width=256, heads=4, seq_len=128),
-                          DataConfig(vocab_size=256))
+    model = resolve_model(ModelConfig(depth=4, width=256, heads=4, seq_len=128), DataConfig(vocab_size=256))
     state = memory_estimate(model, 0)  # weights, gradients and two AdamW moments
     acts = lambda b: memory_estimate(model, b) - state  # noqa: E731
     assert worker_memory(model, 32) == memory_estimate(model, 32)
@@ -101,7 +112,7 @@ def test_memory_per_worker_under_ddp_and_fsdp():
 
 
 def test_cpu_trials_ask_for_memory_in_coarse_steps():
-    mib = 2 ** 20
+    mib = 2**20
     assert host_memory(0) == 512 * mib  # the process alone (0.5 GB) rounds up to 512 MiB
     assert host_memory(1e6) == host_memory(20e6) == 512 * mib  # tiny models share one ask
     assert host_memory(40e6) == host_memory(400e6) == 1024 * mib
@@ -112,8 +123,7 @@ def test_cpu_trials_ask_for_memory_in_coarse_steps():
 def test_gpu_memory_of_the_nodes():
     gpu = {"Resources": {"CPU": 8, "GPU": 4, "accelerator_type:H100": 1}, "Labels": {}}
     cpu = {"Resources": {"CPU": 8}, "Labels": {}}
-    labelled = {"Resources": {"CPU": 8, "GPU": 1},
-                "Labels": {"depthwidth.io/gpu-memory-gb": "24"}}
+    labelled = {"Resources": {"CPU": 8, "GPU": 1}, "Labels": {"depthwidth.io/gpu-memory-gb": "24"}}
     odd = {"Resources": {"CPU": 8, "GPU": 1, "accelerator_type:V100": 1}, "Labels": {}}
     assert node_gpu_memory_gb([gpu, cpu]) == 80
     assert node_gpu_memory_gb([gpu, labelled]) == 24  # the smallest: a trial may land anywhere

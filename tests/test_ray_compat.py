@@ -37,6 +37,7 @@ def ray_state(monkeypatch):
 
 # ------------------------------------------------------------------------ the loopback guard ----
 
+
 def test_loopback_guard_makes_a_new_node_take_the_loopback_address(ray_state):
     assert ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR == ray_compat.LOOPBACK_ENV
     ray_compat.loopback_only()
@@ -68,13 +69,16 @@ def test_a_moved_loopback_target_stops_a_local_sweep_with_one_sentence(ray_state
 
 # ---------------------------------------------------------------------- the auth-mode reload ----
 
+
 def test_auth_mode_reload_finds_its_target():
     from ray import _raylet
+
     assert callable(_raylet.Config.initialize)
 
 
 def test_auth_mode_reload_raises_when_its_target_moves(monkeypatch):
     from ray import _raylet
+
     monkeypatch.delattr(_raylet, "Config")
     with pytest.raises(ray_compat.RayCompatError, match="Config.initialize"):
         ray_compat.reload_auth_mode()
@@ -82,12 +86,17 @@ def test_auth_mode_reload_raises_when_its_target_moves(monkeypatch):
 
 # ------------------------------------------------------------------ speed only: warn, fall back --
 
+
 def test_worker_preload_finds_its_target_and_warns_when_it_moves(monkeypatch):
     assert ray_compat.worker_preload(("torch",)) == {"preload_python_modules": ["torch"]}
     import importlib.util
+
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None
-                        if name.endswith("default_worker") else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.endswith("default_worker") else real(name, *a),
+    )
     with pytest.warns(RuntimeWarning, match="worker preload"):
         assert ray_compat.worker_preload(("torch",)) == {}
 
@@ -121,6 +130,7 @@ def test_lighter_tune_warns_when_a_target_moves(ray_state, monkeypatch, target):
 
 def test_train_health_check_finds_its_target_and_warns_when_it_moves(ray_state, monkeypatch):
     from ray.train.v2._internal import constants
+
     ray_compat.fast_train_health_check()
     assert os.environ[ray_compat.HEALTH_CHECK_ENV] == ray_compat.HEALTH_CHECK_S
     monkeypatch.setenv(ray_compat.HEALTH_CHECK_ENV, "5")
@@ -135,6 +145,7 @@ def test_train_health_check_finds_its_target_and_warns_when_it_moves(ray_state, 
 
 # ------------------------------------------------------------- a local Ray, in this process ----
 
+
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads listening sockets from Linux's /proc")
 def test_a_local_sweeps_ray_started_in_this_process_listens_on_loopback_only(ray_state):
     from test_security import _is_loopback, _listeners, _process_tree
@@ -144,7 +155,9 @@ def test_a_local_sweeps_ray_started_in_this_process_listens_on_loopback_only(ray
     assert not ray.is_initialized()
     assert cluster.connect(None) is True  # what `sweep run` without --address does
     try:
-        assert ray.get(ray.remote(lambda: __import__("os").getpid()).remote()) != os.getpid()  # a worker is up
+        assert (
+            ray.get(ray.remote(lambda: __import__("os").getpid()).remote()) != os.getpid()
+        )  # a worker is up
         ray_pids = [p.process.pid for ps in worker._global_node.all_processes.values() for p in ps]
         pids = {os.getpid()} | {q for p in ray_pids for q in _process_tree(p)}
         listeners = _listeners(sorted(pids))

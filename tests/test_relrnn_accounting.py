@@ -17,8 +17,9 @@ B, L, H, V = 3, 10, 16, 10  # batch, sequence length, width, vocabulary
 
 
 def cfg(family: str, **kw) -> ModelConfig:
-    return ModelConfig(**{**dict(family=family, width=H, depth=1, nu=2, rho=3, vocab_size=V,
-                                 seq_len=L), **kw})
+    return ModelConfig(
+        **{**dict(family=family, width=H, depth=1, nu=2, rho=3, vocab_size=V, seq_len=L), **kw}
+    )
 
 
 def test_forward_flops_per_token_by_hand():
@@ -67,7 +68,9 @@ def test_memory_estimate_by_hand():
         per_token = 8 * H + 3 * H * n_bar + 2 * H + n_bar + 2 * V
         assert memory_estimate(c, B) == int(16 * count_params(c).n_params_total + 4 * B * L * per_token)
     lstm = cfg("lstm")
-    assert memory_estimate(lstm, B) == int(16 * count_params(lstm).n_params_total + 4 * B * L * (8 * H + 2 * V))
+    assert memory_estimate(lstm, B) == int(
+        16 * count_params(lstm).n_params_total + 4 * B * L * (8 * H + 2 * V)
+    )
     # at T ≫ ν + ρ memrnn's activations grow as T², relrnn's as T
     rel = [memory_estimate(cfg("relrnn", seq_len=T), B) for T in (1000, 2000)]
     mem = [memory_estimate(cfg("memrnn", seq_len=T), B) for T in (1000, 2000)]

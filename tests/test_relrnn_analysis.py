@@ -15,15 +15,14 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from analysis.relrnn import (baseline_loss, fig_accuracy_vs_T, fit_exponent, recurrent_runs,
-                             report_relrnn)
+from analysis.relrnn import baseline_loss, fig_accuracy_vs_T, fit_exponent, recurrent_runs, report_relrnn
 
 
 @pytest.mark.parametrize("p", [1.0, 2.0, 1.37])
 def test_fit_exponent_recovers_planted_power(p):
     rng = np.random.default_rng(0)
     x = np.geomspace(30, 2000, 12)
-    y = 7.5 * x ** p * np.exp(rng.normal(0, 0.02, x.size))
+    y = 7.5 * x**p * np.exp(rng.normal(0, 0.02, x.size))
     fit = fit_exponent(x, y)
     assert fit["status"] == "ok" and fit["exponent"] == pytest.approx(p, abs=0.03)
     assert fit["prefactor"] == pytest.approx(7.5, rel=0.2) and fit["r2"] > 0.99
@@ -48,25 +47,52 @@ def planted_store() -> pd.DataFrame:
                 t = list(range(0, L, max(1, L // 20))) + [L - 1]
                 decay = 0.9 if fam == "lstm" else 1.0
                 norms = [decay ** (L - 1 - i) for i in t]
-                metrics = {"accuracy": acc, "baseline_loss": baseline_loss(T), "step_flops": flops,
-                           "step_activation_bytes": flops / 10, "grad_t": t, "grad_norms": norms,
-                           "grad_start_ratio": float(norms[0])}
-                rows.append({
-                    "trial_id": f"{fam}-{nu}-{rho}-{T}-{seed}", "family": fam, "depth": 1,
-                    "width": H, "heads": 4, "seed": seed, "n_params": 1000, "steps": 100,
-                    "final_train_loss": 0.01, "final_val_loss": 0.01 if acc == 1 else 0.2,
-                    "status": "ok", "wall_s": 1.0 * L, "nu": nu, "rho": rho, "data_source": "copy",
-                    "task_length": T, "batch_size": B, "seq_len": 64,
-                    "accuracy": acc, "metrics": json.dumps(metrics)})
+                metrics = {
+                    "accuracy": acc,
+                    "baseline_loss": baseline_loss(T),
+                    "step_flops": flops,
+                    "step_activation_bytes": flops / 10,
+                    "grad_t": t,
+                    "grad_norms": norms,
+                    "grad_start_ratio": float(norms[0]),
+                }
+                rows.append(
+                    {
+                        "trial_id": f"{fam}-{nu}-{rho}-{T}-{seed}",
+                        "family": fam,
+                        "depth": 1,
+                        "width": H,
+                        "heads": 4,
+                        "seed": seed,
+                        "n_params": 1000,
+                        "steps": 100,
+                        "final_train_loss": 0.01,
+                        "final_val_loss": 0.01 if acc == 1 else 0.2,
+                        "status": "ok",
+                        "wall_s": 1.0 * L,
+                        "nu": nu,
+                        "rho": rho,
+                        "data_source": "copy",
+                        "task_length": T,
+                        "batch_size": B,
+                        "seq_len": 64,
+                        "accuracy": acc,
+                        "metrics": json.dumps(metrics),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def test_report_on_a_planted_store(tmp_path):
     runs = planted_store()
     runs.loc[0, "status"] = "diverged"  # lstm T=50 seed 0: counts as accuracy 0
-    curves = pd.DataFrame({"trial_id": np.repeat(runs["trial_id"].to_numpy(), 2),
-                           "step": np.tile([50, 100], len(runs)),
-                           "accuracy": np.tile([0.2, 1.0], len(runs))})
+    curves = pd.DataFrame(
+        {
+            "trial_id": np.repeat(runs["trial_id"].to_numpy(), 2),
+            "step": np.tile([50, 100], len(runs)),
+            "accuracy": np.tile([0.2, 1.0], len(runs)),
+        }
+    )
     r = report_relrnn(runs, curves, tmp_path)
     json.dumps(r)  # JSON-ready
     assert r["status"] == "ok" and r["n_runs"] == 40 and r["n_ok"] == 39
@@ -79,12 +105,17 @@ def test_report_on_a_planted_store(tmp_path):
     assert 1.6 < exps[("memrnn", "step_flops")]["exponent"] < 2.0  # L + L²/50 on L = 70..820
     assert exps[("memrnn", "step_wall_s")]["exponent"] == pytest.approx(1.0)  # wall_s/steps ∝ L
     stab = {(g["model"], g["T"]): g["grad_start_ratio"] for g in r["gradient_stability"]}
-    assert stab[("lstm", 800)] == pytest.approx(0.9 ** 819) and stab[("relrnn ν=10 ρ=15", 800)] == 1.0
+    assert stab[("lstm", 800)] == pytest.approx(0.9**819) and stab[("relrnn ν=10 ρ=15", 800)] == 1.0
     acc = {(a["model"], a["T"]): a for a in r["accuracy"]}
     assert acc[("lstm", 50)]["accuracy_mean"] == 0.5 and acc[("lstm", 50)]["n_ok"] == 1
     assert acc[("relrnn ν=10 ρ=15", 100)]["baseline_loss"] == pytest.approx(10 * math.log(8) / 120)
-    expected = {"relrnn_accuracy_vs_T", "relrnn_grad_vs_distance", "relrnn_cost_vs_T",
-                "relrnn_nu_rho", "relrnn_learning_curves"}
+    expected = {
+        "relrnn_accuracy_vs_T",
+        "relrnn_grad_vs_distance",
+        "relrnn_cost_vs_T",
+        "relrnn_nu_rho",
+        "relrnn_learning_curves",
+    }
     assert set(r["figures"]) == expected
     assert list(r["figures_skipped"]) == ["relrnn_grad_during_training"]  # no profiles planted
     for name in expected:
@@ -119,13 +150,16 @@ def test_task_columns_lifted_from_config_json():
 def test_plot_returns_a_figure():
     runs = recurrent_runs(planted_store())
     from analysis.relrnn import accuracy_table
+
     assert isinstance(fig_accuracy_vs_T(accuracy_table(runs)), Figure)
 
 
 def test_analysis_imports_neither_torch_nor_ray():
-    code = ("import sys, analysis.relrnn; "
-            "bad = [m for m in ('torch', 'ray') if m in sys.modules]; "
-            "sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, analysis.relrnn; "
+        "bad = [m for m in ('torch', 'ray') if m in sys.modules]; "
+        "sys.exit(1 if bad else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
@@ -136,21 +170,36 @@ def with_digits_and_profiles(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataF
     extra = []
     for fam, acc in (("lstm", 0.4), ("relrnn", 0.8)):
         for seed in (0, 1):
-            extra.append({**runs.iloc[0].to_dict(), "trial_id": f"digits-{fam}-{seed}", "family": fam,
-                          "seed": seed, "data_source": "digits", "task_length": 100,
-                          "accuracy": acc, "status": "ok", "nu": 10, "rho": 15,
-                          "metrics": json.dumps({"accuracy": acc})})
+            extra.append(
+                {
+                    **runs.iloc[0].to_dict(),
+                    "trial_id": f"digits-{fam}-{seed}",
+                    "family": fam,
+                    "seed": seed,
+                    "data_source": "digits",
+                    "task_length": 100,
+                    "accuracy": acc,
+                    "status": "ok",
+                    "nu": 10,
+                    "rho": 15,
+                    "metrics": json.dumps({"accuracy": acc}),
+                }
+            )
     runs = pd.concat([runs, pd.DataFrame(extra)], ignore_index=True)
     metrics, rows = [], []
     for _, r in runs.iterrows():
         m = json.loads(r["metrics"])
         if r["data_source"] == "copy" and r["task_length"] == 800:
             drop = 10.0 if r["family"] == "lstm" else 1.0
-            m.update(grad_profile_steps=[50, 100, 150], grad_profile_t=[0, 410, 819],
-                     grad_profile_norms=[[drop ** -k, 0.5, 1.0] for k in range(3)])
+            m.update(
+                grad_profile_steps=[50, 100, 150],
+                grad_profile_t=[0, 410, 819],
+                grad_profile_norms=[[drop**-k, 0.5, 1.0] for k in range(3)],
+            )
             for k, step in enumerate((50, 100, 150)):
-                rows.append({"trial_id": r["trial_id"], "step": step, "accuracy": 0.5,
-                             "grad_start_ratio": drop ** -k})
+                rows.append(
+                    {"trial_id": r["trial_id"], "step": step, "accuracy": 0.5, "grad_start_ratio": drop**-k}
+                )
         metrics.append(json.dumps(m))
     runs["metrics"] = metrics
     return runs, pd.DataFrame(rows)
@@ -163,6 +212,7 @@ def test_digits_runs_enter_the_tables_at_T_64():
     assert set(digits["task_length"]) == {64} and set(digits["seq_len"]) == {64}
     assert digits["baseline_loss"].tolist() == pytest.approx([math.log(10)] * 4)
     from analysis.relrnn import accuracy_table
+
     acc = {(a["task"], a["model"]): a for a in accuracy_table(df) if a["task"] == "digits"}
     assert acc[("digits", "lstm")]["accuracy_mean"] == 0.4 and acc[("digits", "lstm")]["T"] == 64
     assert acc[("digits", "relrnn ν=10 ρ=15")]["chance"] == 0.1
@@ -175,8 +225,11 @@ def test_comparison_in_words_and_gradients_during_training(tmp_path):
     df = recurrent_runs(runs)
     comp = rc.comparison(df)
     head = rc.headline(comp)
-    r = {"headline": head, "comparison_text": rc.sentences(comp, head),
-         "gradient_over_training": rc.gradient_over_training(df, curves)}
+    r = {
+        "headline": head,
+        "comparison_text": rc.sentences(comp, head),
+        "gradient_over_training": rc.gradient_over_training(df, curves),
+    }
     json.dumps(r)
     heads = {h["task"]: h for h in r["headline"]["by_task"]}
     copy = heads["copy"]  # at T = 800 relrnn ν=10 ρ=15 solves it, lstm stays at 1/8
@@ -185,11 +238,13 @@ def test_comparison_in_words_and_gradients_during_training(tmp_path):
     assert heads["digits"]["margin"] == pytest.approx(0.4) and not heads["digits"]["holds"]  # 0.8 < 0.9
     words = "\n".join(r["comparison_text"])
     assert "copy, T = 800 (chance 0.125): " in words
-    assert ("relrnn ν=10 ρ=15 solved it (accuracy median 1.000 over 2 seeds, spread 1.000–1.000; "
-            "100 steps × 10") in words
+    assert (
+        "relrnn ν=10 ρ=15 solved it (accuracy median 1.000 over 2 seeds, spread 1.000–1.000; 100 steps × 10"
+    ) in words
     assert "lstm stayed near chance (accuracy median 0.125 over 2 seeds, spread 0.125–0.125" in words
     assert "relrnn ν=5 ρ=3 partly learned it (accuracy median 0.600" in words
     from analysis.relrnn_compare import _verdict
+
     assert _verdict(0.0, 0.125) == "stayed below chance" and _verdict(0.1, 0.125) == "stayed near chance"
     assert "At the longest delay of copy (T = 800)" in words and "holds here, on every seed" in words
     assert "### Comparison" in rc.markdown(r["comparison_text"], [], [])
@@ -208,6 +263,7 @@ def test_bits_per_character_of_text_runs():
     runs["unigram_entropy"] = 3.0
     runs["metrics"] = [json.dumps({"bits_per_char": b}) for b in (2.0, 2.2)]
     from analysis.relrnn_compare import bits_per_char
+
     (row,) = bits_per_char(recurrent_runs(runs))
     assert row["model"] == "lstm" and row["bits_per_char"] == pytest.approx(2.1)
     assert row["unigram_bits"] == pytest.approx(3.0 / math.log(2))
@@ -218,12 +274,30 @@ def smoke_like_store(relrnn_acc: list[float], lstm_acc: list[float]) -> pd.DataF
     rows = []
     for fam, accs in (("relrnn", relrnn_acc), ("lstm", lstm_acc)):
         for seed, acc in enumerate(accs):
-            rows.append({"trial_id": f"{fam}-{seed}", "family": fam, "depth": 1, "width": 64,
-                         "heads": 4, "seed": seed, "n_params": 1000, "steps": 1000,
-                         "final_train_loss": 0.01, "final_val_loss": 0.1, "status": "ok",
-                         "wall_s": 10.0, "nu": 10, "rho": 15, "data_source": "copy",
-                         "task_length": 30, "batch_size": 128, "seq_len": 50, "accuracy": acc,
-                         "metrics": json.dumps({"accuracy": acc})})
+            rows.append(
+                {
+                    "trial_id": f"{fam}-{seed}",
+                    "family": fam,
+                    "depth": 1,
+                    "width": 64,
+                    "heads": 4,
+                    "seed": seed,
+                    "n_params": 1000,
+                    "steps": 1000,
+                    "final_train_loss": 0.01,
+                    "final_val_loss": 0.1,
+                    "status": "ok",
+                    "wall_s": 10.0,
+                    "nu": 10,
+                    "rho": 15,
+                    "data_source": "copy",
+                    "task_length": 30,
+                    "batch_size": 128,
+                    "seq_len": 50,
+                    "accuracy": acc,
+                    "metrics": json.dumps({"accuracy": acc}),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -243,10 +317,12 @@ def test_report_states_the_median_and_spread_over_seeds():
     head = r["headline"]["by_task"][0]
     assert head["holds"] and not head["holds_every_seed"]
     assert head["worst_margin"] == pytest.approx(0.43 - 0.16)
-    assert ("reaches median 0.980 over 3 seeds, spread 0.430–1.000 against the LSTM's median 0.130 "
-            "over 3 seeds, spread 0.120–0.160 with the same training budget, a margin of +0.850 in the "
-            "median and +0.270 between its worst seed and the LSTM's best: the claim (screened ≥ 0.9, "
-            "LSTM ≥ 0.2 below) holds here in the median but not on every seed.") in md
+    assert (
+        "reaches median 0.980 over 3 seeds, spread 0.430–1.000 against the LSTM's median 0.130 "
+        "over 3 seeds, spread 0.120–0.160 with the same training budget, a margin of +0.850 in the "
+        "median and +0.270 between its worst seed and the LSTM's best: the claim (screened ≥ 0.9, "
+        "LSTM ≥ 0.2 below) holds here in the median but not on every seed."
+    ) in md
 
     every = report_relrnn(smoke_like_store([0.99, 0.95, 1.0], [0.13, 0.16, 0.12]), None, None)
     assert every["headline"]["by_task"][0]["holds_every_seed"]

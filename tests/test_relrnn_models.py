@@ -86,8 +86,10 @@ def naive_forward(model, x_row: torch.Tensor, family: str, nu, rho: int, log: di
     return model.head(torch.stack(hs))
 
 
-@pytest.mark.parametrize("family,nu,rho", [("relrnn", 3, 2), ("rellstm", 2, 3), ("relrnn", 0, 2),
-                                           ("relrnn", 4, 0), ("memrnn", None, 0)])
+@pytest.mark.parametrize(
+    "family,nu,rho",
+    [("relrnn", 3, 2), ("rellstm", 2, 3), ("relrnn", 0, 2), ("relrnn", 4, 0), ("memrnn", None, 0)],
+)
 def test_attentive_models_match_per_sequence_reference(family, nu, rho):
     torch.manual_seed(1)
     model = build_recurrent(cfg(family, nu=nu or 0, rho=rho, width=6)).double()
@@ -107,8 +109,13 @@ def test_attentive_models_match_per_sequence_reference(family, nu, rho):
 def test_parameter_counts_by_hand():
     """N (accounting's non-embedding count) and totals for depth 2, width H, vocabulary V."""
     H, L = 16, 2
-    for family, G, attn in [("rnn", 1, 0), ("lstm", 4, 0), ("memrnn", 1, 1), ("relrnn", 1, 1),
-                            ("rellstm", 4, 1)]:
+    for family, G, attn in [
+        ("rnn", 1, 0),
+        ("lstm", 4, 0),
+        ("memrnn", 1, 1),
+        ("relrnn", 1, 1),
+        ("rellstm", 4, 1),
+    ]:
         c = cfg(family, width=H, depth=L)
         n = L * G * H * H + (L - 1) * G * H * H + attn * L * 2 * H * H  # V/rec, inputs, W_a and U_a
         small = L * G * H + attn * L * H  # biases b, attention vectors v

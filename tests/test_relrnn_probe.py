@@ -12,8 +12,14 @@ import torch.nn.functional as F
 
 from depthwidth.config import DataConfig, ModelConfig
 from depthwidth.data import make_data
-from depthwidth.gradprobe import (downsample, end_of_run_metrics, grad_norms,
-                                  saved_bytes_per_step, start_ratio, step_cost)
+from depthwidth.gradprobe import (
+    downsample,
+    end_of_run_metrics,
+    grad_norms,
+    saved_bytes_per_step,
+    start_ratio,
+    step_cost,
+)
 from depthwidth.models.relrnn import build_recurrent
 
 torch.set_num_threads(1)

@@ -31,7 +31,8 @@ def test_relrnn_copy_grid():
     assert {t.data.task_length for t in trials} == {100, 200, 500, 1000}
     assert {t.data.source for t in trials} == {"copy", "denoise"}
     assert {(t.model.nu, t.model.rho) for t in trials if t.model.family == "relrnn"} == {
-        (nu, rho) for nu in (5, 10, 15) for rho in (3, 15, 30)}
+        (nu, rho) for nu in (5, 10, 15) for rho in (3, 15, 30)
+    }
     assert spec.resources.gpus == 0.25
 
 
@@ -42,8 +43,11 @@ def test_relrnn_smoke_is_cpu_sized():
     spec = load_spec(SWEEPS / "relrnn-smoke.toml")
     assert len(spec.trials) == 9 and spec.resources.gpus == 0
     points = sorted((t.model.family, t.data.task_length, t.train.seed) for t in spec.trials)
-    assert points == sorted([("relrnn", 30, s) for s in (0, 1, 2)] + [("lstm", 30, s) for s in (0, 1, 2)]
-                            + [("relrnn", 10, 0), ("lstm", 10, 0), ("memrnn", 30, 0)])
+    assert points == sorted(
+        [("relrnn", 30, s) for s in (0, 1, 2)]
+        + [("lstm", 30, s) for s in (0, 1, 2)]
+        + [("relrnn", 10, 0), ("lstm", 10, 0), ("memrnn", 30, 0)]
+    )
     assert {t.train.threads for t in spec.trials} == {1}
     budgets = {(t.train.steps, t.train.batch_size, t.train.lr, t.model.width) for t in spec.trials}
     assert budgets == {(1000, 128, 2e-2, 32)}  # one budget for every model

@@ -29,20 +29,20 @@ def test_copy_layout():
     assert x.dtype == y.dtype == torch.long
     sym = x[:, :10]
     assert ((sym >= 1) & (sym <= 8)).all()
-    assert (x[:, 10:T + 9] == 0).all() and (x[:, T + 9] == 9).all() and (x[:, T + 10:] == 0).all()
-    assert (y[:, :T + 10] == 0).all() and torch.equal(y[:, T + 10:], sym)
+    assert (x[:, 10 : T + 9] == 0).all() and (x[:, T + 9] == 9).all() and (x[:, T + 10 :] == 0).all()
+    assert (y[:, : T + 10] == 0).all() and torch.equal(y[:, T + 10 :], sym)
 
 
 def test_denoise_layout():
     T = 30
     x, y = task("denoise", T).batch("val", 0, 64)
-    assert (x[:, T + 9] == 9).all() and (x[:, T + 10:] == 0).all()
-    head = x[:, :T + 9]
+    assert (x[:, T + 9] == 9).all() and (x[:, T + 10 :] == 0).all()
+    head = x[:, : T + 9]
     for row, target in zip(head, y):
         pos = torch.nonzero(row).flatten()
         assert len(pos) == 10  # distinct positions, all among the first T + 9 steps
         assert torch.equal(row[pos], target[-10:])  # in order
-        assert (target[:T + 10] == 0).all()
+        assert (target[: T + 10] == 0).all()
     first = torch.nonzero(head)[:, 1].view(64, 10)[:, 0]
     assert first.float().std() > 0  # positions vary between sequences
 
@@ -87,8 +87,7 @@ def test_resolve_takes_sequence_length_and_vocabulary_from_the_task():
     assert (m.seq_len, m.vocab_size) == (70, 10) and data.seq_len == 70
 
 
-@pytest.mark.parametrize("kw,field", [(dict(nu=-1), "nu"), (dict(rho=-2), "rho"),
-                                      (dict(nu=0, rho=0), "rho")])
+@pytest.mark.parametrize("kw,field", [(dict(nu=-1), "nu"), (dict(rho=-2), "rho"), (dict(nu=0, rho=0), "rho")])
 def test_bad_nu_rho_rejected_by_config(kw, field):
     with pytest.raises(ConfigError, match=rf"ModelConfig\.{field} = -?\d+ is invalid"):
         ModelConfig(family="relrnn", **kw)
@@ -106,11 +105,14 @@ def test_nu_longer_than_the_delay_is_rejected_where_model_meets_data():
         check_task_fits(ModelConfig(family="relrnn", nu=65, seq_len=64), DataConfig(source="pcfg"))
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--nu", "150", "--data", "copy:100"], "ModelConfig.nu = 150"),
-    (["--nu", "-1", "--data", "copy:100"], "ModelConfig.nu = -1"),
-    (["--nu", "0", "--rho", "0", "--data", "denoise:50"], "ModelConfig.rho = 0"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--nu", "150", "--data", "copy:100"], "ModelConfig.nu = 150"),
+        (["--nu", "-1", "--data", "copy:100"], "ModelConfig.nu = -1"),
+        (["--nu", "0", "--rho", "0", "--data", "denoise:50"], "ModelConfig.rho = 0"),
+    ],
+)
 def test_cli_bad_nu_rho_exit_2_and_write_nothing(args, needle, tmp_path, capsys):
     out = tmp_path / "result.json"
     code = main(["train", "--family", "relrnn", "--steps", "1", "--json", str(out), *args])
@@ -119,10 +121,16 @@ def test_cli_bad_nu_rho_exit_2_and_write_nothing(args, needle, tmp_path, capsys)
     assert not out.exists()
 
 
-@pytest.mark.parametrize("args,needle", [(("test", 0, 4), "split = 'test'"),
-                                         (("train", -1, 4), "index = -1"),
-                                         (("train", 0, 0), "batch_size = 0")])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("test", 0, 4), "split = 'test'"),
+        (("train", -1, 4), "index = -1"),
+        (("train", 0, 0), "batch_size = 0"),
+    ],
+)
 def test_bad_batch_requests(args, needle):
     from depthwidth.data.base import DataError
+
     with pytest.raises(DataError, match=needle):
         task("copy", 10).batch(*args)

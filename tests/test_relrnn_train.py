@@ -25,8 +25,18 @@ def test_relrnn_learns_copy_beyond_99_percent():
     torch.set_num_threads(1)
     model = ModelConfig(family="relrnn", width=32, depth=1, nu=10, rho=15)
     data = DataConfig(source="copy", task_length=10, seed=0)
-    cfg = TrainConfig(steps=1000, batch_size=32, lr=2e-2, warmup_steps=0, min_lr_ratio=1.0,
-                      beta2=0.999, grad_clip=1.0, eval_every=100, eval_batches=2, seed=0)
+    cfg = TrainConfig(
+        steps=1000,
+        batch_size=32,
+        lr=2e-2,
+        warmup_steps=0,
+        min_lr_ratio=1.0,
+        beta2=0.999,
+        grad_clip=1.0,
+        eval_every=100,
+        eval_batches=2,
+        seed=0,
+    )
     result = train(model, data, cfg)
     assert result.status == "ok", result.error
     first, last = result.curve[0], result.curve[-1]
@@ -47,8 +57,9 @@ def test_relrnn_character_language_model_on_text():
     torch.set_num_threads(1)
     model = ModelConfig(family="relrnn", width=64, depth=1, nu=10, rho=15, seq_len=64)
     data = DataConfig(source="text", path=str(SHAKESPEARE))
-    cfg = TrainConfig(steps=150, batch_size=16, lr=1e-2, warmup_steps=10, eval_every=75,
-                      eval_batches=2, seed=0)
+    cfg = TrainConfig(
+        steps=150, batch_size=16, lr=1e-2, warmup_steps=10, eval_every=75, eval_batches=2, seed=0
+    )
     result = train(model, data, cfg)
     assert result.status == "ok", result.error
     bits_per_char = result.final_val_loss / math.log(2)
@@ -62,10 +73,11 @@ def test_text_runs_report_bits_per_character(tmp_path):
     torch.set_num_threads(1)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the cat sat on the mat. the dog sat on the log. " * 60)
-    result = train(ModelConfig(family="lstm", width=32, depth=1, seq_len=32),
-                   DataConfig(source="text", path=str(corpus)),
-                   TrainConfig(steps=60, batch_size=16, lr=2e-2, warmup_steps=0, eval_every=30,
-                               eval_batches=2, seed=0))
+    result = train(
+        ModelConfig(family="lstm", width=32, depth=1, seq_len=32),
+        DataConfig(source="text", path=str(corpus)),
+        TrainConfig(steps=60, batch_size=16, lr=2e-2, warmup_steps=0, eval_every=30, eval_batches=2, seed=0),
+    )
     assert result.status == "ok", result.error
     for point in result.curve:
         assert point["bits_per_char"] == pytest.approx(point["val_loss"] / math.log(2), rel=1e-6)
@@ -77,10 +89,11 @@ def test_gradient_profiles_are_recorded_during_training():
     """Every evaluation of a recurrent run measures ‖∂L/∂h_t‖ (the share at the start goes to
     the curve); the run keeps the profiles, the last equal to the end-of-run probe's."""
     torch.set_num_threads(1)
-    result = train(ModelConfig(family="relrnn", width=16, depth=1, nu=4, rho=3),
-                   DataConfig(source="copy", task_length=8),
-                   TrainConfig(steps=20, batch_size=8, lr=1e-2, warmup_steps=0, eval_every=5,
-                               eval_batches=1, seed=0))
+    result = train(
+        ModelConfig(family="relrnn", width=16, depth=1, nu=4, rho=3),
+        DataConfig(source="copy", task_length=8),
+        TrainConfig(steps=20, batch_size=8, lr=1e-2, warmup_steps=0, eval_every=5, eval_batches=1, seed=0),
+    )
     assert result.status == "ok", result.error
     assert [c["step"] for c in result.curve] == [5, 10, 15, 20]
     assert all(0 < c["grad_start_ratio"] <= 1 for c in result.curve)

@@ -24,8 +24,9 @@ PLANTED = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
 
 def cli(*args, cwd=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([EXE, *map(str, args)], capture_output=True, text=True, timeout=600,
-                          cwd=cwd, env=env)
+    return subprocess.run(
+        [EXE, *map(str, args)], capture_output=True, text=True, timeout=600, cwd=cwd, env=env
+    )
 
 
 def sentence(r: subprocess.CompletedProcess) -> str:
@@ -33,7 +34,7 @@ def sentence(r: subprocess.CompletedProcess) -> str:
     # stderr may also carry analyze's progress lines ("analyze: ... done"); the error is one line
     lines = [ln for ln in r.stderr.strip().splitlines() if not ln.startswith("analyze: ")]
     assert len(lines) == 1 and lines[0].startswith("depthwidth: error: "), r.stderr
-    return lines[0][len("depthwidth: error: "):]
+    return lines[0][len("depthwidth: error: ") :]
 
 
 def shaped_csv(path: Path) -> Path:
@@ -43,8 +44,9 @@ def shaped_csv(path: Path) -> Path:
 
 
 def shapeless_csv(path: Path) -> Path:
-    synthetic.make_chinchilla(dict(E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.37), n_sizes=6,
-                              n_budgets=4, seed=1).to_csv(path, index=False)
+    synthetic.make_chinchilla(
+        dict(E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.37), n_sizes=6, n_budgets=4, seed=1
+    ).to_csv(path, index=False)
     return path
 
 
@@ -85,8 +87,10 @@ def test_a_report_that_cannot_be_published_is_kept_and_named_and_nothing_is_copi
     (out / "report.json").mkdir(parents=True)
     r = cli("analyze", shaped_csv(tmp_path / "a.csv"), "--out", out, "--bootstrap", "5")
     msg = sentence(r)
-    assert msg.startswith(f"{out} could not be written ({out / 'report.json'} is a folder, where "
-                          f"the report writes a file); the finished report is kept in ")
+    assert msg.startswith(
+        f"{out} could not be written ({out / 'report.json'} is a folder, where "
+        f"the report writes a file); the finished report is kept in "
+    )
     kept = Path(msg.rpartition(" kept in ")[2].rstrip("."))
     assert kept.is_dir() and (kept / "report.json").is_file() and (kept / "threshold.png").is_file()
     assert listing(out) == ["report.json"]  # not one figure was copied beside the folder
@@ -103,10 +107,12 @@ def test_plot_refuses_data_that_changed_since_the_fit_unless_forced(tmp_path):
     runs = synthetic.make_runs("two_regime", [1, 2], [16], PLANTED)  # a smaller table, same file
     runs[["depth", "width", "seed", "loss"]].to_csv(csv, index=False)
     r = cli("plot", out)
-    assert sentence(r) == (f"{out / 'report.json'} cannot be redrawn: its source {csv} has changed "
-                           f"since it was fitted (now 2 runs and 0 curve points; the report fitted "
-                           f"12 and 0); run `depthwidth analyze` again to refit, or give --force to "
-                           f"draw the data as it is now against the old fits.")
+    assert sentence(r) == (
+        f"{out / 'report.json'} cannot be redrawn: its source {csv} has changed "
+        f"since it was fitted (now 2 runs and 0 curve points; the report fitted "
+        f"12 and 0); run `depthwidth analyze` again to refit, or give --force to "
+        f"draw the data as it is now against the old fits."
+    )
     assert {n: (out / n).read_bytes() for n in listing(out)} == before
     r = cli("plot", out, "--force")
     assert r.returncode == 0, r.stderr
@@ -118,9 +124,11 @@ def test_plot_on_a_report_json_without_its_sections_is_not_a_readable_report(tmp
     out.mkdir()
     (out / "report.json").write_text(json.dumps({"source": str(csv), "threshold": {}}))
     r = cli("plot", out)
-    assert sentence(r) == (f"{out / 'report.json'} is not a readable report (it lacks inputs, "
-                           f"power_laws, learning_curves, chinchilla, regimes, kaplan); run "
-                           f"`depthwidth analyze` again to rewrite it.")
+    assert sentence(r) == (
+        f"{out / 'report.json'} is not a readable report (it lacks inputs, "
+        f"power_laws, learning_curves, chinchilla, regimes, kaplan); run "
+        f"`depthwidth analyze` again to rewrite it."
+    )
     assert listing(out) == ["report.json"]
 
 
@@ -133,8 +141,13 @@ def test_a_killed_analyze_leaves_no_working_folder(tmp_path, sig):
     csv = shaped_csv(tmp_path / "a.csv")
     out = tmp_path / "D"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    p = subprocess.Popen([EXE, "analyze", str(csv), "--out", str(out), "--bootstrap", "2000"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    p = subprocess.Popen(
+        [EXE, "analyze", str(csv), "--out", str(out), "--bootstrap", "2000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     deadline = time.monotonic() + 120
     while not _work_folders(tmp_path) and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)

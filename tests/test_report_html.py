@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from analysis import html as page
 from browser import find_browser
 from test_analysis_report import smoke_store
 
-ARTIFACTS = Path(os.environ.get("DEPTHWIDTH_ARTIFACTS", Path(__file__).resolve().parent.parent / ".artifacts"))
+from analysis import html as page
+
+ARTIFACTS = Path(
+    os.environ.get("DEPTHWIDTH_ARTIFACTS", Path(__file__).resolve().parent.parent / ".artifacts")
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,15 +34,20 @@ def analysed(tmp_path_factory):
     extra = runs[(runs["depth"] == 2) & (runs["width"] == 32)].copy()
     extra["trial_id"], extra["seed"] = "t_extra_seed", 1
     extra_curve = curves[curves["trial_id"] == runs.loc[extra.index[0], "trial_id"]].assign(
-        trial_id="t_extra_seed")
+        trial_id="t_extra_seed"
+    )
     runs = pd.concat([runs, extra], ignore_index=True)
     runs["lr"] = 1e-3
     runs.loc[runs["depth"] == 4, "lr"] = 3e-3
     runs.loc[0, "status"], runs.loc[1, "status"] = "diverged", "failed"
     runs.to_parquet(store / "runs.parquet")
     pd.concat([curves, extra_curve], ignore_index=True).to_parquet(store / "curves.parquet")
-    res = subprocess.run([sys.executable, "-m", "depthwidth.cli", "analyze", str(store),
-                          "--bootstrap", "20"], capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "depthwidth.cli", "analyze", str(store), "--bootstrap", "20"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     return store, store / "analysis" / "report.html"
 
@@ -55,12 +62,15 @@ def test_page_is_one_self_contained_file(analysed):
     for name in report["figures"]["written"]:
         assert f'id="fig-{name}"' in text
     assert text.count('src="data:image/png;base64,') == len(list((store / "analysis").glob("*.png")))
-    data = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', text,
-                                re.S).group(1).replace("<\\/", "</"))
+    data = json.loads(
+        re.search(r'<script type="application/json" id="data">(.*?)</script>', text, re.S)
+        .group(1)
+        .replace("<\\/", "</")
+    )
     assert data["n_runs"] == 13 and set(data["curves"]) == set(data["runs"]["trial_id"])
     assert {"depth", "width", "n_params", "final_val_loss", "status", "lr"} <= set(data["columns"])
     # the verdict and the fit tables are report.md's own
-    assert "threshold" in text and "<table class=\"fit\">" in text
+    assert "threshold" in text and '<table class="fit">' in text
     assert "Threshold base b in L_th" in text
 
 
@@ -68,8 +78,9 @@ def test_downsampling_keeps_first_and_last_and_says_so():
     idx = page.downsample(50, 24)
     assert idx[0] == 0 and idx[-1] == 49 and len(idx) <= 26 and list(idx) == sorted(set(idx))
     assert list(page.downsample(10, 24)) == list(range(10))
-    runs = pd.DataFrame({"trial_id": ["a"], "depth": [1], "width": [8], "final_val_loss": [1.0],
-                         "status": ["ok"]})
+    runs = pd.DataFrame(
+        {"trial_id": ["a"], "depth": [1], "width": [8], "final_val_loss": [1.0], "status": ["ok"]}
+    )
     curves = pd.DataFrame({"trial_id": "a", "step": range(1, 51), "val_loss": 1.0, "train_loss": 1.0})
     data = page.page_data(runs, curves)
     steps = data["curves"]["a"][0]
@@ -85,10 +96,9 @@ def test_page_in_headless_chromium(analysed):
             pytest.fail("CI must run the browser test: chromium and chromedriver are missing")
         pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
     pytest.importorskip("selenium")
+    import browser
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
-
-    import browser
 
     store, html_path = analysed
     runs = pd.read_parquet(store / "runs.parquet")
@@ -104,13 +114,19 @@ def test_page_in_headless_chromium(analysed):
         for img in imgs:
             size = driver.execute_script(
                 "const r = arguments[0].getBoundingClientRect();"
-                "return [arguments[0].complete, arguments[0].naturalWidth, r.width, r.height];", img)
+                "return [arguments[0].complete, arguments[0].naturalWidth, r.width, r.height];",
+                img,
+            )
             assert size[0] and size[1] > 0 and size[2] > 0 and size[3] > 0, (img.get_attribute("alt"), size)
 
         def column(name: str) -> list[str]:
-            i = [th.text.strip() for th in driver.find_elements(By.CSS_SELECTOR, "#runs-table th")].index(name)
-            return [tr.find_elements(By.TAG_NAME, "td")[i].text
-                    for tr in driver.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr")]
+            i = [th.text.strip() for th in driver.find_elements(By.CSS_SELECTOR, "#runs-table th")].index(
+                name
+            )
+            return [
+                tr.find_elements(By.TAG_NAME, "td")[i].text
+                for tr in driver.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr")
+            ]
 
         assert len(column("depth")) == len(runs) == 13
         header = driver.find_element(By.CSS_SELECTOR, '#runs-table th[data-col="final_val_loss"]')
@@ -145,7 +161,8 @@ def test_page_in_headless_chromium(analysed):
         for line in val:
             assert len(line.get_attribute("points").split()) == 7  # every point of 7-point curves
         box_size = driver.execute_script(
-            "const r = document.querySelector('#chart svg').getBoundingClientRect(); return [r.width, r.height];")
+            "const r = document.querySelector('#chart svg').getBoundingClientRect(); return [r.width, r.height];"
+        )
         assert box_size[0] > 200 and box_size[1] > 100
         Select(driver.find_element(By.ID, "shape")).select_by_index(0)
         assert len(driver.find_elements(By.CSS_SELECTOR, "#chart svg polyline.val")) == 1
@@ -169,8 +186,12 @@ def test_page_in_headless_chromium(analysed):
 def test_plot_rewrites_the_page(analysed):
     store, html_path = analysed
     html_path.unlink()
-    res = subprocess.run([sys.executable, "-m", "depthwidth.cli", "plot", str(store)],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "depthwidth.cli", "plot", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     text = html_path.read_text(encoding="utf-8")
     assert text.startswith("<!DOCTYPE html>") and 'id="runs-table"' in text

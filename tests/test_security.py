@@ -76,6 +76,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 # ---------------------------------------------------------------- no unpickling ---------------
 
+
 @pytest.mark.parametrize("name", ["runs.parquet", "curves.parquet"])
 def test_store_refuses_a_pickle_posing_as_parquet(tmp_path, capfd, name):
     from depthwidth.results import StoreError
@@ -123,25 +124,38 @@ def _unpickling_calls(tree: ast.AST) -> list[str]:
         owner = getattr(f.value, "id", "") if isinstance(f, ast.Attribute) else ""
         kw = {k.arg: k.value for k in node.keywords}
         weights_only = kw.get("weights_only")
-        if (owner in ("pickle", "cPickle", "dill", "joblib", "cloudpickle", "marshal", "shelve")
-                and name in ("load", "loads", "open", "Unpickler")) or name in ("read_pickle", "Unpickler") \
-                or (owner in ("np", "numpy") and name == "load" and "allow_pickle" in kw) \
-                or (owner == "torch" and name == "load"
-                    and not (isinstance(weights_only, ast.Constant) and weights_only.value is True)):
+        if (
+            (
+                owner in ("pickle", "cPickle", "dill", "joblib", "cloudpickle", "marshal", "shelve")
+                and name in ("load", "loads", "open", "Unpickler")
+            )
+            or name in ("read_pickle", "Unpickler")
+            or (owner in ("np", "numpy") and name == "load" and "allow_pickle" in kw)
+            or (
+                owner == "torch"
+                and name == "load"
+                and not (isinstance(weights_only, ast.Constant) and weights_only.value is True)
+            )
+        ):
             found.append(f"line {node.lineno}: {owner + '.' if owner else ''}{name}")
     return found
 
 
 def test_no_project_module_can_unpickle_a_file():
     root = Path(__file__).resolve().parents[1]
-    offenders = {str(p.relative_to(root)): calls
-                 for pkg in ("depthwidth", "sweeps", "analysis") for p in sorted((root / pkg).rglob("*.py"))
-                 if (calls := _unpickling_calls(ast.parse(p.read_text(), str(p))))}
+    offenders = {
+        str(p.relative_to(root)): calls
+        for pkg in ("depthwidth", "sweeps", "analysis")
+        for p in sorted((root / pkg).rglob("*.py"))
+        if (calls := _unpickling_calls(ast.parse(p.read_text(), str(p))))
+    }
     assert offenders == {}
     # the scanner itself sees each form
-    bad = ast.parse("import pickle, torch, numpy as np, pandas as pd\npickle.loads(b)\n"
-                    "pd.read_pickle(p)\nnp.load(p, allow_pickle=True)\ntorch.load(p)\n"
-                    "torch.load(p, weights_only=False)\ntorch.load(p, weights_only=True)\n")
+    bad = ast.parse(
+        "import pickle, torch, numpy as np, pandas as pd\npickle.loads(b)\n"
+        "pd.read_pickle(p)\nnp.load(p, allow_pickle=True)\ntorch.load(p)\n"
+        "torch.load(p, weights_only=False)\ntorch.load(p, weights_only=True)\n"
+    )
     assert len(_unpickling_calls(bad)) == 5
 
 
@@ -166,8 +180,9 @@ def test_a_spec_pointing_at_a_pickle_is_refused(tmp_path, capfd, source, protoco
     data = tmp_path / "corpus.pkl"
     data.write_bytes(pickle_bytes(marker, protocol, size=8192))
     spec = tmp_path / "sec.toml"
-    spec.write_text(SPEC.format(data=f'[data]\nsource = "{source}"\npath = "{data}"',
-                                storage=tmp_path / "store"))
+    spec.write_text(
+        SPEC.format(data=f'[data]\nsource = "{source}"\npath = "{data}"', storage=tmp_path / "store")
+    )
     for command in ("plan", "run"):
         argv = ["sweep", command, str(spec)] + (["--no-analyze"] if command == "run" else [])
         code, text = run_cli(capfd, *argv)
@@ -187,6 +202,7 @@ def test_a_checkpoint_carrying_code_is_refused(tmp_path):
 
 
 # ---------------------------------------------------------------- token auth on submit --------
+
 
 def _free_ports(n: int) -> list[int]:
     socks = [socket.socket() for _ in range(n)]
@@ -211,15 +227,37 @@ def token_head(tmp_path_factory):
     token = secrets.token_hex(24)
     gcs, dash, *p = _free_ports(8)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env.update(HOME=str(root), RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token,
-               RAY_USAGE_STATS_ENABLED="0", OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
-           "--num-cpus=0", "--num-gpus=0", "--node-ip-address=127.0.0.1", f"--port={gcs}",
-           "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
-           f"--node-manager-port={p[0]}", f"--object-manager-port={p[1]}",
-           f"--runtime-env-agent-port={p[2]}", f"--dashboard-agent-grpc-port={p[3]}",
-           f"--dashboard-agent-listen-port={p[4]}", f"--metrics-export-port={p[5]}",
-           "--object-store-memory=100000000", f"--temp-dir={ray_tmp}", "--disable-usage-stats"]
+    env.update(
+        HOME=str(root),
+        RAY_AUTH_MODE="token",
+        RAY_AUTH_TOKEN=token,
+        RAY_USAGE_STATS_ENABLED="0",
+        OMP_NUM_THREADS="1",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "ray.scripts.scripts",
+        "start",
+        "--head",
+        "--block",
+        "--num-cpus=0",
+        "--num-gpus=0",
+        "--node-ip-address=127.0.0.1",
+        f"--port={gcs}",
+        "--include-dashboard=true",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dash}",
+        f"--node-manager-port={p[0]}",
+        f"--object-manager-port={p[1]}",
+        f"--runtime-env-agent-port={p[2]}",
+        f"--dashboard-agent-grpc-port={p[3]}",
+        f"--dashboard-agent-listen-port={p[4]}",
+        f"--metrics-export-port={p[5]}",
+        "--object-store-memory=100000000",
+        f"--temp-dir={ray_tmp}",
+        "--disable-usage-stats",
+    ]
     log = open(root / "head.log", "w")
     head = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{dash}"
@@ -302,6 +340,7 @@ def test_submit_with_the_token_file_goes_through_and_never_prints_it(token_head,
 
 # ---------------------------------------------------------------- the embedded Ray's ports ----
 
+
 def _listening_sockets() -> dict[str, tuple[str, int]]:
     """socket inode -> (local address, port) of every listening TCP socket, from /proc."""
     out = {}
@@ -311,7 +350,7 @@ def _listening_sockets() -> dict[str, tuple[str, int]]:
             if f[3] == "0A":  # TCP_LISTEN
                 addr, port = f[1].split(":")
                 raw = bytes.fromhex(addr)  # little-endian 32-bit words, as the kernel prints them
-                words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
                 family = socket.AF_INET if len(words) == 4 else socket.AF_INET6
                 out[f[9]] = (socket.inet_ntop(family, words), int(port, 16))
     return out
@@ -321,7 +360,9 @@ def _process_tree(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for d in Path("/proc").glob("[0-9]*"):
         try:
-            children.setdefault(int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]), []).append(int(d.name))
+            children.setdefault(int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]), []).append(
+                int(d.name)
+            )
         except (OSError, IndexError, ValueError):
             continue
     out, todo = [root], [root]
@@ -350,6 +391,7 @@ def _listeners(pids: list[int]) -> list[tuple[str, str, int]]:
 
 def _is_loopback(addr: str) -> bool:
     import ipaddress
+
     ip = ipaddress.ip_address(addr)
     return ip.is_loopback or (ip.version == 6 and ip.ipv4_mapped is not None and ip.ipv4_mapped.is_loopback)
 
@@ -372,16 +414,24 @@ def test_the_embedded_ray_of_a_sweep_listens_on_loopback_only(tmp_path):
     port of the driver, the GCS, the raylet, the agents and the workers is bound to 127.0.0.1,
     and nothing answers on the machine's own network address."""
     spec = tmp_path / "local.toml"
-    spec.write_text(SPEC.format(data="[train]\nbatch_size = 4\neval_every = 5\neval_batches = 1",
-                                storage=tmp_path / "store"))
+    spec.write_text(
+        SPEC.format(
+            data="[train]\nbatch_size = 4\neval_every = 5\neval_batches = 1", storage=tmp_path / "store"
+        )
+    )
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "hold").write_text("")  # every trial waits after its first checkpoint
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env.update(DEPTHWIDTH_TEST_HOOK_DIR=str(hook), RAY_USAGE_STATS_ENABLED="0")
-    proc = subprocess.Popen([sys.executable, "-m", "sweeps.cli", "run", str(spec), "--no-analyze"],
-                            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweeps.cli", "run", str(spec), "--no-analyze"],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while not list(hook.glob("*.pid")):

@@ -38,7 +38,7 @@ def _rank_reference(m, p):
 
 def test_primes_are_prime_and_fit():
     for p in (P1, P2):  # trial division up to sqrt(2^31) < 46341
-        assert p < 2 ** 31 and all(p % q for q in range(2, 46341))
+        assert p < 2**31 and all(p % q for q in range(2, 46341))
 
 
 def test_matmul_mod_matches_big_integers():
@@ -76,9 +76,11 @@ def test_rank_is_over_the_prime_field_not_the_integers():
 
 def _small_int_weights(cell, rng, lo=-2, hi=3):
     d = cell.width
-    return Weights(tuple(rng.integers(lo, hi, size=(3 * d, d)) for _ in range(cell.depth)),
-                   tuple(rng.integers(lo, hi, size=(d, d)) for _ in range(cell.depth)),
-                   rng.integers(lo, hi, size=d))
+    return Weights(
+        tuple(rng.integers(lo, hi, size=(3 * d, d)) for _ in range(cell.depth)),
+        tuple(rng.integers(lo, hi, size=(d, d)) for _ in range(cell.depth)),
+        rng.integers(lo, hi, size=d),
+    )
 
 
 def _exact(cell, seed):
@@ -86,17 +88,24 @@ def _exact(cell, seed):
     rng = np.random.default_rng(seed)
     w = _small_int_weights(cell, rng)
     x = rng.integers(-3, 4, size=(cell.tokens, cell.width, 5))  # (T, d, batch)
-    w_obj = Weights(tuple(a.astype(object) for a in w.qkv), tuple(a.astype(object) for a in w.proj),
-                    w.readout.astype(object))
+    w_obj = Weights(
+        tuple(a.astype(object) for a in w.qkv),
+        tuple(a.astype(object) for a in w.proj),
+        w.readout.astype(object),
+    )
     return w, x, seprank.forward(w_obj, x.astype(object), cell.heads, cell.residual)
 
 
-TORCH_CELLS = [Cell(2, 4, heads=2, tokens=3), Cell(2, 3, tokens=2, residual=True),
-               Cell(1, 6, heads=3, tokens=4)]
+TORCH_CELLS = [
+    Cell(2, 4, heads=2, tokens=3),
+    Cell(2, 3, tokens=2, residual=True),
+    Cell(1, 6, heads=3, tokens=4),
+]
 
 
-@pytest.mark.parametrize("cell", TORCH_CELLS + [Cell(3, 2), Cell(3, 3, heads=3, residual=True),
-                                  Cell(2, 6, tokens=3)])
+@pytest.mark.parametrize(
+    "cell", TORCH_CELLS + [Cell(3, 2), Cell(3, 3, heads=3, residual=True), Cell(2, 6, tokens=3)]
+)
 def test_mod_p_forward_equals_big_integers(cell):
     """Our GF(p) path against exact Python integers (object arrays, no overflow possible),
     including depth 3, whose values (~1e30) are far beyond int64 and float64, and a head of
@@ -108,7 +117,7 @@ def test_mod_p_forward_equals_big_integers(cell):
         y = seprank.readout(w, got, p)
         assert np.array_equal(y, ((w.readout.astype(object) @ exact[0]) % p).astype(np.int64))
     if cell.depth == 3:
-        assert np.abs(exact).max() > 2 ** 63
+        assert np.abs(exact).max() > 2**63
 
 
 @pytest.mark.parametrize("cell", TORCH_CELLS)
@@ -116,10 +125,19 @@ def test_forward_equals_the_transformer_linear_attention(cell):
     """The transformer's own linear attention (scale 1, bidirectional) in float64 gives the same
     integers, exact while every value stays below 2^53; and its weights, read back, too."""
     w, x, exact = _exact(cell, cell.depth * 10 + cell.width)
-    assert np.abs(exact).max() < 2 ** 53
-    cfg = ModelConfig(depth=cell.depth, width=cell.width, heads=cell.heads, attention="linear",
-                      layernorm=False, ffn_ratio=0.0, residual=cell.residual, bias=False,
-                      vocab_size=2, seq_len=cell.tokens)
+    assert np.abs(exact).max() < 2**53
+    cfg = ModelConfig(
+        depth=cell.depth,
+        width=cell.width,
+        heads=cell.heads,
+        attention="linear",
+        layernorm=False,
+        ffn_ratio=0.0,
+        residual=cell.residual,
+        bias=False,
+        vocab_size=2,
+        seq_len=cell.tokens,
+    )
     model = Transformer(cfg).double()
     with torch.no_grad():
         for block, q, o in zip(model.blocks, w.qkv, w.proj):
@@ -134,8 +152,17 @@ def test_forward_equals_the_transformer_linear_attention(cell):
 
 
 def test_weights_from_module_refuses_other_networks():
-    cfg = ModelConfig(depth=1, width=4, heads=1, attention="linear", layernorm=False,
-                      ffn_ratio=0.0, bias=False, vocab_size=2, seq_len=2)
+    cfg = ModelConfig(
+        depth=1,
+        width=4,
+        heads=1,
+        attention="linear",
+        layernorm=False,
+        ffn_ratio=0.0,
+        bias=False,
+        vocab_size=2,
+        seq_len=2,
+    )
     model = Transformer(cfg)
     with pytest.raises(ValueError, match="scale = 1.0"):
         seprank.weights_from_module(model, np.ones(4))
@@ -161,30 +188,54 @@ def test_hand_derived_depth_one_ranks():
 
 def _float_weights(cell, rng):
     d = cell.width
-    return Weights(tuple(rng.normal(size=(3 * d, d)) / np.sqrt(d) for _ in range(cell.depth)),
-                   tuple(rng.normal(size=(d, d)) / np.sqrt(d) for _ in range(cell.depth)),
-                   rng.normal(size=d))
+    return Weights(
+        tuple(rng.normal(size=(3 * d, d)) / np.sqrt(d) for _ in range(cell.depth)),
+        tuple(rng.normal(size=(d, d)) / np.sqrt(d) for _ in range(cell.depth)),
+        rng.normal(size=d),
+    )
 
 
-@pytest.mark.parametrize("cell", [Cell(1, 3), Cell(2, 1), Cell(2, 2), Cell(2, 3), Cell(2, 2, tokens=3),
-                                  Cell(2, 2, residual=True), Cell(2, 4, heads=2)])
+@pytest.mark.parametrize(
+    "cell",
+    [
+        Cell(1, 3),
+        Cell(2, 1),
+        Cell(2, 2),
+        Cell(2, 3),
+        Cell(2, 2, tokens=3),
+        Cell(2, 2, residual=True),
+        Cell(2, 4, heads=2),
+    ],
+)
 def test_exact_rank_equals_float64_svd_rank(cell):
     """Degree 3^2 = 9 at most: float64 still separates the rank clearly (a gap of many decades)."""
     exact = seprank.measure(cell).rank
     rng = np.random.default_rng(1)
     side_p, side_q = cell.sides
     k = exact + 15
-    f = seprank.grid_matrix(_float_weights(cell, rng), cell,
-                            rng.normal(size=(k, len(side_p), cell.width)),
-                            rng.normal(size=(k, len(side_q), cell.width)))
+    f = seprank.grid_matrix(
+        _float_weights(cell, rng),
+        cell,
+        rng.normal(size=(k, len(side_p), cell.width)),
+        rng.normal(size=(k, len(side_q), cell.width)),
+    )
     s = np.linalg.svd(f, compute_uv=False)
     assert np.linalg.matrix_rank(f) == exact
     assert s[exact - 1] / s[exact] > 1e4
 
 
-CELLS = [Cell(1, 3), Cell(2, 2), Cell(3, 1), Cell(2, 2, residual=True), Cell(2, 4, heads=2),
-         Cell(1, 2, tokens=4), Cell(1, 2, tokens=4, partition="interleaved"), Cell(2, 1, tokens=3),
-         Cell(1, 2, tokens=3, residual=True), Cell(2, 2, tokens=3, partition="interleaved")]
+CELLS = [
+    Cell(1, 3),
+    Cell(2, 2),
+    Cell(3, 1),
+    Cell(2, 2, residual=True),
+    Cell(2, 4, heads=2),
+    Cell(1, 2, tokens=4),
+    Cell(1, 2, tokens=4, partition="interleaved"),
+    Cell(2, 1, tokens=3),
+    Cell(1, 2, tokens=3, residual=True),
+    Cell(2, 2, tokens=3, partition="interleaved"),
+]
 
 
 @pytest.mark.parametrize("cell", CELLS)
@@ -222,11 +273,16 @@ def test_k_schedule_and_cost():
     assert s2 > 4 * s1 and b2 > b1  # at least quadratic (grid) and up to cubic (rank) in K
 
 
-@pytest.mark.parametrize("kwargs, field", [(dict(depth=0, width=2), "depth = 0"),
-                                           (dict(depth=9, width=1), "depth = 9"),
-                                           (dict(depth=1, width=3, heads=2), "width = 3"),
-                                           (dict(depth=1, width=2, tokens=1), "tokens = 1"),
-                                           (dict(depth=1, width=2, partition="odd"), "partition = 'odd'")])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(depth=0, width=2), "depth = 0"),
+        (dict(depth=9, width=1), "depth = 9"),
+        (dict(depth=1, width=3, heads=2), "width = 3"),
+        (dict(depth=1, width=2, tokens=1), "tokens = 1"),
+        (dict(depth=1, width=2, partition="odd"), "partition = 'odd'"),
+    ],
+)
 def test_cell_validation(kwargs, field):
     with pytest.raises(ConfigError, match="^" + field):
         Cell(**kwargs)
@@ -239,8 +295,9 @@ def _read(path):
 
 def test_cli_seprank_writes_csv_and_plot(tmp_path, capsys):
     out = tmp_path / "sr"
-    rc = main(["seprank", "--depth", "1..4", "--width", "1,2", "--max-seconds", "1", "--plot",
-               "--out", str(out)])
+    rc = main(
+        ["seprank", "--depth", "1..4", "--width", "1,2", "--max-seconds", "1", "--plot", "--out", str(out)]
+    )
     assert rc == 0
     text = capsys.readouterr().out
     assert f"wrote {out / 'seprank.csv'}" in text and "skip depth 4 width 2" in text
@@ -255,12 +312,19 @@ def test_cli_seprank_writes_csv_and_plot(tmp_path, capsys):
     assert (out / "seprank.png").stat().st_size > 10_000
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--depth", "0"], "--depth 0 is invalid"), (["--depth", "4..1"], "--depth '4..1' is invalid"),
-    (["--width", "x"], "--width 'x' is invalid"), (["--tokens", "1"], "--tokens 1 is invalid"),
-    (["--depth", "9"], "--depth 9 is invalid"), (["--max-seconds", "0"], "--max-seconds 0.0 is invalid"),
-    (["--depth", "4", "--width", "8"], "no cell of --depth/--width can run"),
-    (["--width", "3", "--heads", "2"], "no cell of --depth/--width can run")])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--depth", "0"], "--depth 0 is invalid"),
+        (["--depth", "4..1"], "--depth '4..1' is invalid"),
+        (["--width", "x"], "--width 'x' is invalid"),
+        (["--tokens", "1"], "--tokens 1 is invalid"),
+        (["--depth", "9"], "--depth 9 is invalid"),
+        (["--max-seconds", "0"], "--max-seconds 0.0 is invalid"),
+        (["--depth", "4", "--width", "8"], "no cell of --depth/--width can run"),
+        (["--width", "3", "--heads", "2"], "no cell of --depth/--width can run"),
+    ],
+)
 def test_cli_seprank_bad_input_writes_nothing(argv, message, tmp_path, capsys):
     out = tmp_path / "never"
     assert main(["seprank", *argv, "--out", str(out)]) == 2
@@ -277,9 +341,26 @@ def test_cli_seprank_out_must_be_a_folder(tmp_path, capsys):
 
 
 def test_console_entry_point(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "depthwidth.cli", "seprank", "--depth", "2",
-                           "--width", "2", "--residual", "--heads", "2", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "depthwidth.cli",
+            "seprank",
+            "--depth",
+            "2",
+            "--width",
+            "2",
+            "--residual",
+            "--heads",
+            "2",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     row = _read(tmp_path / "seprank.csv")[0]
     assert (row["rank"], row["heads"], row["residual"], row["primes_agree"]) == ("15", "2", "True", "True")
@@ -289,6 +370,7 @@ def test_plot_seprank_returns_figure_with_ranks_bounds_and_thresholds():
     from matplotlib.figure import Figure
 
     from depthwidth.seprank_plot import plot_seprank
+
     rows = [{**seprank.measure(Cell(L, d)).to_dict(), "status": "ok"} for L in (1, 2) for d in (1, 2)]
     fig = plot_seprank(rows)
     assert isinstance(fig, Figure) and len(fig.axes) == 2

@@ -65,8 +65,9 @@ def _free_ports(n: int) -> list[int]:
 
 
 def _bin(name: str) -> str | None:
-    return shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/sbin/{name}")
-                                       if os.path.exists(p)), None)
+    return shutil.which(name) or next(
+        (p for p in (f"/usr/sbin/{name}", f"/sbin/{name}") if os.path.exists(p)), None
+    )
 
 
 @dataclass
@@ -75,8 +76,9 @@ class Slurm:
     env: dict[str, str]
 
     def run(self, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(list(cmd), env=self.env, capture_output=True, text=True, check=check,
-                              timeout=60)
+        return subprocess.run(
+            list(cmd), env=self.env, capture_output=True, text=True, check=check, timeout=60
+        )
 
     def state(self, job: str) -> str:
         """PENDING, RUNNING, COMPLETED, ... ('' once SLURM has forgotten the job)."""
@@ -150,8 +152,10 @@ def _stop(pid_file: Path) -> None:
 def slurm():
     missing = [b for b in SLURM_BINARIES if _bin(b) is None]
     if missing:
-        pytest.skip(f"SLURM is not installed here ({', '.join(missing)} missing; on Debian "
-                    f"`apt-get install slurm-wlm munge`, which .ci/run does as root)")
+        pytest.skip(
+            f"SLURM is not installed here ({', '.join(missing)} missing; on Debian "
+            f"`apt-get install slurm-wlm munge`, which .ci/run does as root)"
+        )
     if os.geteuid() != 0:
         pytest.skip("slurmd must run as root to start jobs; these tests run as root in .ci/run")
     root = Path(tempfile.mkdtemp(prefix="dwslurm-", dir="/tmp"))
@@ -165,14 +169,30 @@ def slurm():
     conf = root / "slurm.conf"
     conf.write_text(_conf(root, host, ctld, slurmd))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RAY_"))}
-    env.update(SLURM_CONF=str(conf), PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0",
-               PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""))
+    env.update(
+        SLURM_CONF=str(conf),
+        PYTHONPATH=str(REPO),
+        RAY_USAGE_STATS_ENABLED="0",
+        PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""),
+    )
     m = root / "munge"
     started = []
     try:
-        subprocess.run([_bin("munged"), "--force", f"--socket={m}/sock", f"--key-file={key}",
-                        f"--pid-file={m}/pid", f"--log-file={m}/log", f"--seed-file={m}/seed"],
-                       check=True, env=env, capture_output=True, timeout=30)
+        subprocess.run(
+            [
+                _bin("munged"),
+                "--force",
+                f"--socket={m}/sock",
+                f"--key-file={key}",
+                f"--pid-file={m}/pid",
+                f"--log-file={m}/log",
+                f"--seed-file={m}/seed",
+            ],
+            check=True,
+            env=env,
+            capture_output=True,
+            timeout=30,
+        )
         started.append(m / "pid")
         subprocess.run([_bin("slurmctld"), "-f", str(conf)], check=True, env=env, timeout=30)
         started.append(root / "slurmctld.pid")
@@ -182,8 +202,10 @@ def slurm():
         deadline = time.monotonic() + 60
         while cluster.run("sinfo", "-h", "-o", "%T", check=False).stdout.strip() != "idle":
             if time.monotonic() > deadline:
-                raise RuntimeError("the test SLURM node did not become idle:\n" +
-                                   (root / "log" / "slurmd.log").read_text()[-2000:])
+                raise RuntimeError(
+                    "the test SLURM node did not become idle:\n"
+                    + (root / "log" / "slurmd.log").read_text()[-2000:]
+                )
             time.sleep(0.5)
         yield cluster
         cluster.run("scancel", "--full", "--partition=debug", check=False)
@@ -197,14 +219,33 @@ def slurm():
 
 
 def _cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sweeps.cli", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "sweeps.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def _submit(slurm: Slurm, spec: Path, store: Path, hook: Path, tmp: Path) -> str:
     env = {**slurm.env, "DEPTHWIDTH_TEST_HOOK_DIR": str(hook)}
-    out = _cli("slurm", str(spec), "--submit", "--cpus-per-task", "2", "--max-concurrent", "1",
-               "--no-analyze", "--grace", "10", env=env, cwd=tmp)
+    out = _cli(
+        "slurm",
+        str(spec),
+        "--submit",
+        "--cpus-per-task",
+        "2",
+        "--max-concurrent",
+        "1",
+        "--no-analyze",
+        "--grace",
+        "10",
+        env=env,
+        cwd=tmp,
+    )
     assert out.returncode == 0, out.stderr
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("submitted job "))
     return line.split()[2].rstrip(";")
@@ -221,6 +262,7 @@ def _wait(what: str, cond, slurm: Slurm, store: Path, timeout: float = 150) -> N
 
 def _stored(store: Path) -> set[str]:
     from sweeps.store import ResultStore
+
     s = ResultStore(str(store))
     return set(s.runs()["trial_id"]) if s.has_runs() else set()
 
@@ -234,6 +276,7 @@ def _starts(hook: Path) -> list[tuple[str, int]]:
 
 def _setup(tmp_path: Path, name: str, hold: list[str]) -> tuple[Path, Path, Path, list[str]]:
     from sweeps.spec import load_spec
+
     store, hook = tmp_path / "store", tmp_path / "hook"
     hook.mkdir()
     spec = tmp_path / f"{name}.toml"
@@ -248,8 +291,12 @@ def test_cancel_then_resubmit_finishes_without_rerunning(slurm: Slurm, tmp_path:
     spec, store, hook, ids = _setup(tmp_path, "cancel", hold=["1"])
     job = _submit(slurm, spec, store, hook, tmp_path)
     # the first trial is stored, the second holds at its first checkpoint: cancel the job there
-    _wait("a trial stored and the next one checkpointed",
-          lambda: ids[0] in _stored(store) and (hook / f"{ids[1]}.pid").exists(), slurm, store)
+    _wait(
+        "a trial stored and the next one checkpointed",
+        lambda: ids[0] in _stored(store) and (hook / f"{ids[1]}.pid").exists(),
+        slurm,
+        store,
+    )
     status = _cli("slurm-status", str(store), env=slurm.env, cwd=tmp_path)
     assert f"SLURM job {job}: RUNNING" in status.stdout and "[squeue]" in status.stdout, status
     assert "trials: 1 done, 1 started" in status.stdout and "2 not started" in status.stdout
@@ -259,8 +306,12 @@ def test_cancel_then_resubmit_finishes_without_rerunning(slurm: Slurm, tmp_path:
 
     again = _submit(slurm, spec, store, hook, tmp_path)
     assert again != job
-    _wait("the resubmitted job to finish", lambda: slurm.state(again) in ("COMPLETED", "FAILED", ""),
-          slurm, store)
+    _wait(
+        "the resubmitted job to finish",
+        lambda: slurm.state(again) in ("COMPLETED", "FAILED", ""),
+        slurm,
+        store,
+    )
     assert slurm.state(again) == "COMPLETED", (store / "slurm" / f"slurm-{again}.out").read_text()
     assert _stored(store) == set(ids)
     starts = _starts(hook)
@@ -277,13 +328,20 @@ def test_cancel_then_resubmit_finishes_without_rerunning(slurm: Slurm, tmp_path:
 def test_scontrol_requeue_resumes_from_the_store(slurm: Slurm, tmp_path: Path):
     spec, store, hook, ids = _setup(tmp_path, "requeue", hold=["1"])
     job = _submit(slurm, spec, store, hook, tmp_path)
-    _wait("a trial stored and the next one checkpointed",
-          lambda: ids[0] in _stored(store) and (hook / f"{ids[1]}.pid").exists(), slurm, store)
+    _wait(
+        "a trial stored and the next one checkpointed",
+        lambda: ids[0] in _stored(store) and (hook / f"{ids[1]}.pid").exists(),
+        slurm,
+        store,
+    )
     slurm.run("scontrol", "requeue", job)  # what a preempting scheduler does
     # back in the queue, the same job starts again by itself and finishes the sweep
-    _wait("the requeued job to finish",
-          lambda: slurm.restarts(job) == 1 and slurm.state(job) in ("COMPLETED", "FAILED", ""),
-          slurm, store)
+    _wait(
+        "the requeued job to finish",
+        lambda: slurm.restarts(job) == 1 and slurm.state(job) in ("COMPLETED", "FAILED", ""),
+        slurm,
+        store,
+    )
     text = (store / "slurm" / f"slurm-{job}.out").read_text()
     assert slurm.state(job) == "COMPLETED", text
     assert "(restart 1)" in text
@@ -297,22 +355,27 @@ def test_scontrol_requeue_resumes_from_the_store(slurm: Slurm, tmp_path: Path):
 
 def test_bad_options_exit_2_and_write_nothing(tmp_path: Path, capsys, monkeypatch):
     from sweeps.cli import main
+
     spec = tmp_path / "bad.toml"
     spec.write_text(SPEC.format(name="bad", storage=tmp_path / "store"))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     out = _cli("slurm", str(spec), "--nodes", "0", env=env, cwd=tmp_path)  # the real command once
     assert out.returncode == 2 and out.stderr.strip() == (
-        "depthwidth: error: --nodes = 0 is invalid: a job needs at least one node.")
+        "depthwidth: error: --nodes = 0 is invalid: a job needs at least one node."
+    )
     monkeypatch.chdir(tmp_path)
-    for args, field in ((["--time=-5"], "--time = '-5'"), (["--time", "0"], "--time = '0'"),
-                        (["--time", "1:2:3:4"], "--time = '1:2:3:4'"),
-                        (["--gpus-per-node", "1"], "--gpus-per-node = 1"),
-                        (["--nodes", "2"], "node-local storage"),
-                        (["--cpus-per-task", "0"], "--cpus-per-task = 0"),
-                        (["--mem", "lots"], "--mem = 'lots'"),
-                        (["--partition", "a b"], "--partition = 'a b'"),
-                        (["--sbatch-arg", "exclusive"], "--sbatch-arg = 'exclusive'"),
-                        (["--time", "0:30", "--grace", "60"], "--grace = 60")):
+    for args, field in (
+        (["--time=-5"], "--time = '-5'"),
+        (["--time", "0"], "--time = '0'"),
+        (["--time", "1:2:3:4"], "--time = '1:2:3:4'"),
+        (["--gpus-per-node", "1"], "--gpus-per-node = 1"),
+        (["--nodes", "2"], "node-local storage"),
+        (["--cpus-per-task", "0"], "--cpus-per-task = 0"),
+        (["--mem", "lots"], "--mem = 'lots'"),
+        (["--partition", "a b"], "--partition = 'a b'"),
+        (["--sbatch-arg", "exclusive"], "--sbatch-arg = 'exclusive'"),
+        (["--time", "0:30", "--grace", "60"], "--grace = 60"),
+    ):
         assert main(["slurm", str(spec), *args]) == 2, args
         err = capsys.readouterr().err
         assert field in err and len(err.strip().splitlines()) == 1, err
@@ -323,8 +386,16 @@ def test_bad_options_exit_2_and_write_nothing(tmp_path: Path, capsys, monkeypatc
 
 def test_smoke_script_is_valid_and_starts_ray(tmp_path: Path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = _cli("slurm", str(REPO / "sweeps" / "smoke.toml"), "--nodes", "1", "--storage",
-               str(tmp_path / "smoke"), env=env, cwd=tmp_path)
+    out = _cli(
+        "slurm",
+        str(REPO / "sweeps" / "smoke.toml"),
+        "--nodes",
+        "1",
+        "--storage",
+        str(tmp_path / "smoke"),
+        env=env,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     script = tmp_path / "smoke" / "slurm" / "smoke.sbatch"
     assert f"wrote {script}" in out.stdout
@@ -334,14 +405,14 @@ def test_smoke_script_is_valid_and_starts_ray(tmp_path: Path):
     text = script.read_text()
     assert '"$RAY" start --head' in text and "#SBATCH --requeue" in text
     assert "#SBATCH --signal=B:USR1@120" in text and "RAY_AUTH_MODE=token" in text
-    assert "-m sweeps.cli run \"$SPEC\" --storage \"$STORE\" --address \"$ADDRESS\"" in text
+    assert '-m sweeps.cli run "$SPEC" --storage "$STORE" --address "$ADDRESS"' in text
 
 
 def test_shared_filesystem_check_reads_the_mounts():
     from sweeps.slurm import check_shared
     from sweeps.spec import SpecError
-    mounts = ("/dev/sda1 / ext4 rw 0 0\nserver:/export /shared nfs4 rw 0 0\n"
-              "tmpfs /shared/tmp tmpfs rw 0 0\n")
+
+    mounts = "/dev/sda1 / ext4 rw 0 0\nserver:/export /shared nfs4 rw 0 0\ntmpfs /shared/tmp tmpfs rw 0 0\n"
     assert "nfs4" in check_shared("/shared/results/x", 2, mounts)
     assert check_shared("/home/me/results", 1, mounts) == ""
     for local in ("/home/me/results", "/shared/tmp/results"):
@@ -352,6 +423,7 @@ def test_shared_filesystem_check_reads_the_mounts():
 def test_a_checkpoint_request_checkpoints_at_the_next_evaluation(tmp_path: Path, monkeypatch):
     from depthwidth.config import DataConfig, ModelConfig, TrainConfig
     from depthwidth.train import CHECKPOINT_REQUEST_ENV, train
+
     flag = tmp_path / "checkpoint-now"
     monkeypatch.setenv(CHECKPOINT_REQUEST_ENV, str(flag))
     saved = []
@@ -361,33 +433,44 @@ def test_a_checkpoint_request_checkpoints_at_the_next_evaluation(tmp_path: Path,
             flag.touch()  # asked between the second and the third evaluation
         saved.append((metrics["step"], checkpoint is not None))
 
-    train(ModelConfig(family="transformer", depth=1, width=16, heads=2, seq_len=16, vocab_size=32),
-          DataConfig(source="copy", task_length=4),
-          TrainConfig(batch_size=4, steps=50, eval_every=10, eval_batches=1, warmup_steps=2,
-                      checkpoint_every=100, threads=1), report=report, checkpoint_dir=tmp_path / "ckpt")
+    train(
+        ModelConfig(family="transformer", depth=1, width=16, heads=2, seq_len=16, vocab_size=32),
+        DataConfig(source="copy", task_length=4),
+        TrainConfig(
+            batch_size=4,
+            steps=50,
+            eval_every=10,
+            eval_batches=1,
+            warmup_steps=2,
+            checkpoint_every=100,
+            threads=1,
+        ),
+        report=report,
+        checkpoint_dir=tmp_path / "ckpt",
+    )
     assert saved == [(10, False), (20, False), (30, True), (40, True), (50, True)]
 
 
 # Stand-ins for the commands the batch script calls; each records its call in $CALLS.
 STUBS = {
     "scontrol": 'if [ "$1 $2" = "show hostnames" ]; then printf "%s\\n" $STUB_NODES; '
-                'else echo "scontrol $*" >> "$CALLS"; fi',
+    'else echo "scontrol $*" >> "$CALLS"; fi',
     # one `bash -c ray_worker` per node, each in its own session, stopped as srun stops its tasks
     "srun": 'echo "srun $*" >> "$CALLS"\npids=()\nfor a in "$@"; do case "$a" in --nodelist=*) '
-            'nodes=${a#--nodelist=};; esac; done\n'
-            'for n in ${nodes//,/ }; do NODE=$n setsid bash -c ray_worker & pids+=($!); done\n'
-            'trap \'for p in "${pids[@]}"; do kill -TERM -- "-$p"; done; wait; exit 0\' TERM\nwait',
+    "nodes=${a#--nodelist=};; esac; done\n"
+    "for n in ${nodes//,/ }; do NODE=$n setsid bash -c ray_worker & pids+=($!); done\n"
+    'trap \'for p in "${pids[@]}"; do kill -TERM -- "-$p"; done; wait; exit 0\' TERM\nwait',
     "ray": 'echo "ray[${NODE:-head}] $*" >> "$CALLS"\n'
-           'trap \'echo "ray[${NODE:-head}] stopped" >> "$CALLS"; exit 0\' TERM\nsleep 30 & wait',
+    'trap \'echo "ray[${NODE:-head}] stopped" >> "$CALLS"; exit 0\' TERM\nsleep 30 & wait',
     # wait-nodes returns once every node's ray has started, as the real one does; the sweep
     # returns at once, or (STUB_RUN_WAITS) runs until Tune's stop signal, SIGUSR1
     "py": 'echo "py $*" >> "$CALLS"\ncase "$1 $2" in "-c import"*) echo token;; '
-          '"-m sweeps.slurm") for _ in $(seq 200); do [ "$(grep -c "^ray.* start" "$CALLS")" -ge '
-          '"$(echo $STUB_NODES | wc -w)" ] && echo joined >> "$CALLS" && break; sleep 0.05; done;; '
-          '"-m sweeps.cli") [ -n "${STUB_RUN_WAITS:-}" ] || exit 0; trap \'[ -e '
-          '"$DEPTHWIDTH_CHECKPOINT_REQUEST" ] && echo checkpoint-requested >> "$CALLS"; '
-          'echo "driver stopped" >> "$CALLS"; exit 1\' USR1; echo "driver running" >> "$CALLS"; '
-          'for _ in $(seq 300); do sleep 0.1; done;; esac\nexit 0',
+    '"-m sweeps.slurm") for _ in $(seq 200); do [ "$(grep -c "^ray.* start" "$CALLS")" -ge '
+    '"$(echo $STUB_NODES | wc -w)" ] && echo joined >> "$CALLS" && break; sleep 0.05; done;; '
+    '"-m sweeps.cli") [ -n "${STUB_RUN_WAITS:-}" ] || exit 0; trap \'[ -e '
+    '"$DEPTHWIDTH_CHECKPOINT_REQUEST" ] && echo checkpoint-requested >> "$CALLS"; '
+    'echo "driver stopped" >> "$CALLS"; exit 1\' USR1; echo "driver running" >> "$CALLS"; '
+    "for _ in $(seq 300); do sleep 0.1; done;; esac\nexit 0",
 }
 
 
@@ -395,9 +478,11 @@ def _stub_job(tmp_path: Path, nodes: list[str], grace: int = 120, **env: str):
     """The batch script for len(nodes) nodes with the stand-ins on PATH: (script, env, calls)."""
     from sweeps.slurm import JobOptions, render
     from sweeps.spec import parse_spec
+
     spec = parse_spec(SPEC.format(name="stub", storage=tmp_path / "store"))
-    opts = JobOptions(nodes=len(nodes), gpus_per_node=0, cpus_per_task=4, mem="8G",
-                      time="01:00:00", grace_s=grace)
+    opts = JobOptions(
+        nodes=len(nodes), gpus_per_node=0, cpus_per_task=4, mem="8G", time="01:00:00", grace_s=grace
+    )
     folder = tmp_path / "store" / "slurm"
     folder.mkdir(parents=True)
     text = render(spec, opts, "/specs/stub.toml", str(tmp_path / "store"), str(folder))
@@ -406,16 +491,29 @@ def _stub_job(tmp_path: Path, nodes: list[str], grace: int = 120, **env: str):
     for name, body in STUBS.items():
         (bindir / name).write_text("#!/bin/bash\n" + body + "\n")
         (bindir / name).chmod(0o755)
-    text = "\n".join(f"PY={bindir / 'py'}" if ln.startswith("PY=") else
-                     f"RAY={bindir / 'ray'}" if ln.startswith("RAY=") else ln
-                     for ln in text.splitlines())
+    text = "\n".join(
+        f"PY={bindir / 'py'}"
+        if ln.startswith("PY=")
+        else f"RAY={bindir / 'ray'}"
+        if ln.startswith("RAY=")
+        else ln
+        for ln in text.splitlines()
+    )
     script = tmp_path / "job.sh"
     script.write_text(text)
     calls = tmp_path / "calls.log"
     calls.touch()
-    env = {"PATH": f"{bindir}:/usr/bin:/bin", "CALLS": str(calls), "SLURM_JOB_ID": "123",
-           "SLURM_JOB_NODELIST": "n[1-3]", "SLURM_CPUS_PER_TASK": "4", "STUB_NODES": " ".join(nodes),
-           "DEPTHWIDTH_HEAD_IP": "10.0.0.1", "HOME": str(tmp_path), **env}
+    env = {
+        "PATH": f"{bindir}:/usr/bin:/bin",
+        "CALLS": str(calls),
+        "SLURM_JOB_ID": "123",
+        "SLURM_JOB_NODELIST": "n[1-3]",
+        "SLURM_CPUS_PER_TASK": "4",
+        "STUB_NODES": " ".join(nodes),
+        "DEPTHWIDTH_HEAD_IP": "10.0.0.1",
+        "HOME": str(tmp_path),
+        **env,
+    }
     return script, env, calls
 
 
@@ -424,8 +522,9 @@ def test_multinode_script_starts_the_head_on_the_first_node_and_workers_on_the_r
     (the real multi-node path cannot run here): which node starts what, in which order, and
     that every node's Ray is stopped at the end."""
     script, env, calls = _stub_job(tmp_path, ["n1", "n2", "n3"])
-    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60,
-                          check=False)
+    done = subprocess.run(
+        ["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     log = calls.read_text().splitlines()
     port = 20000 + (123 % 225) * 200
@@ -455,8 +554,9 @@ def test_time_limit_signal_checkpoints_stops_and_requeues(tmp_path: Path):
     request appears, the driver gets Tune's stop signal GRACE/2 s later, Ray stops and the job
     puts itself back in the queue."""
     script, env, calls = _stub_job(tmp_path, ["n1"], grace=4, STUB_RUN_WAITS="1")
-    job = subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
+    job = subprocess.Popen(
+        ["bash", str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     deadline = time.monotonic() + 30
     while "driver running" not in calls.read_text():
         assert time.monotonic() < deadline and job.poll() is None, calls.read_text()

@@ -38,8 +38,14 @@ steps = 20
 
 def plan(spec: Path, cwd: Path, storage: Path) -> list[dict]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    r = subprocess.run([EXE, "sweep", "plan", str(spec), "--json", "--storage", str(storage)],
-                       capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+    r = subprocess.run(
+        [EXE, "sweep", "plan", str(spec), "--json", "--storage", str(storage)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr
     return [json.loads(line) for line in r.stdout.splitlines()]
 
@@ -65,8 +71,10 @@ def test_ids_follow_the_datas_content_not_the_path_string(tmp_path):
     a = write_spec(tmp_path / "a", "to be or not to be ")
     b = write_spec(tmp_path / "b", "all the world's a stage ")  # same string, another file
     c = write_spec(tmp_path / "c", "to be or not to be ")  # same content, another folder
-    ids = {k: [t["trial_id"] for t in plan(s, tmp_path, tmp_path / "none")]
-           for k, s in (("a", a), ("b", b), ("c", c))}
+    ids = {
+        k: [t["trial_id"] for t in plan(s, tmp_path, tmp_path / "none")]
+        for k, s in (("a", a), ("b", b), ("c", c))
+    }
     assert ids["a"] == ids["c"]
     assert not set(ids["a"]) & set(ids["b"])
 
@@ -75,21 +83,32 @@ def old_trial_id(spec: Path, depth: int, written_path: str) -> str:
     """The id as it was computed before data paths were resolved: SHA-256 of the three configs'
     canonical JSON, with the data path as the string written in the spec."""
     from sweeps.spec import parse_spec
-    t = next(t for t in parse_spec(spec.read_text(), str(spec), str(spec.parent)).trials
-             if t.model.depth == depth)
-    parts = {"model": t.model.to_dict(), "data": {**t.data.to_dict(), "path": written_path},
-             "train": t.train.to_dict()}
-    parts["train"] = {k: v for k, v in parts["train"].items()
-                      if k not in ("device", "threads", "compile", "checkpoint_every")
-                      and not (k == "eps" and v == 1e-8)}
-    parts["model"] = {k: v for k, v in parts["model"].items()
-                      if not (k == "base_depth" and v == 2) and not (k == "depth_alpha" and v == 1.0)}
+
+    t = next(
+        t for t in parse_spec(spec.read_text(), str(spec), str(spec.parent)).trials if t.model.depth == depth
+    )
+    parts = {
+        "model": t.model.to_dict(),
+        "data": {**t.data.to_dict(), "path": written_path},
+        "train": t.train.to_dict(),
+    }
+    parts["train"] = {
+        k: v
+        for k, v in parts["train"].items()
+        if k not in ("device", "threads", "compile", "checkpoint_every") and not (k == "eps" and v == 1e-8)
+    }
+    parts["model"] = {
+        k: v
+        for k, v in parts["model"].items()
+        if not (k == "base_depth" and v == 2) and not (k == "depth_alpha" and v == 1.0)
+    }
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def test_a_store_written_with_path_string_ids_still_resumes(tmp_path):
     from analysis import synthetic
+
     spec = write_spec(tmp_path / "project", "to be or not to be ")
     old = old_trial_id(spec, 1, "data/corpus.txt")
     runs = synthetic.make_runs("two_regime", [1], [8], dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0))

@@ -14,21 +14,59 @@ from depthwidth import results
 from depthwidth.results import PARTS_DIR, Location, StoreError, read_tables
 from sweeps.store import COMPACT_RATIO, ResultStore, make_curve, make_row
 
-CFG = {"model": {"family": "transformer", "depth": 1, "width": 8, "heads": 2, "vocab_size": 16,
-                 "attention": "softmax", "parametrization": "standard", "seq_len": 16,
-                 "ffn_ratio": 4.0, "nu": 0, "rho": 0},
-       "data": {"source": "pcfg", "task_length": 0, "seed": 0, "vocab_size": 16},
-       "train": {"seed": 0, "lr": 1e-3, "batch_size": 4}}
+CFG = {
+    "model": {
+        "family": "transformer",
+        "depth": 1,
+        "width": 8,
+        "heads": 2,
+        "vocab_size": 16,
+        "attention": "softmax",
+        "parametrization": "standard",
+        "seq_len": 16,
+        "ffn_ratio": 4.0,
+        "nu": 0,
+        "rho": 0,
+    },
+    "data": {"source": "pcfg", "task_length": 0, "seed": 0, "vocab_size": 16},
+    "train": {"seed": 0, "lr": 1e-3, "batch_size": 4},
+}
 
 
 def record(store: ResultStore, tid: str, version: float) -> None:
     """A trial whose losses all equal `version`, so a reader can tell which write it sees."""
-    curve = [{"step": s, "tokens": s, "flops": 1.0, "train_loss": version, "val_loss": version,
-              "lr": 1e-3, "wall_s": 0.1} for s in (1, 2, 3)]
-    res = {"status": "ok", "final_train_loss": version, "final_val_loss": version, "steps": 3,
-           "tokens": 3, "flops": 3.0, "wall_s": 0.3, "n_params": 10, "n_params_total": 20,
-           "flops_per_token": 1.0, "device": "cpu", "torch_version": "x", "depthwidth_version": "x",
-           "unigram_entropy": 1.0, "vocab_size": 16, "curve": curve, "metrics": {}, "error": ""}
+    curve = [
+        {
+            "step": s,
+            "tokens": s,
+            "flops": 1.0,
+            "train_loss": version,
+            "val_loss": version,
+            "lr": 1e-3,
+            "wall_s": 0.1,
+        }
+        for s in (1, 2, 3)
+    ]
+    res = {
+        "status": "ok",
+        "final_train_loss": version,
+        "final_val_loss": version,
+        "steps": 3,
+        "tokens": 3,
+        "flops": 3.0,
+        "wall_s": 0.3,
+        "n_params": 10,
+        "n_params_total": 20,
+        "flops_per_token": 1.0,
+        "device": "cpu",
+        "torch_version": "x",
+        "depthwidth_version": "x",
+        "unigram_entropy": 1.0,
+        "vocab_size": 16,
+        "curve": curve,
+        "metrics": {},
+        "error": "",
+    }
     store.add_trial(make_row("p", {"trial_id": tid, **CFG}, res, {}, 0), make_curve(tid, curve))
 
 
@@ -80,8 +118,7 @@ def test_a_rerun_in_a_part_replaces_the_folded_row_and_its_curve(tmp_path):
 
 
 @pytest.mark.parametrize("crash_at", ["curves_base", "runs_base", "deleting_parts"])
-def test_an_interrupted_compaction_loses_nothing_and_counts_nothing_twice(tmp_path, monkeypatch,
-                                                                          crash_at):
+def test_an_interrupted_compaction_loses_nothing_and_counts_nothing_twice(tmp_path, monkeypatch, crash_at):
     root = tmp_path / "st"
     store = ResultStore(str(root))
     for i in range(40):
@@ -101,8 +138,9 @@ def test_an_interrupted_compaction_loses_nothing_and_counts_nothing_twice(tmp_pa
     def write_table(self, name, table):
         if name in (results.CURVES, results.RUNS):
             writes.append(name)
-            if (crash_at == "curves_base" and name == results.CURVES) or \
-                    (crash_at == "runs_base" and name == results.RUNS):
+            if (crash_at == "curves_base" and name == results.CURVES) or (
+                crash_at == "runs_base" and name == results.RUNS
+            ):
                 raise Crash(name)
         return real_write(self, name, table)
 
@@ -133,10 +171,21 @@ def test_a_curves_part_without_its_runs_part_is_not_a_trial(tmp_path):
     record(store, "a", 1.0)
     store.close()
     # a writer killed between a trial's two part files leaves only the curves part
-    curve = pd.DataFrame([{"trial_id": "ghost", "step": 1, "tokens": 1, "flops": 1.0,
-                           "train_loss": 9.0, "val_loss": 9.0, "lr": 1e-3, "wall_s": 0.1}])
-    Location(str(root)).write_table(results.part_name(5, "curves"),
-                                    results._arrow(curve))
+    curve = pd.DataFrame(
+        [
+            {
+                "trial_id": "ghost",
+                "step": 1,
+                "tokens": 1,
+                "flops": 1.0,
+                "train_loss": 9.0,
+                "val_loss": 9.0,
+                "lr": 1e-3,
+                "wall_s": 0.1,
+            }
+        ]
+    )
+    Location(str(root)).write_table(results.part_name(5, "curves"), results._arrow(curve))
     runs, curves, snap = read_tables(Location(str(root)))
     assert check_consistent(runs, curves) == {"a": 1.0} and snap.parts == []
     store = ResultStore(str(root))

@@ -12,19 +12,30 @@ import sys
 
 import pandas as pd
 import pytest
-
 from test_sweep_ray import hook_env, starts, trial_ids, wait_for, write_spec
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
-RUN = ("import sys, sweeps.service as s; s.CHUNK_TRIALS = 2; from sweeps import cli; "
-       "sys.exit(cli.main(sys.argv[1:]))")
+RUN = (
+    "import sys, sweeps.service as s; s.CHUNK_TRIALS = 2; from sweeps import cli; "
+    "sys.exit(cli.main(sys.argv[1:]))"
+)
 
 
 def command(spec, store) -> list[str]:
-    return [sys.executable, "-c", RUN, "run", str(spec), "--storage", str(store), "--no-analyze",
-            "--max-concurrent", "1"]
+    return [
+        sys.executable,
+        "-c",
+        RUN,
+        "run",
+        str(spec),
+        "--storage",
+        str(store),
+        "--no-analyze",
+        "--max-concurrent",
+        "1",
+    ]
 
 
 def test_a_sweep_in_several_tune_runs_stores_each_trial_once_and_stops_on_ctrl_c(tmp_path):
@@ -33,8 +44,9 @@ def test_a_sweep_in_several_tune_runs_stores_each_trial_once_and_stops_on_ctrl_c
     store, hook = tmp_path / "store", tmp_path / "hook"
     env = {k: v for k, v in hook_env(dict(os.environ), hook).items() if k != "RAY_ADDRESS"}
     (hook / "hold").write_text(ids[1])  # the second trial of the first Tune run waits
-    proc = subprocess.Popen(command(spec, store), env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        command(spec, store), env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         wait_for(lambda: (hook / f"{ids[1]}.pid").exists(), 240, "the held trial", proc)
         proc.send_signal(signal.SIGINT)  # Ctrl-C

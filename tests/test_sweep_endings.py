@@ -15,10 +15,10 @@ import time
 
 import pandas as pd
 import pytest
+from test_sweep_ray import cli, hook_env, run_cli, trial_ids, wait_for, write_spec
 
 from sweeps.outcome import continue_command, paragraph
 from sweeps.progress import ProgressView
-from test_sweep_ray import cli, hook_env, run_cli, trial_ids, wait_for, write_spec
 
 
 def test_log_lines_follow_each_start():
@@ -39,15 +39,32 @@ def test_log_lines_follow_each_start():
 def test_paragraph_says_what_happened_what_is_kept_and_how_to_continue():
     cmd = continue_command("sweeps/smoke.toml", "results/x", None, 2)
     assert cmd == "depthwidth sweep run sweeps/smoke.toml --storage results/x --max-concurrent 2"
-    text = paragraph("s", n_todo=4, n_missing=2, n_stored=5, store="results/x", command=cmd,
-                     errors={"d2 w16": "killed by Ray's memory monitor: the node ran out of memory "
-                                       "(OutOfMemoryError)"}, max_failures=1)
+    text = paragraph(
+        "s",
+        n_todo=4,
+        n_missing=2,
+        n_stored=5,
+        store="results/x",
+        command=cmd,
+        errors={"d2 w16": "killed by Ray's memory monitor: the node ran out of memory (OutOfMemoryError)"},
+        max_failures=1,
+    )
     assert "\n" not in text and text.startswith("[s] Ray's memory monitor killed 1 trial (d2 w16)")
     assert "Kept: 5 finished trials in results/x" in text and text.endswith(cmd)
     from depthwidth.results import StoreError
-    text = paragraph("s", n_todo=4, n_missing=1, n_stored=3, store="results/x", command=cmd,
-                     store_failure=StoreError("results/x/runs.parquet could not be written (No "
-                                              "space left on device); what was stored before is kept."))
+
+    text = paragraph(
+        "s",
+        n_todo=4,
+        n_missing=1,
+        n_stored=3,
+        store="results/x",
+        command=cmd,
+        store_failure=StoreError(
+            "results/x/runs.parquet could not be written (No "
+            "space left on device); what was stored before is kept."
+        ),
+    )
     assert "the store could not be written (results/x/runs.parquet could not be written (No space" in text
     assert text.count("Continue with") + text.count("continue with") == 1
 
@@ -73,8 +90,12 @@ def _can_mount() -> bool:
     if os.geteuid() != 0 or shutil.which("mount") is None:
         return False
     probe = tempfile.mkdtemp(prefix="dw-mount-")
-    ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", probe],
-                        capture_output=True).returncode == 0
+    ok = (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", probe], capture_output=True
+        ).returncode
+        == 0
+    )
     if ok:
         subprocess.run(["umount", probe], check=True)
     os.rmdir(probe)
@@ -96,11 +117,16 @@ def test_full_disk_is_one_paragraph_and_loses_nothing_stored(ray_cluster, tmp_pa
         env = hook_env(ray_cluster.env, hook)
         (hook / "hold").write_text(held)
         args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"]
-        proc = subprocess.Popen(cli(*args), env=env, text=True, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            cli(*args), env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         try:
-            wait_for(lambda: (hook / f"{held}.pid").exists() and (store / "runs.parquet").exists(),
-                     150, "one trial stored and the other held", proc)
+            wait_for(
+                lambda: (hook / f"{held}.pid").exists() and (store / "runs.parquet").exists(),
+                150,
+                "one trial stored and the other held",
+                proc,
+            )
             stored = (store / "runs.parquet").read_bytes()
             with open(disk / "filler", "wb") as f:  # the disk fills up under the running sweep
                 try:
@@ -116,11 +142,13 @@ def test_full_disk_is_one_paragraph_and_loses_nothing_stored(ray_cluster, tmp_pa
         assert proc.returncode == 1, out + err
         # the checkpoint a trial writes, or its row in the store, whichever hits the full disk first
         closing = [line for line in out.splitlines() if "continue with:" in line]
-        assert len(closing) == 1 and closing[0].startswith(("[full] The store's disk is full",
-                                                            "[full] The sweep stopped because the store")), out
+        assert len(closing) == 1 and closing[0].startswith(
+            ("[full] The store's disk is full", "[full] The sweep stopped because the store")
+        ), out
         assert "No space left on device" in closing[0] and "Kept: 1 finished trial in" in closing[0]
-        assert closing[0].endswith(f"continue with: depthwidth sweep run {spec} --storage {store} "
-                                   f"--address {ray_cluster.address}")
+        assert closing[0].endswith(
+            f"continue with: depthwidth sweep run {spec} --storage {store} --address {ray_cluster.address}"
+        )
         assert "Traceback" not in out + err, err
         assert (store / "runs.parquet").read_bytes() == stored  # what was stored is intact
         assert list(pd.read_parquet(store / "runs.parquet")["trial_id"]) == [first]

@@ -33,8 +33,13 @@ lr = [0.0001, 0.0002, 0.0003, 0.0005, 0.0007, 0.001, 0.0015, 0.002, 0.003, 0.005
 def plan(tmp_path, where):
     spec = tmp_path / "big.toml"
     spec.write_text(GRID.format(where=where))
-    return subprocess.run([sys.executable, "-m", "depthwidth.cli", "sweep", "plan", str(spec)],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    return subprocess.run(
+        [sys.executable, "-m", "depthwidth.cli", "sweep", "plan", str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
 
 
 def test_a_million_candidates_are_refused_naming_the_limit(tmp_path):
@@ -48,8 +53,11 @@ def test_a_million_candidates_are_refused_naming_the_limit(tmp_path):
 
 def test_a_million_candidates_filtered_while_expanding_are_planned(tmp_path):
     # kept: depth <= 2 (2) x width <= 8 (2) x seed 0 (1) x lr <= 1e-3 (6) x 10 x wd 0 (1) = 240
-    res = plan(tmp_path, 'where = "depth <= 2 and width <= 8 and seed == 0 and lr <= 0.001 and '
-                         'weight_decay == 0 and aspect >= 2"')
+    res = plan(
+        tmp_path,
+        'where = "depth <= 2 and width <= 8 and seed == 0 and lr <= 0.001 and '
+        'weight_decay == 0 and aspect >= 2"',
+    )
     assert res.returncode == 0, res.stderr
     assert "sweep 'big': 240 trials" in res.stdout
     # the filter that keeps too many is refused before a trial is built
@@ -57,12 +65,21 @@ def test_a_million_candidates_filtered_while_expanding_are_planned(tmp_path):
     assert res.returncode == 2 and "it makes 500,000 trials" in res.stderr and "after where" in res.stderr
 
 
-@pytest.mark.parametrize("where", ["width % 8 == 0 and aspect > 3", "model.depth * 2 < train.seed",
-                                   "lr * 1000 >= warmup_steps / 3 and data.vocab_size == 8"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        "width % 8 == 0 and aspect > 3",
+        "model.depth * 2 < train.seed",
+        "lr * 1000 >= warmup_steps / 3 and data.vocab_size == 8",
+    ],
+)
 def test_filtering_before_building_keeps_the_same_trials(where):
     small = GRID.replace("[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]", "[0, 3, 9]").replace(
-        "[0.0001, 0.0002, 0.0003, 0.0005, 0.0007, 0.001, 0.0015, 0.002, 0.003, 0.005]", "[0.001, 0.003]")
-    small = small.replace('"train.weight_decay" = [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09]', "")
+        "[0.0001, 0.0002, 0.0003, 0.0005, 0.0007, 0.001, 0.0015, 0.002, 0.003, 0.005]", "[0.001, 0.003]"
+    )
+    small = small.replace(
+        '"train.weight_decay" = [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09]', ""
+    )
     fast = parse_spec(small.format(where=f"where = {where!r}"))
     # n_params needs the built config, so this filter runs on built trials; it is always true
     slow = parse_spec(small.format(where=f"where = {f'n_params > 0 and ({where})'!r}"))

@@ -81,6 +81,7 @@ def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None
 
 def trial_ids(spec: Path) -> list[str]:
     from sweeps.spec import load_spec
+
     return [t.trial_id for t in load_spec(spec).trials]
 
 
@@ -91,9 +92,13 @@ def test_killed_worker_restarts_trial_from_checkpoint(ray_cluster, tmp_path):
     hook = tmp_path / "hook"
     env = hook_env(ray_cluster.env, hook)
     (hook / "hold").write_text(victim)  # the victim waits after its first checkpoint (step 5)
-    proc = subprocess.Popen(cli("run", str(spec), "--address", ray_cluster.address, "--storage",
-                                str(store), "--no-analyze"), env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        cli("run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"),
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_for(lambda: (hook / f"{victim}.pid").exists(), 150, "the victim's checkpoint", proc)
         os.kill(int((hook / f"{victim}.pid").read_text()), signal.SIGKILL)
@@ -124,10 +129,20 @@ def interrupted_sweep(ray_cluster, tmp_path: Path, name: str, hold_at: str = "")
     hook = tmp_path / "hook"
     env = hook_env(ray_cluster.env, hook)
     (hook / "hold").write_text(ids[-1] + (f"@{hold_at}" if hold_at else ""))
-    args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(tmp_path / "store"),
-            "--max-concurrent", "1", "--no-analyze"]
-    proc = subprocess.Popen(cli(*args), env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    args = [
+        "run",
+        str(spec),
+        "--address",
+        ray_cluster.address,
+        "--storage",
+        str(tmp_path / "store"),
+        "--max-concurrent",
+        "1",
+        "--no-analyze",
+    ]
+    proc = subprocess.Popen(
+        cli(*args), env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
     try:
         wait_for(lambda: (hook / f"{ids[-1]}.pid").exists(), 150, "the last trial's checkpoint", proc)
         before_bytes = (tmp_path / "store" / "runs.parquet").read_bytes()
@@ -141,8 +156,9 @@ def interrupted_sweep(ray_cluster, tmp_path: Path, name: str, hold_at: str = "")
 
 
 def test_killed_driver_rerun_runs_only_missing_trials(ray_cluster, tmp_path):
-    args, env, hook, (first, second, last), before_bytes = interrupted_sweep(ray_cluster, tmp_path,
-                                                                             "killdriver")
+    args, env, hook, (first, second, last), before_bytes = interrupted_sweep(
+        ray_cluster, tmp_path, "killdriver"
+    )
     store = tmp_path / "store"
     assert (store / "runs.parquet").read_bytes() == before_bytes
     before = pd.read_parquet(store / "runs.parquet")
@@ -153,8 +169,9 @@ def test_killed_driver_rerun_runs_only_missing_trials(ray_cluster, tmp_path):
     assert "1 trials to run (2 already in the store)" in done.stdout
     after = pd.read_parquet(store / "runs.parquet").set_index("trial_id")
     assert sorted(after.index) == sorted([first, second, last])
-    pd.testing.assert_frame_equal(after.loc[before["trial_id"]].reset_index(),
-                                  before.reset_index(drop=True), check_like=True)
+    pd.testing.assert_frame_equal(
+        after.loc[before["trial_id"]].reset_index(), before.reset_index(drop=True), check_like=True
+    )
     attempts = starts(hook)
     assert [t for t, _ in attempts].count(first) == 1 and [t for t, _ in attempts].count(second) == 1
     resumed = [s for t, s in attempts if t == last]
@@ -166,8 +183,9 @@ def test_a_damaged_newest_checkpoint_falls_back_to_an_older_one(ray_cluster, tmp
     """Interrupt a sweep, truncate an unfinished trial's newest checkpoint: the rerun resumes it
     from the older intact one and says so; the checkpoints of the trials the killed driver had
     already stored are deleted by the rerun."""
-    args, env, hook, (first, second, last), _ = interrupted_sweep(ray_cluster, tmp_path, "damaged",
-                                                                  hold_at="10")  # steps 5, 10 saved
+    args, env, hook, (first, second, last), _ = interrupted_sweep(
+        ray_cluster, tmp_path, "damaged", hold_at="10"
+    )  # steps 5, 10 saved
     store = tmp_path / "store"
     assert sorted(pd.read_parquet(store / "runs.parquet")["trial_id"]) == sorted([first, second])
     assert list((store / "tune").glob(f"*/{first}")) and list((store / "tune").glob(f"*/{second}"))
@@ -181,7 +199,9 @@ def test_a_damaged_newest_checkpoint_falls_back_to_an_older_one(ray_cluster, tmp
     assert note_start in done.stdout and "; resumed from step 5 instead" in done.stdout
     row = pd.read_parquet(store / "runs.parquet").set_index("trial_id").loc[last]
     assert row["status"] == "ok" and row["steps"] == 20 and row["resumed_from_step"] == 5
-    assert row["resume_note"].startswith(note_start) and row["resume_note"].endswith("resumed from step 5 instead")
+    assert row["resume_note"].startswith(note_start) and row["resume_note"].endswith(
+        "resumed from step 5 instead"
+    )
     assert [s for t, s in starts(hook) if t == last] == [0, 5]
     assert not [p for t in (first, second, last) for p in (store / "tune").glob(f"*/{t}")]
 
@@ -198,13 +218,15 @@ def test_extend_finished_sweep_runs_only_new_points(ray_cluster, tmp_path):
     spec_text_before = (store / "spec.toml").read_text()
 
     # one more width, and a point whose learning rate makes it diverge at once
-    diverging = "[[points]]\ndepth = 1\nwidth = 8\n\"train.lr\" = 1e4\n"
+    diverging = '[[points]]\ndepth = 1\nwidth = 8\n"train.lr" = 1e4\n'
     spec = write_spec(tmp_path / "ext.toml", "extend", [1, 2], [8, 16], steps=10, extra=diverging)
     new_ids = set(trial_ids(spec)) - old_ids
     assert len(new_ids) == 3
     cluster_env = hook_env(ray_cluster.env, hook)
-    second = run_cli(["run", str(spec), "--address", ray_cluster.address, "--storage", str(store),
-                      "--no-analyze"], cluster_env)
+    second = run_cli(
+        ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"],
+        cluster_env,
+    )
     assert second.returncode == 0, second.stdout + second.stderr
     assert "3 trials to run (2 already in the store)" in second.stdout and "1 diverged" in second.stdout
     started = [t for t, _ in starts(hook)]
@@ -215,13 +237,15 @@ def test_extend_finished_sweep_runs_only_new_points(ray_cluster, tmp_path):
     # `sweep plan` and the stored rows count training FLOPs with one formula (accounting.py)
     from sweeps.plan import plan_rows
     from sweeps.spec import load_spec
+
     for row in plan_rows(load_spec(spec)):
         stored = after.loc[row["trial_id"]]
         if stored["status"] == "ok":
             assert stored["flops"] == pytest.approx(row["flops"], rel=1e-12), row["trial_id"]
             assert stored["tokens"] == row["tokens"]
-    pd.testing.assert_frame_equal(after.loc[before["trial_id"]].reset_index(),
-                                  before.reset_index(drop=True), check_like=True)
+    pd.testing.assert_frame_equal(
+        after.loc[before["trial_id"]].reset_index(), before.reset_index(drop=True), check_like=True
+    )
     spec_text = (store / "spec.toml").read_text()
     assert spec_text.startswith(spec_text_before) and "# ---- extension submitted" in spec_text
     assert "# width = [8, 16]" in spec_text
@@ -229,8 +253,20 @@ def test_extend_finished_sweep_runs_only_new_points(ray_cluster, tmp_path):
     assert again.returncode == 0 and "nothing to run" in again.stdout  # no Ray needed at all
     # --rerun names one stored trial: only it runs again, and its row is replaced
     target = sorted(old_ids)[0]
-    rerun = run_cli(["run", str(spec), "--address", ray_cluster.address, "--storage", str(store),
-                     "--no-analyze", "--rerun", target], cluster_env)
+    rerun = run_cli(
+        [
+            "run",
+            str(spec),
+            "--address",
+            ray_cluster.address,
+            "--storage",
+            str(store),
+            "--no-analyze",
+            "--rerun",
+            target,
+        ],
+        cluster_env,
+    )
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert [t for t, _ in starts(hook)][5:] == [target]
     final = pd.read_parquet(store / "runs.parquet").set_index("trial_id")
@@ -243,12 +279,18 @@ def test_relative_text_path_is_read_from_the_specs_folder(ray_cluster, tmp_path)
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "corpus.txt").write_text("to be or not to be, that is the question. " * 200)
     spec = write_spec(tmp_path / "specs" / "text.toml", "textrel", [1], [8], steps=10)
-    spec.write_text(spec.read_text().replace("[data]\nvocab_size = 16",
-                                             '[data]\nsource = "text"\npath = "corpus.txt"'))
+    spec.write_text(
+        spec.read_text().replace("[data]\nvocab_size = 16", '[data]\nsource = "text"\npath = "corpus.txt"')
+    )
     store = tmp_path / "store"
-    r = subprocess.run(cli("run", str(spec), "--address", ray_cluster.address, "--storage",
-                           str(store), "--no-analyze"), env=ray_cluster.env, capture_output=True,
-                       text=True, timeout=240, cwd=tmp_path)
+    r = subprocess.run(
+        cli("run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"),
+        env=ray_cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     runs = pd.read_parquet(store / "runs.parquet")
     assert list(runs["status"]) == ["ok"], runs["error"].tolist()
@@ -264,19 +306,25 @@ def test_submit_through_jobs_api_with_token(ray_cluster, tmp_path):
     spec.write_text('where = "width % heads == 0 and width <= 16"\n' + spec.read_text())
     assert len(trial_ids(spec)) == 2
     store = tmp_path / "store"
-    no_token = {k: v for k, v in ray_cluster.env.items()
-                if k not in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")}
+    no_token = {
+        k: v
+        for k, v in ray_cluster.env.items()
+        if k not in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")
+    }
     no_token["HOME"] = str(tmp_path / "home")  # no ~/.ray/auth_token either
-    refused = run_cli(["submit", str(spec), "--address", ray_cluster.dashboard, "--storage",
-                       str(store)], no_token)
+    refused = run_cli(
+        ["submit", str(spec), "--address", ray_cluster.dashboard, "--storage", str(store)], no_token
+    )
     assert refused.returncode == 2
     assert "requires a token and none was found" in refused.stderr
     assert "RAY_AUTH_TOKEN" in refused.stderr and "~/.ray/auth_token" in refused.stderr
     assert ray_cluster.token not in refused.stdout + refused.stderr
     assert not store.exists()
 
-    sub = run_cli(["submit", str(spec), "--address", ray_cluster.dashboard, "--storage", str(store),
-                   "--no-analyze"], ray_cluster.env)
+    sub = run_cli(
+        ["submit", str(spec), "--address", ray_cluster.dashboard, "--storage", str(store), "--no-analyze"],
+        ray_cluster.env,
+    )
     assert sub.returncode == 0, sub.stdout + sub.stderr
     assert ray_cluster.token not in sub.stdout + sub.stderr
     job_id = sub.stdout.split(" as job ")[1].split(";")[0]
@@ -301,18 +349,24 @@ def test_cluster_refusals_write_nothing(ray_cluster, tmp_path):
     spec = write_spec(tmp_path / "big.toml", "toobig", [1], [8])
     spec.write_text(spec.read_text().replace("cpus = 1", "cpus = 64"))
     store = tmp_path / "store"
-    res = run_cli(["run", str(spec), "--address", ray_cluster.address, "--storage", str(store)],
-                  ray_cluster.env)
+    res = run_cli(
+        ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store)], ray_cluster.env
+    )
     assert res.returncode == 2
-    assert res.stderr.strip() == ("depthwidth: error: resources.cpus = 64 is invalid: no node of the "
-                                  "cluster has that many CPUs (the largest has 2).")
+    assert res.stderr.strip() == (
+        "depthwidth: error: resources.cpus = 64 is invalid: no node of the "
+        "cluster has that many CPUs (the largest has 2)."
+    )
     # a CPU trial larger than the memory of every node (its row fits the store's counts)
     wide = write_spec(tmp_path / "wide.toml", "toowide", [1], [100_000_000])
-    res = run_cli(["run", str(wide), "--address", ray_cluster.address, "--storage", str(store)],
-                  ray_cluster.env)
+    res = run_cli(
+        ["run", str(wide), "--address", ray_cluster.address, "--storage", str(store)], ray_cluster.env
+    )
     assert res.returncode == 2
-    assert res.stderr.startswith(f"depthwidth: error: {wide}: the trial at depth=1, width=100000000 is "
-                                 f"invalid: it needs about 1.92e+09 GB to train, more than the ")
+    assert res.stderr.startswith(
+        f"depthwidth: error: {wide}: the trial at depth=1, width=100000000 is "
+        f"invalid: it needs about 1.92e+09 GB to train, more than the "
+    )
     assert res.stderr.endswith(" GB the largest Ray node had free when Ray started.\n")
     no_token = {k: v for k, v in ray_cluster.env.items() if not k.startswith("RAY_AUTH")}
     no_token["HOME"] = str(tmp_path / "home")
@@ -322,5 +376,6 @@ def test_cluster_refusals_write_nothing(ray_cluster, tmp_path):
         f"depthwidth: error: the Ray cluster at {ray_cluster.address} requires a token and none was "
         "found: put the cluster's token in the RAY_AUTH_TOKEN environment variable or in "
         "~/.ray/auth_token (or point RAY_AUTH_TOKEN_PATH at a file holding it); `ray get-auth-token` "
-        "on the head node prints it.")
+        "on the head node prints it."
+    )
     assert not store.exists()

@@ -49,8 +49,9 @@ def s3(tmp_path_factory):
         port = s.getsockname()[1]
     log = tmp_path_factory.mktemp("moto") / "moto.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([*MOTO, "-H", "127.0.0.1", "-p", str(port)], stdout=out,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [*MOTO, "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT
+        )
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -83,8 +84,9 @@ def make_bucket(query: str, bucket: str) -> pafs.FileSystem:
 
 
 def depthwidth(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "depthwidth.cli", *args], env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "depthwidth.cli", *args], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_sweep_store_and_analysis_on_s3(s3, tmp_path):
@@ -111,8 +113,11 @@ def test_sweep_store_and_analysis_on_s3(s3, tmp_path):
     report = {i.base_name for i in fs.get_file_info(pafs.FileSelector(f"{root}/analysis"))}
     assert {"report.json", "report.md", "loss_vs_n.png"} <= report
     # Tune kept its trial checkpoints on S3 while the trials ran; finished trials' ones are gone
-    tune = [i for i in fs.get_file_info(pafs.FileSelector(f"{root}/tune", recursive=True))
-            if i.base_name.startswith("checkpoint_")]
+    tune = [
+        i
+        for i in fs.get_file_info(pafs.FileSelector(f"{root}/tune", recursive=True))
+        if i.base_name.startswith("checkpoint_")
+    ]
     assert tune == []
 
     again = depthwidth("sweep", "run", str(spec), "--storage", uri, "--no-analyze", env=env)
@@ -146,8 +151,10 @@ def test_bad_s3_storage_is_refused_before_anything_runs(s3, tmp_path):
     uri = f"s3://no-such-bucket/x?{query}"
     r = depthwidth("sweep", "run", str(spec), "--storage", uri, env=env)
     assert r.returncode == 2
-    assert r.stderr == (f"depthwidth: error: --storage = {uri!r} is invalid: its bucket "
-                        f"'no-such-bucket' does not exist; create it first.\n")
+    assert r.stderr == (
+        f"depthwidth: error: --storage = {uri!r} is invalid: its bucket "
+        f"'no-such-bucket' does not exist; create it first.\n"
+    )
     fs, _ = pafs.FileSystem.from_uri(f"s3://x?{query}")
     assert fs.get_file_info("no-such-bucket").type == pafs.FileType.NotFound  # nothing created
 
@@ -167,8 +174,9 @@ def test_bad_s3_storage_is_refused_before_anything_runs(s3, tmp_path):
 def test_analysis_reads_a_csv_behind_a_uri(s3, tmp_path):
     env, query = s3
     fs = make_bucket(query, "tables")
-    rows = ["depth,width,loss"] + [f"{d},{w},{3.0 - 0.1 * d - 0.001 * w:.4f}"
-                                   for d in (1, 2, 3) for w in (16, 32, 64)]
+    rows = ["depth,width,loss"] + [
+        f"{d},{w},{3.0 - 0.1 * d - 0.001 * w:.4f}" for d in (1, 2, 3) for w in (16, 32, 64)
+    ]
     with fs.open_output_stream("tables/mine.csv") as f:
         f.write(("\n".join(rows) + "\n").encode())
     r = depthwidth("analyze", f"s3://tables/mine.csv?{query}", "--bootstrap", "5", env=env)
@@ -200,8 +208,12 @@ def test_an_interrupted_trials_checkpoint_is_found_and_read_back_over_s3(s3, tmp
         pafs.copy_files(str(local), dest, destination_filesystem=fs)
 
     found = find_checkpoints(store, ["abc", "other"])
-    assert found == {"abc": [(f"s3://ckpts/st/tune/run1/abc/checkpoint_000002?{query}", 8),
-                             (f"s3://ckpts/st/tune/run1/abc/checkpoint_000001?{query}", 4)]}
+    assert found == {
+        "abc": [
+            (f"s3://ckpts/st/tune/run1/abc/checkpoint_000002?{query}", 8),
+            (f"s3://ckpts/st/tune/run1/abc/checkpoint_000001?{query}", 4),
+        ]
+    }
     back = tune.Checkpoint(found["abc"][0][0]).to_directory(str(tmp_path / "back"))
     assert (tmp_path / "back" / "state.bin").read_bytes() == bytes([8]) and back == str(tmp_path / "back")
     assert clear_checkpoints(store, ["abc"]) == 1

@@ -15,8 +15,7 @@ import pytest
 
 from depthwidth.config import TrainConfig
 from sweeps import cli
-from sweeps.spec import SpecError, load_spec, parse_spec, trial_id_of
-from sweeps.spec import tomllib
+from sweeps.spec import SpecError, load_spec, parse_spec, tomllib, trial_id_of
 from sweeps.where import WhereError, compile_where, evaluate_where
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,9 +31,11 @@ width = [8, 16]
 [budget]
 steps = 10
 """
-FIELDS_MODEL = ("family, depth, width, heads, ffn_ratio, vocab_size, seq_len, attention, layernorm, "
-                "residual, tied_embeddings, bias, parametrization, base_width, base_depth, depth_alpha, "
-                "init_std, nu, rho")
+FIELDS_MODEL = (
+    "family, depth, width, heads, ffn_ratio, vocab_size, seq_len, attention, layernorm, "
+    "residual, tied_embeddings, bias, parametrization, base_width, base_depth, depth_alpha, "
+    "init_std, nu, rho"
+)
 FUNCS = "log, log2, log10, log3, exp, sqrt, abs, min, max, round"
 
 
@@ -50,106 +51,228 @@ def sub(old: str, new: str) -> str:
 
 BAD_SPECS = [
     ("name = \n", "{p} is not valid TOML: Invalid value (at line 1, column 8)."),
-    (BASE + "[grids]\ndepth = [1]\n", "{p}: unknown key 'grids'; known keys: name, description, where, "
-     "model, data, train, grid, points, budget, resources, storage, tracking, adaptive."),
+    (
+        BASE + "[grids]\ndepth = [1]\n",
+        "{p}: unknown key 'grids'; known keys: name, description, where, "
+        "model, data, train, grid, points, budget, resources, storage, tracking, adaptive.",
+    ),
     (sub('name = "t"\n', ""), '{p}: name is missing; every sweep needs a name (e.g. name = "smoke").'),
-    (sub('name = "t"', 'name = "a b"'), "{p}: name = 'a b' is invalid: use 1-100 letters, digits, "
-     "'-', '_' or '.'."),
-    (sub("heads = 2", "heads = 2\nlayers = 3"), "{p}: [model] has no field 'layers'; known fields: "
-     + FIELDS_MODEL + "."),
-    (sub("heads = 2", 'heads = "two"'), "{p}: the trial at depth=1, width=8 is invalid: "
-     "ModelConfig.heads = 'two' is invalid: expected int, got str."),
-    (sub("heads = 2", "heads = [2]"), "{p}: model.heads = [2] is invalid: fixed fields take one value; "
-     "sweep lists in [grid]."),
+    (
+        sub('name = "t"', 'name = "a b"'),
+        "{p}: name = 'a b' is invalid: use 1-100 letters, digits, '-', '_' or '.'.",
+    ),
+    (
+        sub("heads = 2", "heads = 2\nlayers = 3"),
+        "{p}: [model] has no field 'layers'; known fields: " + FIELDS_MODEL + ".",
+    ),
+    (
+        sub("heads = 2", 'heads = "two"'),
+        "{p}: the trial at depth=1, width=8 is invalid: "
+        "ModelConfig.heads = 'two' is invalid: expected int, got str.",
+    ),
+    (
+        sub("heads = 2", "heads = [2]"),
+        "{p}: model.heads = [2] is invalid: fixed fields take one value; sweep lists in [grid].",
+    ),
     (sub("depth = [1, 2]", "depth = 3"), "{p}: grid.depth = 3 is invalid: an axis is a list of values."),
-    (sub("depth = [1, 2]", "depth = []"), "{p}: grid.depth = [] is invalid: an axis needs at least one value."),
-    (sub("depth = [1, 2]", "depth = [1, 1]"), "{p}: grid.depth = [1, 1] is invalid: the axis repeats a value."),
-    (sub("depth = [1, 2]", "depth = [1, 2]\nlayers = [3]"), "{p}: axis 'layers' is not a field of "
-     "ModelConfig, DataConfig or TrainConfig."),
-    (sub("depth = [1, 2]", "depth = [1, 2]\nvocab_size = [16, 32]"), "{p}: axis 'vocab_size' is ambiguous "
-     "(a field of ModelConfig and DataConfig); write model.vocab_size or data.vocab_size."),
-    (sub("depth = [1, 2]", 'depth = [1, 2]\n"optim.lr" = [0.1]'), "{p}: axis 'optim.lr' has an unknown "
-     "qualifier 'optim'; use model., data. or train."),
-    (sub("width = [8, 16]", "width = [8, 15]"), "{p}: the trial at depth=1, width=15 is invalid: "
-     "ModelConfig.width = 15 is invalid: width must be divisible by heads = 2."),
-    (sub("depth = [1, 2]", 'depth = [1, 2]\nfamily = ["transformer", "gru"]'), "{p}: the trial at depth=1, "
-     "family='gru', width=8 is invalid: ModelConfig.family = 'gru' is invalid: expected one of transformer, "
-     "lstm, rnn, memrnn, relrnn, rellstm."),
-    (sub("depth = [1, 2]", 'depth = [1, "2"]'), "{p}: the trial at depth='2', width=8 is invalid: "
-     "ModelConfig.depth = '2' is invalid: expected int, got str."),
-    (sub("depth = [1, 2]", 'depth = [1]\nfamily = ["relrnn"]\nnu = [40]'), "{p}: the trial at depth=1, "
-     "family='relrnn', nu=40, width=8 is invalid: ModelConfig.nu = 40 is invalid: the short-term buffer "
-     "is longer than the sequence, ModelConfig.seq_len = 16."),
-    (sub("steps = 10", "steps = 10\ntokens = 1000"), "{p}: budget = {{'steps': 10, 'tokens': 1000}} is "
-     "invalid: give exactly one of steps, tokens, compute, tokens_per_param."),
+    (
+        sub("depth = [1, 2]", "depth = []"),
+        "{p}: grid.depth = [] is invalid: an axis needs at least one value.",
+    ),
+    (
+        sub("depth = [1, 2]", "depth = [1, 1]"),
+        "{p}: grid.depth = [1, 1] is invalid: the axis repeats a value.",
+    ),
+    (
+        sub("depth = [1, 2]", "depth = [1, 2]\nlayers = [3]"),
+        "{p}: axis 'layers' is not a field of ModelConfig, DataConfig or TrainConfig.",
+    ),
+    (
+        sub("depth = [1, 2]", "depth = [1, 2]\nvocab_size = [16, 32]"),
+        "{p}: axis 'vocab_size' is ambiguous "
+        "(a field of ModelConfig and DataConfig); write model.vocab_size or data.vocab_size.",
+    ),
+    (
+        sub("depth = [1, 2]", 'depth = [1, 2]\n"optim.lr" = [0.1]'),
+        "{p}: axis 'optim.lr' has an unknown qualifier 'optim'; use model., data. or train.",
+    ),
+    (
+        sub("width = [8, 16]", "width = [8, 15]"),
+        "{p}: the trial at depth=1, width=15 is invalid: "
+        "ModelConfig.width = 15 is invalid: width must be divisible by heads = 2.",
+    ),
+    (
+        sub("depth = [1, 2]", 'depth = [1, 2]\nfamily = ["transformer", "gru"]'),
+        "{p}: the trial at depth=1, "
+        "family='gru', width=8 is invalid: ModelConfig.family = 'gru' is invalid: expected one of transformer, "
+        "lstm, rnn, memrnn, relrnn, rellstm.",
+    ),
+    (
+        sub("depth = [1, 2]", 'depth = [1, "2"]'),
+        "{p}: the trial at depth='2', width=8 is invalid: "
+        "ModelConfig.depth = '2' is invalid: expected int, got str.",
+    ),
+    (
+        sub("depth = [1, 2]", 'depth = [1]\nfamily = ["relrnn"]\nnu = [40]'),
+        "{p}: the trial at depth=1, "
+        "family='relrnn', nu=40, width=8 is invalid: ModelConfig.nu = 40 is invalid: the short-term buffer "
+        "is longer than the sequence, ModelConfig.seq_len = 16.",
+    ),
+    (
+        sub("steps = 10", "steps = 10\ntokens = 1000"),
+        "{p}: budget = {{'steps': 10, 'tokens': 1000}} is "
+        "invalid: give exactly one of steps, tokens, compute, tokens_per_param.",
+    ),
     (sub("steps = 10", "tokens = -5"), "{p}: budget.tokens = -5 is invalid: must be positive."),
-    (sub("steps = 10", "steps = 10\nepochs = 3"), "{p}: [budget] has no key 'epochs'; known keys: steps, "
-     "tokens, compute, tokens_per_param, evals, min_steps, warmup_fraction."),
-    (sub("[grid]", "[train]\nsteps = 5\n[grid]"), "{p}: train.steps = 5 is invalid: [budget] sets "
-     "steps; give it in one place."),
-    (sub("steps = 10", "tokens = 10"), "{p}: budget.tokens = 10 is invalid: it buys less than one step "
-     "of 32x16 tokens."),
+    (
+        sub("steps = 10", "steps = 10\nepochs = 3"),
+        "{p}: [budget] has no key 'epochs'; known keys: steps, "
+        "tokens, compute, tokens_per_param, evals, min_steps, warmup_fraction.",
+    ),
+    (
+        sub("[grid]", "[train]\nsteps = 5\n[grid]"),
+        "{p}: train.steps = 5 is invalid: [budget] sets steps; give it in one place.",
+    ),
+    (
+        sub("steps = 10", "tokens = 10"),
+        "{p}: budget.tokens = 10 is invalid: it buys less than one step of 32x16 tokens.",
+    ),
     (BASE + "[resources]\ncpus = 0\n", "{p}: resources.cpus = 0 is invalid: must be positive."),
-    (BASE + "[resources]\ngpus = 2\n", "{p}: resources.gpus = 2 is invalid: each worker trains on one "
-     "device, so ask for a fraction in [0, 1] (more devices: resources.workers)."),
-    (BASE + "[resources]\nmemory = 3\n", "{p}: [resources] has no key 'memory'; known keys: cpus, gpus, "
-     "workers, sharding, max_concurrent, max_failures, gpu_memory_gb, gpu_tflops, cpu_gflops."),
-    (BASE + "[resources]\ngpus = \"lots\"\n", "{p}: resources.gpus = 'lots' is invalid: expected a "
-     "fraction in [0, 1] or \"auto\"."),
+    (
+        BASE + "[resources]\ngpus = 2\n",
+        "{p}: resources.gpus = 2 is invalid: each worker trains on one "
+        "device, so ask for a fraction in [0, 1] (more devices: resources.workers).",
+    ),
+    (
+        BASE + "[resources]\nmemory = 3\n",
+        "{p}: [resources] has no key 'memory'; known keys: cpus, gpus, "
+        "workers, sharding, max_concurrent, max_failures, gpu_memory_gb, gpu_tflops, cpu_gflops.",
+    ),
+    (
+        BASE + '[resources]\ngpus = "lots"\n',
+        "{p}: resources.gpus = 'lots' is invalid: expected a fraction in [0, 1] or \"auto\".",
+    ),
     (BASE + "[resources]\nworkers = 0\n", "{p}: resources.workers = 0 is invalid: must be positive."),
-    (BASE + "[resources]\nsharding = \"zero3\"\n", "{p}: resources.sharding = 'zero3' is invalid: "
-     "expected one of ddp, fsdp."),
-    (BASE + "[train]\nbatch_size = 8\n[resources]\nworkers = 3\n", "{p}: resources.workers = 3 is "
-     "invalid: the trial at depth=1, width=8 has batch_size 8, which 3 workers cannot split into "
-     "equal shards."),
-    (BASE + "[resources]\nworkers = 2\ngpus = 0.5\n", "{p}: resources.gpus = 0.5 is invalid: the "
-     "workers of one trial cannot share a GPU (NCCL runs one rank per GPU); ask for 1 per worker, or "
-     "\"auto\"."),
-    (BASE + "[resources]\ngpus = \"auto\"\ngpu_memory_gb = 1\n", "{p}: resources.gpus = 'auto' is "
-     "invalid: the trial at depth=1, width=8 needs about 0.000508 GB, more than one 1 GB GPU holds with "
-     "25% head-room; no number of FSDP workers that divides its batch brings it under one GPU."),
-    (BASE + "[resources]\ngpus = 0.001\ngpu_memory_gb = 0.1\n", "{p}: resources.gpus = 0.001 is invalid: "
-     "the trial at depth=1, width=8 needs about 0.000508 GB, more than 0.0001 GB (0.001 of a 0.1 GB GPU)."),
-    (BASE + "[resources]\ngpus = 0.5\ngpu_memory_gb = 0.0001\n", "{p}: the trial at depth=1, width=8 is "
-     "invalid: it needs about 0.000508 GB to train, more than a whole 0.0001 GB GPU "
-     "(resources.gpu_memory_gb)."),
-    *[(sub(old, new), f"{{p}}: the trial at depth=1, width={w} is invalid: {why}") for old, new, w, why in [
-        ("width = [8, 16]", "width = [8, 1000000000]", 1000000000, "it has 1.2e+19 parameters, " + FULL),
-        ("steps = 10", "steps = 1000000000000000000000", 8, "TrainConfig.steps = 1000000000000000000000 "
-         "is invalid: " + WIDE),
-        ("steps = 10", "tokens = 1e30", 8, "TrainConfig.steps = 1953125000000000038837157888 is "
-         "invalid: " + WIDE),
-        ("steps = 10", "tokens = 1e20", 8, "it has 1e+20 training tokens, " + FULL)]],
+    (
+        BASE + '[resources]\nsharding = "zero3"\n',
+        "{p}: resources.sharding = 'zero3' is invalid: expected one of ddp, fsdp.",
+    ),
+    (
+        BASE + "[train]\nbatch_size = 8\n[resources]\nworkers = 3\n",
+        "{p}: resources.workers = 3 is "
+        "invalid: the trial at depth=1, width=8 has batch_size 8, which 3 workers cannot split into "
+        "equal shards.",
+    ),
+    (
+        BASE + "[resources]\nworkers = 2\ngpus = 0.5\n",
+        "{p}: resources.gpus = 0.5 is invalid: the "
+        "workers of one trial cannot share a GPU (NCCL runs one rank per GPU); ask for 1 per worker, or "
+        '"auto".',
+    ),
+    (
+        BASE + '[resources]\ngpus = "auto"\ngpu_memory_gb = 1\n',
+        "{p}: resources.gpus = 'auto' is "
+        "invalid: the trial at depth=1, width=8 needs about 0.000508 GB, more than one 1 GB GPU holds with "
+        "25% head-room; no number of FSDP workers that divides its batch brings it under one GPU.",
+    ),
+    (
+        BASE + "[resources]\ngpus = 0.001\ngpu_memory_gb = 0.1\n",
+        "{p}: resources.gpus = 0.001 is invalid: "
+        "the trial at depth=1, width=8 needs about 0.000508 GB, more than 0.0001 GB (0.001 of a 0.1 GB GPU).",
+    ),
+    (
+        BASE + "[resources]\ngpus = 0.5\ngpu_memory_gb = 0.0001\n",
+        "{p}: the trial at depth=1, width=8 is "
+        "invalid: it needs about 0.000508 GB to train, more than a whole 0.0001 GB GPU "
+        "(resources.gpu_memory_gb).",
+    ),
+    *[
+        (sub(old, new), f"{{p}}: the trial at depth=1, width={w} is invalid: {why}")
+        for old, new, w, why in [
+            ("width = [8, 16]", "width = [8, 1000000000]", 1000000000, "it has 1.2e+19 parameters, " + FULL),
+            (
+                "steps = 10",
+                "steps = 1000000000000000000000",
+                8,
+                "TrainConfig.steps = 1000000000000000000000 is invalid: " + WIDE,
+            ),
+            (
+                "steps = 10",
+                "tokens = 1e30",
+                8,
+                "TrainConfig.steps = 1953125000000000038837157888 is invalid: " + WIDE,
+            ),
+            ("steps = 10", "tokens = 1e20", 8, "it has 1e+20 training tokens, " + FULL),
+        ]
+    ],
     (BASE + "[storage]\nbucket = 'x'\n", "{p}: [storage] has no key 'bucket'; the only key is 'path'."),
-    ('where = "width %% == 0"\n' + BASE, "{p}: where = 'width %% == 0' is invalid: it does not parse "
-     "(invalid syntax)."),
-    ('where = "widht > 8"\n' + BASE, "{p}: where = 'widht > 8' is invalid: the name 'widht' is not a "
-     "field of ModelConfig, DataConfig or TrainConfig."),
-    ("where = \"__import__('os').system('x') == 0\"\n" + BASE, "{p}: where = \"__import__('os').system('x') "
-     "== 0\" is invalid: function \"__import__('os').system\" is not one of " + FUNCS + "."),
-    ('where = "width.real > 2"\n' + BASE, "{p}: where = 'width.real > 2' is invalid: 'width.real' is not "
-     "a field; qualify fields only as model.X, data.X or train.X."),
-    ('where = "width > 100"\n' + BASE, "{p}: where = 'width > 100' is invalid: it leaves no grid point to run."),
-    (BASE + "[[points]]\ndepth = 3\nwidht = 8\n", "{p} [[points]] #1: axis 'widht' is not a field of "
-     "ModelConfig, DataConfig or TrainConfig."),
+    (
+        'where = "width %% == 0"\n' + BASE,
+        "{p}: where = 'width %% == 0' is invalid: it does not parse (invalid syntax).",
+    ),
+    (
+        'where = "widht > 8"\n' + BASE,
+        "{p}: where = 'widht > 8' is invalid: the name 'widht' is not a "
+        "field of ModelConfig, DataConfig or TrainConfig.",
+    ),
+    (
+        "where = \"__import__('os').system('x') == 0\"\n" + BASE,
+        "{p}: where = \"__import__('os').system('x') "
+        '== 0" is invalid: function "__import__(\'os\').system" is not one of ' + FUNCS + ".",
+    ),
+    (
+        'where = "width.real > 2"\n' + BASE,
+        "{p}: where = 'width.real > 2' is invalid: 'width.real' is not "
+        "a field; qualify fields only as model.X, data.X or train.X.",
+    ),
+    (
+        'where = "width > 100"\n' + BASE,
+        "{p}: where = 'width > 100' is invalid: it leaves no grid point to run.",
+    ),
+    (
+        BASE + "[[points]]\ndepth = 3\nwidht = 8\n",
+        "{p} [[points]] #1: axis 'widht' is not a field of ModelConfig, DataConfig or TrainConfig.",
+    ),
     # 1 and 1.0 are the same learning rate once the config holds it: one trial, asked for twice
-    (sub("width = [8, 16]", "width = [8, 16]\nlr = [1, 1.0]"), "{p}: grid.lr = [1, 1.0] is invalid: "
-     "the axis repeats a value."),
-    (sub("width = [8, 16]", "width = [8, 16]\nheads = [2, 4]"), "{p}: grid.heads = [2, 4] is invalid: "
-     "[model] sets heads = 2 too; give it in one place."),
-    ('where = "round(width, ndigits=0) > 1"\n' + BASE, "{p}: where = 'round(width, ndigits=0) > 1' is "
-     "invalid: function 'round' takes its arguments by position only, not by name (ndigits=0)."),
+    (
+        sub("width = [8, 16]", "width = [8, 16]\nlr = [1, 1.0]"),
+        "{p}: grid.lr = [1, 1.0] is invalid: the axis repeats a value.",
+    ),
+    (
+        sub("width = [8, 16]", "width = [8, 16]\nheads = [2, 4]"),
+        "{p}: grid.heads = [2, 4] is invalid: [model] sets heads = 2 too; give it in one place.",
+    ),
+    (
+        'where = "round(width, ndigits=0) > 1"\n' + BASE,
+        "{p}: where = 'round(width, ndigits=0) > 1' is "
+        "invalid: function 'round' takes its arguments by position only, not by name (ndigits=0).",
+    ),
     # intermediate values are bounded before they are computed: no memory or CPU bombs
-    ("where = \"'x' * 10**11 == 'y'\"\n" + BASE, "{p}: where = \"'x' * 10**11 == 'y'\" is invalid: "
-     "repeating a string 100000000000 times makes more than 10000 characters."),
-    ("where = \"[0] * 10**11 == [1]\"\n" + BASE, "{p}: where = '[0] * 10**11 == [1]' is invalid: "
-     "repeating a list 100000000000 times makes more than 10000 elements."),
-    ('where = "((((10**64)**64)**64)**64) > depth"\n' + BASE, "{p}: where = '((((10**64)**64)**64)**64) > "
-     "depth' is invalid: (about 10**64) ** 64 would be larger than 2**1024, the range of a float."),
-    ("where = \"'%999999999d' % depth == 'x'\"\n" + BASE, "{p}: where = \"'%999999999d' % depth == 'x'\" "
-     "is invalid: % formats strings, which a filter has no use for; compare them instead."),
-    ('where = "round(depth, -10**8) == 0"\n' + BASE, "{p}: where = 'round(depth, -10**8) == 0' is "
-     "invalid: round(x, -100000000) asks for more than 64 digits."),
+    (
+        "where = \"'x' * 10**11 == 'y'\"\n" + BASE,
+        "{p}: where = \"'x' * 10**11 == 'y'\" is invalid: "
+        "repeating a string 100000000000 times makes more than 10000 characters.",
+    ),
+    (
+        'where = "[0] * 10**11 == [1]"\n' + BASE,
+        "{p}: where = '[0] * 10**11 == [1]' is invalid: "
+        "repeating a list 100000000000 times makes more than 10000 elements.",
+    ),
+    (
+        'where = "((((10**64)**64)**64)**64) > depth"\n' + BASE,
+        "{p}: where = '((((10**64)**64)**64)**64) > "
+        "depth' is invalid: (about 10**64) ** 64 would be larger than 2**1024, the range of a float.",
+    ),
+    (
+        "where = \"'%999999999d' % depth == 'x'\"\n" + BASE,
+        "{p}: where = \"'%999999999d' % depth == 'x'\" "
+        "is invalid: % formats strings, which a filter has no use for; compare them instead.",
+    ),
+    (
+        'where = "round(depth, -10**8) == 0"\n' + BASE,
+        "{p}: where = 'round(depth, -10**8) == 0' is "
+        "invalid: round(x, -100000000) asks for more than 64 digits.",
+    ),
 ]
 
 
@@ -174,13 +297,26 @@ def test_bad_command_line_input(tmp_path, capsys):
     blocker = tmp_path / "afile"
     blocker.write_text("")
     cases = [
-        (["run", str(tmp_path / "missing.toml")], f"spec = '{tmp_path / 'missing.toml'}' is invalid: no such file."),
-        (["run", str(spec), "--max-concurrent", "0"], "--max-concurrent = 0 is invalid: it must be at least 1."),
-        (["run", str(spec), "--storage", str(blocker / "store")],
-         f"--storage = '{blocker / 'store'}' is invalid: '{blocker}' is a file, not a folder."),
-        (["run", str(spec), "--storage", str(tmp_path / "s"), "--rerun", "nope"],
-         "--rerun = 'nope' is invalid: it is neither a trial_id of this sweep nor one of all, ok, diverged, failed."),
-        (["results", str(tmp_path / "nowhere")], f"store = '{tmp_path / 'nowhere'}' is invalid: it holds no runs.parquet."),
+        (
+            ["run", str(tmp_path / "missing.toml")],
+            f"spec = '{tmp_path / 'missing.toml'}' is invalid: no such file.",
+        ),
+        (
+            ["run", str(spec), "--max-concurrent", "0"],
+            "--max-concurrent = 0 is invalid: it must be at least 1.",
+        ),
+        (
+            ["run", str(spec), "--storage", str(blocker / "store")],
+            f"--storage = '{blocker / 'store'}' is invalid: '{blocker}' is a file, not a folder.",
+        ),
+        (
+            ["run", str(spec), "--storage", str(tmp_path / "s"), "--rerun", "nope"],
+            "--rerun = 'nope' is invalid: it is neither a trial_id of this sweep nor one of all, ok, diverged, failed.",
+        ),
+        (
+            ["results", str(tmp_path / "nowhere")],
+            f"store = '{tmp_path / 'nowhere'}' is invalid: it holds no runs.parquet.",
+        ),
     ]
     for args, message in cases:
         assert cli.main(args) == 2, args
@@ -195,8 +331,10 @@ def test_store_of_another_sweep_is_refused(tmp_path, capsys):
     spec = tmp_path / "t.toml"
     spec.write_text(BASE)
     assert cli.main(["run", str(spec), "--storage", str(store)]) == 2
-    assert capsys.readouterr().err == (f"depthwidth: error: name = 't' is invalid: the store {store} holds "
-                                       f"the sweep 'other'; give this sweep its own storage.path or --storage.\n")
+    assert capsys.readouterr().err == (
+        f"depthwidth: error: name = 't' is invalid: the store {store} holds "
+        f"the sweep 'other'; give this sweep its own storage.path or --storage.\n"
+    )
     assert (store / "spec.toml").read_text() == 'name = "other"\n'
 
 
@@ -238,9 +376,11 @@ def test_a_store_whose_runs_table_is_a_folder_is_refused(tmp_path, capsys):
     spec = tmp_path / "t.toml"
     spec.write_text(BASE)
     assert cli.main(["run", str(spec), "--storage", str(store)]) == 2
-    assert capsys.readouterr().err == (f"depthwidth: error: {store / 'runs.parquet'} is a folder, not a "
-                                       f"parquet file; it was left untouched: move it aside to start the "
-                                       f"store over.\n")
+    assert capsys.readouterr().err == (
+        f"depthwidth: error: {store / 'runs.parquet'} is a folder, not a "
+        f"parquet file; it was left untouched: move it aside to start the "
+        f"store over.\n"
+    )
     assert [p.name for p in store.iterdir()] == ["runs.parquet"]
 
 
@@ -250,8 +390,11 @@ def test_min_steps_zero_the_default_is_accepted():
 
 
 def test_expansion_product_where_points_and_dedup():
-    text = ('where = "depth * width <= 32"\n' + BASE.replace("depth = [1, 2]", "depth = [1, 2, 4]")
-            + "[[points]]\ndepth = 8\nwidth = 8\n[[points]]\ndepth = 1\nwidth = 8\n")
+    text = (
+        'where = "depth * width <= 32"\n'
+        + BASE.replace("depth = [1, 2]", "depth = [1, 2, 4]")
+        + "[[points]]\ndepth = 8\nwidth = 8\n[[points]]\ndepth = 1\nwidth = 8\n"
+    )
     spec = parse_spec(text, "x.toml")
     got = [(t.model.depth, t.model.width) for t in spec.trials]
     # product in axis order, filtered; the second point repeats (1, 8) and is dropped
@@ -272,8 +415,12 @@ def test_trial_id_is_sha256_of_canonical_config_without_execution_knobs():
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()
     assert t.trial_id == hashlib.sha256(blob).hexdigest()[:16]
     # order of keys in the file does not matter; execution knobs do not; the learning rate does
-    reordered = parse_spec(BASE.replace("heads = 2\nseq_len = 16", "seq_len = 16\nheads = 2")
-                           .replace("[data]", "[train]\nthreads = 3\ndevice = 'cpu'\n[data]"), "y.toml")
+    reordered = parse_spec(
+        BASE.replace("heads = 2\nseq_len = 16", "seq_len = 16\nheads = 2").replace(
+            "[data]", "[train]\nthreads = 3\ndevice = 'cpu'\n[data]"
+        ),
+        "y.toml",
+    )
     assert [x.trial_id for x in reordered.trials] == [x.trial_id for x in spec.trials]
     changed = parse_spec(BASE.replace("[data]", "[train]\nlr = 0.001\n[data]"), "z.toml")
     assert not {x.trial_id for x in changed.trials} & {x.trial_id for x in spec.trials}
@@ -284,6 +431,7 @@ def test_trial_ids_of_stores_written_before_completep_and_eps_are_kept():
     """Ids as computed before base_depth, depth_alpha and eps existed: an existing store's trials
     are found again and not rerun; setting a new field makes a new trial."""
     from depthwidth.config import DataConfig, ModelConfig
+
     assert trial_id_of(ModelConfig(), DataConfig(), TrainConfig()) == "de00d7e35260ad25"
     mup = ModelConfig(depth=4, width=32, parametrization="mup")
     assert trial_id_of(mup, DataConfig(seed=1), TrainConfig(lr=1e-3)) == "8f309cbb26e17b77"
@@ -295,21 +443,24 @@ def test_trial_ids_of_stores_written_before_completep_and_eps_are_kept():
 def test_seed_means_train_seed_and_qualified_names_reach_their_config():
     spec = parse_spec(BASE.replace("width = [8, 16]", "width = [8]\nseed = [0, 1]"), "x.toml")
     assert [(t.train.seed, t.data.seed) for t in spec.trials] == [(0, 0), (1, 0), (0, 0), (1, 0)]
-    spec = parse_spec(BASE.replace("width = [8, 16]", 'width = [8]\n"data.seed" = [3]\nmodel.vocab_size = [32]'),
-                      "x.toml")
+    spec = parse_spec(
+        BASE.replace("width = [8, 16]", 'width = [8]\n"data.seed" = [3]\nmodel.vocab_size = [32]'), "x.toml"
+    )
     assert {(t.data.seed, t.train.seed, t.model.vocab_size) for t in spec.trials} == {(3, 0, 32)}
 
 
 def test_budgets_set_steps_from_tokens_compute_and_tokens_per_param():
     # N = L·(4d² + 2·d·d_ff) = 12·L·d² at d_ff = 4d (Kaplan Table 1): depth 2, width 16 -> 6144
-    n = 12 * 2 * 16 ** 2
+    n = 12 * 2 * 16**2
     one = BASE.replace("depth = [1, 2]", "depth = [2]").replace("width = [8, 16]", "width = [16]")
     tokens_per_step = 32 * 16  # default batch 32 x seq_len 16
     # Training FLOPs per token: 3 x forward = 6N + 6·L·T·d (the count the store records).
     c_per_token = 6 * n + 6 * 2 * 16 * 16
-    cases = {"tokens = 51200": 51200 / tokens_per_step,
-             f"compute = {c_per_token * 40960:.1f}": 40960 / tokens_per_step,
-             "tokens_per_param = 20": 20 * n / tokens_per_step}
+    cases = {
+        "tokens = 51200": 51200 / tokens_per_step,
+        f"compute = {c_per_token * 40960:.1f}": 40960 / tokens_per_step,
+        "tokens_per_param = 20": 20 * n / tokens_per_step,
+    }
     for line, steps in cases.items():
         spec = parse_spec(one.replace("steps = 10", line + "\nevals = 4"), "x.toml")
         (t,) = spec.trials
@@ -323,8 +474,17 @@ def test_where_language_is_arithmetic_only():
     assert evaluate_where(compile_where("width % heads == 0 and depth <= log3(width)"), env)
     assert not evaluate_where(compile_where("depth > log3(model.width) or width in [8, 16]"), env)
     assert evaluate_where(compile_where("not (width < 2 ** 5) and abs(-depth) == 3"), env)
-    for bad in ("open('x')", "[x for x in (1,)]", "lambda: 1", "width if depth else 2", "(1).real",
-                "depth ** 1000", "__import__('os')", "print", "x = 1"):
+    for bad in (
+        "open('x')",
+        "[x for x in (1,)]",
+        "lambda: 1",
+        "width if depth else 2",
+        "(1).real",
+        "depth ** 1000",
+        "__import__('os')",
+        "print",
+        "x = 1",
+    ):
         with pytest.raises(WhereError):
             evaluate_where(compile_where(bad), env)
 
@@ -360,8 +520,14 @@ def test_every_shipped_spec_parses_keeps_its_text_and_plans(path, capsys, reques
 
 
 def test_the_shipped_specs_include_the_documented_ones():
-    assert {p.stem for p in SHIPPED_SPECS} >= {"smoke", "threshold", "kaplan-aspect", "relrnn-smoke",
-                                              "relrnn-copy", "threshold-cpu"}
+    assert {p.stem for p in SHIPPED_SPECS} >= {
+        "smoke",
+        "threshold",
+        "kaplan-aspect",
+        "relrnn-smoke",
+        "relrnn-copy",
+        "threshold-cpu",
+    }
     assert len(load_spec(REPO / "sweeps" / "smoke.toml").trials) == 36  # 12 shapes x 3 lr
 
 
@@ -384,6 +550,7 @@ def test_threshold_grid_spans_both_regimes_with_completep_lr_axis_and_seeds():
 
 def test_kaplan_aspect_trials_sit_in_fixed_n_bands():
     from depthwidth.accounting import count_params
+
     spec = load_spec(REPO / "sweeps" / "kaplan-aspect.toml")
     bands: dict[int, list[float]] = {}
     for t in spec.trials:
@@ -400,14 +567,15 @@ def test_cli_module_does_not_import_ray():
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
-
 def test_planning_a_sweep_does_not_import_torch(tmp_path):
     """The driver expands, budgets and plans (N, FLOPs, memory) without torch: importing it costs
     seconds of the sweep's start-up on a small machine, and only the trial workers train."""
     spec = tmp_path / "s.toml"
     spec.write_text(BASE.replace("steps = 10", "tokens_per_param = 5\nmin_steps = 2"))
-    code = ("import sys; from sweeps.spec import load_spec; from sweeps.plan import plan_text; "
-            f"s = load_spec({str(spec)!r}); text = plan_text(s); "
-            "print(len(s.trials), 'torch' in sys.modules)")
+    code = (
+        "import sys; from sweeps.spec import load_spec; from sweeps.plan import plan_text; "
+        f"s = load_spec({str(spec)!r}); text = plan_text(s); "
+        "print(len(s.trials), 'torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["4", "False"]

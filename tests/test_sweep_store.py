@@ -10,10 +10,10 @@ import math
 import pandas as pd
 import pytest
 
+from depthwidth.results import CURVE_COLUMNS, REQUIRED_RUN_COLUMNS, StoreError
 from sweeps import cli
 from sweeps.progress import ProgressView, fmt_duration, trial_cost
 from sweeps.spec import parse_spec
-from depthwidth.results import CURVE_COLUMNS, REQUIRED_RUN_COLUMNS, StoreError
 from sweeps.store import ResultStore, make_curve, make_row
 
 SPEC = """name = "st"
@@ -32,19 +32,50 @@ steps = 10
 
 def planted_result(depth: int, loss: float, status: str = "ok", metrics: dict | None = None) -> dict:
     """A RunResult.to_dict() as train() returns it, with values chosen by the test."""
-    curve = [{"step": s, "tokens": s * 64, "flops": s * 64 * 6e3, "train_loss": loss + 1 / s,
-              "val_loss": loss + 0.5 / s, "lr": 1e-3, "wall_s": 0.1 * s, **(metrics or {})} for s in (5, 10)]
-    return {"status": status, "final_train_loss": loss + 0.1, "final_val_loss": loss, "steps": 10,
-            "tokens": 640, "flops": 640 * 6e3, "wall_s": 1.0, "n_params": 768 * depth,
-            "n_params_total": 900 * depth, "flops_per_token": 2e3 * depth, "device": "cpu",
-            "torch_version": "2.x", "depthwidth_version": "0.1.0", "unigram_entropy": 2.5,
-            "vocab_size": 16, "curve": curve, "metrics": metrics or {}, "error": ""}
+    curve = [
+        {
+            "step": s,
+            "tokens": s * 64,
+            "flops": s * 64 * 6e3,
+            "train_loss": loss + 1 / s,
+            "val_loss": loss + 0.5 / s,
+            "lr": 1e-3,
+            "wall_s": 0.1 * s,
+            **(metrics or {}),
+        }
+        for s in (5, 10)
+    ]
+    return {
+        "status": status,
+        "final_train_loss": loss + 0.1,
+        "final_val_loss": loss,
+        "steps": 10,
+        "tokens": 640,
+        "flops": 640 * 6e3,
+        "wall_s": 1.0,
+        "n_params": 768 * depth,
+        "n_params_total": 900 * depth,
+        "flops_per_token": 2e3 * depth,
+        "device": "cpu",
+        "torch_version": "2.x",
+        "depthwidth_version": "0.1.0",
+        "unigram_entropy": 2.5,
+        "vocab_size": 16,
+        "curve": curve,
+        "metrics": metrics or {},
+        "error": "",
+    }
 
 
 def add(store: ResultStore, trial, loss: float, **kw) -> dict:
     res = planted_result(trial.model.depth, loss, **kw)
-    row = make_row("st", {"trial_id": trial.trial_id, **trial.config_dict()}, res,
-                   {"node_id": "n1", "node_ip": "127.0.0.1"}, 0)
+    row = make_row(
+        "st",
+        {"trial_id": trial.trial_id, **trial.config_dict()},
+        res,
+        {"node_id": "n1", "node_ip": "127.0.0.1"},
+        0,
+    )
     store.add_trial(row, make_curve(trial.trial_id, res["curve"]))
     return row
 
@@ -55,7 +86,7 @@ def test_rows_and_curves_round_trip_with_required_columns(tmp_path):
     add(store, trials[0], 2.0)
     add(store, trials[1], 1.5, metrics={"accuracy": 0.75})
     runs = pd.read_parquet(tmp_path / "st" / "runs.parquet")
-    assert list(runs.columns[:len(REQUIRED_RUN_COLUMNS)]) == list(REQUIRED_RUN_COLUMNS)
+    assert list(runs.columns[: len(REQUIRED_RUN_COLUMNS)]) == list(REQUIRED_RUN_COLUMNS)
     assert list(runs["trial_id"]) == [t.trial_id for t in trials]
     assert list(runs["final_val_loss"]) == [2.0, 1.5]
     assert list(runs["depth"]) == [1, 2] and list(runs["n_params"]) == [768, 1536]
@@ -65,7 +96,7 @@ def test_rows_and_curves_round_trip_with_required_columns(tmp_path):
     cfg = pd.read_json(io.StringIO(runs["model_config"].iloc[1]), typ="series")
     assert cfg["depth"] == 2 and cfg["heads"] == 2
     curves = pd.read_parquet(tmp_path / "st" / "curves.parquet")
-    assert list(curves.columns[:len(CURVE_COLUMNS)]) == list(CURVE_COLUMNS)
+    assert list(curves.columns[: len(CURVE_COLUMNS)]) == list(CURVE_COLUMNS)
     assert curves.groupby("trial_id")["step"].apply(list).to_dict() == {t.trial_id: [5, 10] for t in trials}
     assert not [p.name for p in (tmp_path / "st").iterdir() if p.name.endswith(".tmp")]
     # a fresh reader sees the same thing
@@ -135,7 +166,9 @@ def test_store_on_a_pyarrow_uri(tmp_path):
     store = ResultStore(uri)
     add(store, trials[0], 2.0)
     store.write_spec(SPEC, "s.toml")
-    assert pd.read_parquet(tmp_path / "uri-store" / "runs.parquet")["trial_id"].tolist() == [trials[0].trial_id]
+    assert pd.read_parquet(tmp_path / "uri-store" / "runs.parquet")["trial_id"].tolist() == [
+        trials[0].trial_id
+    ]
     assert ResultStore(uri).finished_ids() == {trials[0].trial_id}
 
 
@@ -167,8 +200,14 @@ def test_progress_view_counts_and_eta():
     now = [100.0]
     out = io.StringIO()
     # two trials of equal cost and one of twice the cost: 4 units of work in all
-    view = ProgressView("demo", {"a": 10, "b": 10, "c": 20}, {"a": "d1 w8", "b": "d2 w8", "c": "d4 w8"},
-                        stream=out, tty=False, clock=lambda: now[0])
+    view = ProgressView(
+        "demo",
+        {"a": 10, "b": 10, "c": 20},
+        {"a": "d1 w8", "b": "d2 w8", "c": "d4 w8"},
+        stream=out,
+        tty=False,
+        clock=lambda: now[0],
+    )
     view.started("a")
     view.started("b")
     now[0] = 110.0
@@ -176,8 +215,10 @@ def test_progress_view_counts_and_eta():
     view.progressed("b", 0.5)
     line = view.line()
     # 1.5 of 4 units done in 10 s of work -> 2.5 units left at the same rate = 16.7 s
-    assert line == ("[demo] 1/3 done | 1 running | 1 pending | 0 failed | best val 2.5000 (d1 w8) | "
-                    "0:10 elapsed, ETA 0:17")
+    assert line == (
+        "[demo] 1/3 done | 1 running | 1 pending | 0 failed | best val 2.5000 (d1 w8) | "
+        "0:10 elapsed, ETA 0:17"
+    )
     view.finished("b", "diverged", math.nan)
     view.errored("c", "worker died")
     view.close()
@@ -195,11 +236,20 @@ def test_profiles_and_profiles_over_training_stay_in_the_metrics_json(tmp_path):
 
     trial = parse_spec(SPEC, "s.toml").trials[0]
     res = planted_result(1, 2.0)
-    res["metrics"] = {"accuracy": 0.5, "grad_norms": [1.0, 0.5], "grad_profile_steps": [5, 10],
-                      "grad_profile_norms": [[1.0, 0.1], [1.0, 0.2]], "note": "text",
-                      "mixed": [1.0, "a"]}
+    res["metrics"] = {
+        "accuracy": 0.5,
+        "grad_norms": [1.0, 0.5],
+        "grad_profile_steps": [5, 10],
+        "grad_profile_norms": [[1.0, 0.1], [1.0, 0.2]],
+        "note": "text",
+        "mixed": [1.0, "a"],
+    }
     row = make_row("st", {"trial_id": trial.trial_id, **trial.config_dict()}, res, {}, 0)
     kept = json.loads(row["metrics"])
-    assert kept == {"accuracy": 0.5, "grad_norms": [1.0, 0.5], "grad_profile_steps": [5, 10],
-                    "grad_profile_norms": [[1.0, 0.1], [1.0, 0.2]]}
+    assert kept == {
+        "accuracy": 0.5,
+        "grad_norms": [1.0, 0.5],
+        "grad_profile_steps": [5, 10],
+        "grad_profile_norms": [[1.0, 0.1], [1.0, 0.2]],
+    }
     assert row["accuracy"] == 0.5 and "grad_profile_norms" not in row

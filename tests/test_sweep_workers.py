@@ -13,7 +13,6 @@ import sys
 
 import pandas as pd
 import pytest
-
 from test_distributed_train import RTOL
 from test_sweep_ray import hook_env, starts, trial_ids, wait_for
 
@@ -50,17 +49,27 @@ def test_a_two_worker_trial_killed_mid_run_resumes_with_both_workers(tmp_path):
     store, hook = tmp_path / "store", tmp_path / "hook"
     env = {k: v for k, v in hook_env(dict(os.environ), hook).items() if k != "RAY_ADDRESS"}
     (hook / "hold").write_text(tid)  # rank 0 waits after its first checkpoint (step 5)
-    proc = subprocess.Popen([sys.executable, "-m", "sweeps.cli", "run", str(spec), "--storage",
-                             str(store), "--no-analyze"], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweeps.cli", "run", str(spec), "--storage", str(store), "--no-analyze"],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_for(lambda: (hook / f"{tid}.pid").exists(), 300, "rank 0's first checkpoint", proc)
         # Ray Train counts a reported checkpoint once its controller has registered it (it then
         # writes its checkpoint manager's snapshot); a worker killed before that restarts from
         # the one before
-        wait_for(lambda: any("checkpoint_" in p.read_text() for p in
-                             (store / "tune").glob(f"*/{tid}/checkpoint_manager_snapshot.json")),
-                 120, "Ray Train to register the checkpoint", proc)
+        wait_for(
+            lambda: any(
+                "checkpoint_" in p.read_text()
+                for p in (store / "tune").glob(f"*/{tid}/checkpoint_manager_snapshot.json")
+            ),
+            120,
+            "Ray Train to register the checkpoint",
+            proc,
+        )
         os.kill(int((hook / f"{tid}.pid").read_text()), signal.SIGKILL)  # one of the two workers
         (hook / "hold").unlink()
         out, err = proc.communicate(timeout=400)

@@ -31,9 +31,9 @@ def test_regimes_around_729():
 
 def test_crossover_width_and_kaplan_n():
     assert theory.crossover_width(6) == pytest.approx(729.0)
-    assert theory.crossover_width(0.5) == pytest.approx(3 ** 0.5)
+    assert theory.crossover_width(0.5) == pytest.approx(3**0.5)
     # docs/science.md §1: the 6-layer threshold sits at N = 12 * 6 * 729^2 ≈ 3.8e7
-    assert theory.kaplan_n_params(6, 729) == 12 * 6 * 729 ** 2 == 38_263_752
+    assert theory.kaplan_n_params(6, 729) == 12 * 6 * 729**2 == 38_263_752
 
 
 def test_levine_published_checks():
@@ -42,7 +42,7 @@ def test_levine_published_checks():
     # 175e9 parameters: N(80) = 960 e^18.958 ≈ 1.64e11 < 1.75e11 < N(81) ≈ 1.86e11
     shape = theory.levine_optimal_shape(175e9)
     assert 80 < shape.depth < 81
-    assert 12 * shape.depth * shape.width ** 2 == pytest.approx(175e9, rel=1e-9)
+    assert 12 * shape.depth * shape.width**2 == pytest.approx(175e9, rel=1e-9)
     # 1T parameters: width about 30K
     assert theory.levine_optimal_shape(1e12).width == pytest.approx(30_000, rel=0.1)
     assert theory.levine_depth_for_width(theory.levine_optimal_width(33.0)) == pytest.approx(33.0)
@@ -50,26 +50,32 @@ def test_levine_published_checks():
 
 def test_theory_optimal_shape_recovers_planted_depth():
     for depth in (1.0, 2.5, 6.0, 9.0):
-        n = 12 * depth * 9 ** depth  # width 3^L on the threshold line
+        n = 12 * depth * 9**depth  # width 3^L on the threshold line
         shape = theory.theory_optimal_shape(n)
         assert shape.depth == pytest.approx(depth, rel=1e-9)
-        assert shape.width == pytest.approx(3 ** depth, rel=1e-8)
+        assert shape.width == pytest.approx(3**depth, rel=1e-8)
     assert theory.width_for_budget(6, 38_263_752) == pytest.approx(729.0)
 
 
 def test_tables():
     rows = theory.depth_table([1, 6, 70])
-    assert [r["crossover_width"] for r in rows] == pytest.approx([3, 729, 3.0 ** 70])
+    assert [r["crossover_width"] for r in rows] == pytest.approx([3, 729, 3.0**70])
     assert [r["levine_extrapolated"] for r in rows] == [True, False, True]
     w = theory.width_table([27, 729], depth=4)
     assert [r["threshold_depth"] for r in w] == pytest.approx([3.0, 6.0])
     assert [r["regime"] for r in w] == ["width-limited", "depth-efficient"]
-    assert w[0]["n_params_at_threshold"] == pytest.approx(12 * 3 * 27 ** 2)
+    assert w[0]["n_params_at_threshold"] == pytest.approx(12 * 3 * 27**2)
 
 
-@pytest.mark.parametrize("call", [lambda: theory.threshold_depth(0), lambda: theory.regime(-1, 8),
-                                  lambda: theory.theory_optimal_shape(float("nan")),
-                                  lambda: theory.levine_optimal_shape(-5)])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: theory.threshold_depth(0),
+        lambda: theory.regime(-1, 8),
+        lambda: theory.theory_optimal_shape(float("nan")),
+        lambda: theory.levine_optimal_shape(-5),
+    ],
+)
 def test_bad_values_raise_one_sentence(call):
     with pytest.raises(ValueError, match=r"is invalid: must be a positive finite number\.$"):
         call()
@@ -84,7 +90,7 @@ def test_monomial_bound():
 
 def _brute_parity_bound(width, depth, n_p, n_q, residual):
     """Enumerate per-token degrees; the read-out token (first of P) odd, all others even."""
-    D = 3 ** depth
+    D = 3**depth
 
     def counts(n_tokens, first_odd):
         c = [0] * (D + 1)
@@ -96,14 +102,24 @@ def _brute_parity_bound(width, depth, n_p, n_q, residual):
                 m *= comb(width + g - 1, g)
             c[sum(degs)] += m
         return c
+
     cp, cq = counts(n_p, True), counts(n_q, False)
     if not residual:
         return sum(min(cp[a], cq[D - a]) for a in range(D + 1))
     return min(sum(cp[: t + 1]) + sum(cq[: D - t]) for t in range(-1, D + 1))
 
 
-@pytest.mark.parametrize("args", [(1, 1, 1, 1, False), (2, 2, 1, 1, False), (3, 2, 1, 2, False),
-                                  (2, 2, 2, 2, True), (1, 3, 2, 1, False), (2, 1, 3, 2, True)])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (1, 1, 1, 1, False),
+        (2, 2, 1, 1, False),
+        (3, 2, 1, 2, False),
+        (2, 2, 2, 2, True),
+        (1, 3, 2, 1, False),
+        (2, 1, 3, 2, True),
+    ],
+)
 def test_parity_bound_matches_enumeration(args):
     assert theory.parity_bound(*args) == _brute_parity_bound(*args)
 
@@ -135,10 +151,15 @@ def test_cli_theory_json(capsys):
     assert doc["depth_table"][0]["levine_width"] == pytest.approx(exp(5.039 + 0.0555))
 
 
-@pytest.mark.parametrize("argv, field", [(["theory"], "--width and --params"),
-                                         (["theory", "--width", "0"], "--width 0"),
-                                         (["theory", "--params", "-1"], "--params -1.0"),
-                                         (["theory", "--width", "8", "--widths", "8..2"], "--widths")])
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (["theory"], "--width and --params"),
+        (["theory", "--width", "0"], "--width 0"),
+        (["theory", "--params", "-1"], "--params -1.0"),
+        (["theory", "--width", "8", "--widths", "8..2"], "--widths"),
+    ],
+)
 def test_cli_theory_bad_input(argv, field, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -147,7 +168,7 @@ def test_cli_theory_bad_input(argv, field, capsys):
 
 def test_crossover_width_past_the_float_range_is_inf_with_an_exact_log():
     # 3^646 ~ 1.6e308 fits a float, 3^647 does not: inf then, and the logarithm stays exact.
-    assert theory.crossover_width(646) == pytest.approx(3.0 ** 646, rel=1e-9)
+    assert theory.crossover_width(646) == pytest.approx(3.0**646, rel=1e-9)
     assert theory.crossover_width(647) == float("inf")
     assert theory.crossover_width(1000) == float("inf")
     assert theory.log_crossover_width(1000) == pytest.approx(1000 * log(3))
@@ -161,16 +182,21 @@ def test_crossover_width_past_the_float_range_is_inf_with_an_exact_log():
 def _cli(*argv, timeout=60):
     import subprocess
     import sys
-    return subprocess.run([sys.executable, "-m", "depthwidth.cli", *argv], capture_output=True,
-                          text=True, timeout=timeout)
+
+    return subprocess.run(
+        [sys.executable, "-m", "depthwidth.cli", *argv], capture_output=True, text=True, timeout=timeout
+    )
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["theory", "--width", "64", "--depths", "1..1000000000"], ["--depths 1000000000", "10,000"]),
-    (["theory", "--width", "64", "--widths", "1..100000000"], ["--widths '1..100000000'", "10,000"]),
-    (["theory", "--width", "64", "--depth", "20000"], ["--depth 20000", "10,000"]),
-    (["seprank", "--width", "1..100000000"], ["--width 100000000", "1,024"]),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["theory", "--width", "64", "--depths", "1..1000000000"], ["--depths 1000000000", "10,000"]),
+        (["theory", "--width", "64", "--widths", "1..100000000"], ["--widths '1..100000000'", "10,000"]),
+        (["theory", "--width", "64", "--depth", "20000"], ["--depth 20000", "10,000"]),
+        (["seprank", "--width", "1..100000000"], ["--width 100000000", "1,024"]),
+    ],
+)
 def test_cli_unbounded_ranges_are_refused_before_any_work(argv, words, tmp_path):
     p = _cli(*argv, "--out", str(tmp_path / "o")) if argv[0] == "seprank" else _cli(*argv)
     assert p.returncode == 2, p.stderr

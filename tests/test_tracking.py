@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from test_sweep_ray import cli, hook_env, run_cli, starts, trial_ids, wait_for, write_spec
 
 pytest.importorskip("ray")
@@ -30,41 +29,53 @@ logging.getLogger("mlflow").setLevel(logging.WARNING)  # its database set-up not
 
 
 def tracked_spec(path: Path, name: str, widths, db: Path) -> Path:
-    extra = (f'[tracking]\nmlflow = "sqlite:///{db}"\nwandb = {{ project = "{name}", mode = "offline" }}\n'
-             f"tensorboard = true\n")
+    extra = (
+        f'[tracking]\nmlflow = "sqlite:///{db}"\nwandb = {{ project = "{name}", mode = "offline" }}\n'
+        f"tensorboard = true\n"
+    )
     return write_spec(path, name, [1], widths, steps=20, extra=extra)
 
 
 def mlflow_runs(db: Path, experiment: str) -> dict[str, dict]:
     from mlflow import MlflowClient
+
     client = MlflowClient(f"sqlite:///{db}")
     exp = client.get_experiment_by_name(experiment)
     out: dict[str, dict] = {}
     for run in client.search_runs([exp.experiment_id]):
         tid = run.data.tags["depthwidth.trial_id"]
         assert tid not in out, f"two MLflow runs for trial {tid}"
-        out[tid] = {"steps": [m.step for m in client.get_metric_history(run.info.run_id, "val_loss")],
-                    "status": run.data.tags.get("depthwidth.status"), "params": run.data.params,
-                    "final": [m.step for m in client.get_metric_history(run.info.run_id, "final_val_loss")]}
+        out[tid] = {
+            "steps": [m.step for m in client.get_metric_history(run.info.run_id, "val_loss")],
+            "status": run.data.tags.get("depthwidth.status"),
+            "params": run.data.params,
+            "final": [m.step for m in client.get_metric_history(run.info.run_id, "final_val_loss")],
+        }
     return out
 
 
 def wandb_runs(folder: Path) -> dict[str, dict]:
     from sweeps.trackers import wandb_offline_runs
-    return {rid: {"steps": e["steps"], "status": e["summary"].get("status"), "files": len(e["files"])}
-            for rid, e in wandb_offline_runs(str(folder)).items()}
+
+    return {
+        rid: {"steps": e["steps"], "status": e["summary"].get("status"), "files": len(e["files"])}
+        for rid, e in wandb_offline_runs(str(folder)).items()
+    }
 
 
 def tensorboard_runs(logdir: Path) -> dict[str, dict]:
     from sweeps.trackers import tensorboard_scalars
+
     out = {}
     for folder in sorted(glob.glob(str(logdir / "*"))):
         seen = tensorboard_scalars(folder)
         tid = folder.rsplit("-", 1)[1]
         assert tid not in out
-        out[tid] = {"steps": [s for tag, s in seen if tag == "val_loss"],
-                    "status": [tag for tag, _ in seen if tag.startswith("status")],
-                    "files": len(glob.glob(folder + "/events.out.tfevents.*"))}
+        out[tid] = {
+            "steps": [s for tag, s in seen if tag == "val_loss"],
+            "status": [tag for tag, _ in seen if tag.startswith("status")],
+            "files": len(glob.glob(folder + "/events.out.tfevents.*")),
+        }
     return out
 
 
@@ -72,12 +83,17 @@ def sqlite_steps(db: Path, tid: str) -> list[int]:
     """The val_loss steps of a trial's MLflow run, read straight from the SQLite file (read-only:
     a second MlflowClient would race the driver's own set-up of the database)."""
     import sqlite3
+
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        return [r[0] for r in con.execute(
-            "SELECT m.step FROM metrics m JOIN tags t ON m.run_uuid = t.run_uuid WHERE "
-            "t.key = 'depthwidth.trial_id' AND t.value = ? AND m.key = 'val_loss' ORDER BY m.step",
-            (tid,))]
+        return [
+            r[0]
+            for r in con.execute(
+                "SELECT m.step FROM metrics m JOIN tags t ON m.run_uuid = t.run_uuid WHERE "
+                "t.key = 'depthwidth.trial_id' AND t.value = ? AND m.key = 'val_loss' ORDER BY m.step",
+                (tid,),
+            )
+        ]
     finally:
         con.close()
 
@@ -85,15 +101,18 @@ def sqlite_steps(db: Path, tid: str) -> list[int]:
 def live_step(db: Path, store: Path, tid: str) -> bool:
     """The trial's first evaluation (step 5) has reached all three trackers."""
     try:
-        return (sqlite_steps(db, tid) == [5]
-                and wandb_runs(store).get(tid, {}).get("steps") == [5]
-                and tensorboard_runs(store / "tensorboard").get(tid, {}).get("steps") == [5])
+        return (
+            sqlite_steps(db, tid) == [5]
+            and wandb_runs(store).get(tid, {}).get("steps") == [5]
+            and tensorboard_runs(store / "tensorboard").get(tid, {}).get("steps") == [5]
+        )
     except Exception:  # a database or file still being created
         return False
 
 
-def assert_exactly_once(ids: set[str], db: Path, experiment: str, wandb_dir: Path, logdir: Path,
-                        finished: set[str] | None = None) -> tuple[dict, dict, dict]:
+def assert_exactly_once(
+    ids: set[str], db: Path, experiment: str, wandb_dir: Path, logdir: Path, finished: set[str] | None = None
+) -> tuple[dict, dict, dict]:
     """One run per trial in each tracker, each evaluation step once, the status of the finished."""
     finished = ids if finished is None else finished
     ml, wb, tb = mlflow_runs(db, experiment), wandb_runs(wandb_dir), tensorboard_runs(logdir)
@@ -121,8 +140,9 @@ def test_sweep_with_three_trackers_interrupted_resumed_rerun_extended(ray_cluste
     args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"]
     log = tmp_path / "driver.log"
     with open(log, "w") as f:
-        proc = subprocess.Popen(cli(*args), env=env, text=True, stdout=f, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cli(*args), env=env, text=True, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         wait_for(lambda: (hook / f"{held}.pid").exists(), 150, "the held trial's checkpoint", proc)
         wait_for(lambda: (store / "runs.parquet").exists(), 150, "the other trial in the store", proc)
@@ -151,14 +171,20 @@ def test_sweep_with_three_trackers_interrupted_resumed_rerun_extended(ray_cluste
     ids = {first, held}
     _, wb, tb = assert_exactly_once(ids, db, "tracked", wandb_dir, logdir)
     assert wb[held]["files"] == 2 and tb[held]["files"] == 2  # the resumed attempt continued the run
-    before = {p: os.path.getmtime(p) for p in glob.glob(str(store / "wandb" / "offline-run-*" / "*.wandb"))
-              + glob.glob(str(logdir / "*" / "events*"))}
+    before = {
+        p: os.path.getmtime(p)
+        for p in glob.glob(str(store / "wandb" / "offline-run-*" / "*.wandb"))
+        + glob.glob(str(logdir / "*" / "events*"))
+    }
 
     again = run_cli(args, env)  # a finished sweep: nothing runs, nothing is logged
     assert again.returncode == 0 and "nothing to run" in again.stdout, again.stdout + again.stderr
     assert_exactly_once(ids, db, "tracked", wandb_dir, logdir)
-    after = {p: os.path.getmtime(p) for p in glob.glob(str(store / "wandb" / "offline-run-*" / "*.wandb"))
-             + glob.glob(str(logdir / "*" / "events*"))}
+    after = {
+        p: os.path.getmtime(p)
+        for p in glob.glob(str(store / "wandb" / "offline-run-*" / "*.wandb"))
+        + glob.glob(str(logdir / "*" / "events*"))
+    }
     assert after == before
 
     spec = tracked_spec(tmp_path / "trk.toml", "tracked", [8, 12, 16], db)  # one more width
@@ -172,12 +198,26 @@ def test_sweep_with_three_trackers_interrupted_resumed_rerun_extended(ray_cluste
     # `depthwidth export` to fresh trackers, twice: the second sends nothing
     db2, wandb2, logdir2 = tmp_path / "export.db", tmp_path / "wandb-export", tmp_path / "tb-export"
     exp_env = {**env, "WANDB_DIR": str(wandb2)}
-    export = ["-m", "depthwidth.cli", "export", str(store), "--mlflow", f"sqlite:///{db2}",
-              "--wandb", "tracked", "--wandb-mode", "offline", "--tensorboard", str(logdir2)]
+    export = [
+        "-m",
+        "depthwidth.cli",
+        "export",
+        str(store),
+        "--mlflow",
+        f"sqlite:///{db2}",
+        "--wandb",
+        "tracked",
+        "--wandb-mode",
+        "offline",
+        "--tensorboard",
+        str(logdir2),
+    ]
     import sys
+
     for created in (3, 0):
-        res = subprocess.run([sys.executable, *export], env=exp_env, capture_output=True, text=True,
-                             timeout=300)
+        res = subprocess.run(
+            [sys.executable, *export], env=exp_env, capture_output=True, text=True, timeout=300
+        )
         assert res.returncode == 0, res.stdout + res.stderr
         for name in ("mlflow", "wandb", "tensorboard"):
             n_steps = 4 * created
@@ -202,10 +242,26 @@ def test_unreachable_trackers_are_one_warning_each(tmp_path):
     store = tmp_path / "store"
     spec = write_spec(tmp_path / "down.toml", "down", [1], [8], steps=10)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "WANDB"))}
-    env.update(WANDB_BASE_URL=f"http://127.0.0.1:{_closed_port()}", WANDB_SILENT="true",
-               HOME=str(tmp_path / "home"), MLFLOW_HTTP_REQUEST_MAX_RETRIES="0")
-    res = run_cli(["run", str(spec), "--storage", str(store), "--no-analyze", "--mlflow",
-                   f"http://127.0.0.1:{_closed_port()}", "--wandb", "down"], env)
+    env.update(
+        WANDB_BASE_URL=f"http://127.0.0.1:{_closed_port()}",
+        WANDB_SILENT="true",
+        HOME=str(tmp_path / "home"),
+        MLFLOW_HTTP_REQUEST_MAX_RETRIES="0",
+    )
+    res = run_cli(
+        [
+            "run",
+            str(spec),
+            "--storage",
+            str(store),
+            "--no-analyze",
+            "--mlflow",
+            f"http://127.0.0.1:{_closed_port()}",
+            "--wandb",
+            "down",
+        ],
+        env,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     warnings = [line for line in res.stdout.splitlines() if line.startswith("tracking: ")]
     assert len(warnings) == 2, res.stdout
@@ -218,20 +274,27 @@ def test_unreachable_trackers_are_one_warning_each(tmp_path):
 
 def test_tracking_table_is_validated(tmp_path):
     from sweeps.spec import SpecError, parse_spec
+
     base = 'name = "t"\n[grid]\ndepth = [1]\n'
     for table, message in [
-        ('[tracking]\nmlflow = 3\n', "tracking.mlflow = 3 is invalid: expected a tracking URI"),
-        ('[tracking]\nwandb = { project = "p", mode = "later" }\n',
-         "tracking.wandb.mode = 'later' is invalid: expected \"online\" or \"offline\"."),
+        ("[tracking]\nmlflow = 3\n", "tracking.mlflow = 3 is invalid: expected a tracking URI"),
+        (
+            '[tracking]\nwandb = { project = "p", mode = "later" }\n',
+            'tracking.wandb.mode = \'later\' is invalid: expected "online" or "offline".',
+        ),
         ('[tracking]\nwandb = "p"\n', "tracking.wandb = 'p' is invalid: expected a table"),
-        ('[tracking]\ntensorboard = 1\n', "tracking.tensorboard = 1 is invalid"),
-        ('[tracking]\ncomet = true\n', "[tracking] has no key 'comet'; known keys: mlflow, wandb, tensorboard."),
+        ("[tracking]\ntensorboard = 1\n", "tracking.tensorboard = 1 is invalid"),
+        (
+            "[tracking]\ncomet = true\n",
+            "[tracking] has no key 'comet'; known keys: mlflow, wandb, tensorboard.",
+        ),
     ]:
         with pytest.raises(SpecError) as err:
             parse_spec(base + table, "s.toml")
         assert message in str(err.value), str(err.value)
         assert str(err.value).count(". ") == 0 or "known keys" in str(err.value)
     from sweeps.tracking import eval_metrics
+
     point = {"trial_id": "a", "step": 5, "val_loss": float("nan"), "accuracy": float("nan"), "lr": 1e-3}
     got = eval_metrics(point)  # a diverged loss is logged; another family's empty column is not
     assert set(got) == {"val_loss", "lr"} and got["lr"] == 1e-3
@@ -239,7 +302,9 @@ def test_tracking_table_is_validated(tmp_path):
     assert spec.tracking.enabled == ("mlflow", "tensorboard")
     # a bad value on the command line: exit 2, nothing written
     path = write_spec(tmp_path / "s.toml", "flags", [1], [8])
-    res = run_cli(["run", str(path), "--storage", str(tmp_path / "store"), "--wandb", "p",
-                   "--wandb-mode", "sometimes"], dict(os.environ))
+    res = run_cli(
+        ["run", str(path), "--storage", str(tmp_path / "store"), "--wandb", "p", "--wandb-mode", "sometimes"],
+        dict(os.environ),
+    )
     assert res.returncode == 2 and "--wandb-mode" in res.stderr
     assert not (tmp_path / "store").exists()

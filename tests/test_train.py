@@ -42,9 +42,11 @@ class _Interrupt(Exception):
 
 def test_resume_from_checkpoint_continues_exactly(baseline, tmp_path):
     """100 steps straight vs 50 steps, a crash, and a resume for the last 50: same loss to 1e-6."""
+
     def crash_at_50(m, checkpoint=None):
         if m["step"] == 50:
             raise _Interrupt
+
     with pytest.raises(_Interrupt):
         train(MODEL, DATA, RUN, report=crash_at_50, checkpoint_dir=tmp_path)
     assert load_checkpoint(tmp_path)["step"] == 50
@@ -67,6 +69,7 @@ def test_a_failure_inside_the_run_is_a_result(monkeypatch):
 
     def broken(*a, **k):
         raise RuntimeError("disk on fire")
+
     monkeypatch.setattr(t.torch.optim.AdamW, "step", broken)
     result = train(MODEL, DATA, RUN)
     assert result.status == "failed" and "disk on fire" in result.error
@@ -74,26 +77,32 @@ def test_a_failure_inside_the_run_is_a_result(monkeypatch):
 
 def _meminfo(key: str) -> int:
     from pathlib import Path
+
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith(key + ":"):
             return int(line.split()[1]) * 1024
     raise KeyError(key)
 
 
-@pytest.mark.skipif(not __import__("os").path.exists("/proc/sys/vm/overcommit_memory")
-                    or open("/proc/sys/vm/overcommit_memory").read().strip() != "0",
-                    reason="needs Linux's heuristic overcommit, which refuses an allocation larger "
-                           "than memory + swap at once instead of touching it page by page")
+@pytest.mark.skipif(
+    not __import__("os").path.exists("/proc/sys/vm/overcommit_memory")
+    or open("/proc/sys/vm/overcommit_memory").read().strip() != "0",
+    reason="needs Linux's heuristic overcommit, which refuses an allocation larger "
+    "than memory + swap at once instead of touching it page by page",
+)
 def test_a_model_too_large_to_allocate_is_a_failed_result():
     """Building the model is part of the run: an embedding larger than this machine's memory and
     swap is refused by the allocator at once, and the run reports it instead of raising."""
     vocab = 16
     width = 2 * (4 * (_meminfo("MemTotal") + _meminfo("SwapTotal")) // (4 * vocab) // 2 + 1)
-    result = train(ModelConfig(depth=1, width=width, heads=2, seq_len=8), DataConfig(vocab_size=vocab),
-                   TrainConfig(steps=1, batch_size=2, threads=1))
+    result = train(
+        ModelConfig(depth=1, width=width, heads=2, seq_len=8),
+        DataConfig(vocab_size=vocab),
+        TrainConfig(steps=1, batch_size=2, threads=1),
+    )
     assert result.status == "failed" and result.steps == 0
     assert "allocate" in result.error, result.error
-    assert math.isnan(result.final_val_loss) and result.n_params == 12 * width ** 2
+    assert math.isnan(result.final_val_loss) and result.n_params == 12 * width**2
 
 
 def test_report_callback_gets_the_documented_keys():
@@ -117,8 +126,7 @@ def test_lr_schedule_is_warmup_then_cosine():
 
 
 def test_mup_and_linear_attention_train():
-    for model in (MODEL.replace(parametrization="mup", base_width=16),
-                  MODEL.replace(attention="linear")):
+    for model in (MODEL.replace(parametrization="mup", base_width=16), MODEL.replace(attention="linear")):
         r = train(model, DATA, RUN.replace(steps=30, eval_every=30))
         assert r.status == "ok" and math.isfinite(r.final_val_loss)
 
@@ -148,7 +156,9 @@ def test_prefetched_batches_are_the_same_batches_in_order():
         assert any(t.name.startswith("depthwidth-data") for t in threading.enumerate())
     finally:
         ahead.close()
-    assert ahead._pool is None and not any(t.name.startswith("depthwidth-data") for t in threading.enumerate())
+    assert ahead._pool is None and not any(
+        t.name.startswith("depthwidth-data") for t in threading.enumerate()
+    )
 
 
 def test_a_data_error_in_the_prefetch_thread_reaches_the_run():

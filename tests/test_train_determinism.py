@@ -12,8 +12,17 @@ from depthwidth.train import deterministic_kernels, train
 def run(seed: int) -> list[tuple[float, float, float]]:
     model = ModelConfig(family="relrnn", width=16, depth=1, nu=3, rho=4)
     data = DataConfig(source="copy", task_length=5)
-    cfg = TrainConfig(steps=12, batch_size=16, lr=1e-2, warmup_steps=0, eval_every=4,
-                      eval_batches=1, threads=1, seed=seed, device="cpu")
+    cfg = TrainConfig(
+        steps=12,
+        batch_size=16,
+        lr=1e-2,
+        warmup_steps=0,
+        eval_every=4,
+        eval_batches=1,
+        threads=1,
+        seed=seed,
+        device="cpu",
+    )
     r = train(model, data, cfg)
     assert r.status == "ok"
     return [(c["train_loss"], c["val_loss"], c["accuracy"]) for c in r.curve]

@@ -6,10 +6,9 @@ pixels under one fixed seeded permutation. T = 64 steps, 10 classes, answer at t
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import TYPE_CHECKING
-
-import math
 
 import numpy as np
 
@@ -37,8 +36,10 @@ def load_images() -> tuple[np.ndarray, np.ndarray]:
     try:
         from sklearn.datasets import load_digits
     except ModuleNotFoundError:
-        raise DataError("DataConfig.source = 'digits' needs scikit-learn, which ships the UCI "
-                        "digits; install it with `pip install scikit-learn`.") from None
+        raise DataError(
+            "DataConfig.source = 'digits' needs scikit-learn, which ships the UCI "
+            "digits; install it with `pip install scikit-learn`."
+        ) from None
     d = load_digits()
     return d.data.astype(np.int64), d.target.astype(np.int64)
 
@@ -85,8 +86,7 @@ class DigitsTask(DataSource):
             pixels, labels = load_images()
             train, val = split_indices(len(labels), self.val_fraction, self.seed)
             pixels = pixels[:, self.order]
-            self._splits = {"train": (pixels[train], labels[train]),
-                            "val": (pixels[val], labels[val])}
+            self._splits = {"train": (pixels[train], labels[train]), "val": (pixels[val], labels[val])}
         return self._splits
 
     def batch(self, split: str, index: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -118,5 +118,7 @@ class DigitsTask(DataSource):
     def describe(self) -> str:
         s = self.splits()
         order = "row-major" if self.kind == "digits" else f"permuted (seed {self.seed})"
-        return (f"{self.kind}: UCI digits pixel by pixel ({order}), T={PIXELS}, {CLASSES} classes, "
-                f"{len(s['train'][1])} train / {len(s['val'][1])} val images")
+        return (
+            f"{self.kind}: UCI digits pixel by pixel ({order}), T={PIXELS}, {CLASSES} classes, "
+            f"{len(s['train'][1])} train / {len(s['val'][1])} val images"
+        )

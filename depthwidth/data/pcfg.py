@@ -34,9 +34,8 @@ sentences of a batch at once (one numpy pass per tree level), so every batch is 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -99,8 +98,9 @@ class Grammar:
         self.agree = self.first_word + rng.permutation(W)  # head word -> its dependent word
         K = self.lexicon_size = min(W, W // 6 + 2)
         word_p = np.diff(self.word_cdf, prepend=0.0)
-        self.lex_tok = np.stack([self.first_word + rng.choice(W, size=K, replace=False, p=word_p)
-                                 for _ in range(n)])
+        self.lex_tok = np.stack(
+            [self.first_word + rng.choice(W, size=K, replace=False, p=word_p) for _ in range(n)]
+        )
         self.lex_cdf = np.broadcast_to(_zipf_cdf(K, LEXICON_EXPONENT), (n, K)).copy()
 
         rules = [[self._start_rule(rng) for _ in range(int(rng.integers(2, 5)))]]
@@ -123,7 +123,7 @@ class Grammar:
         for i, (rs, p) in enumerate(zip(rules, probs)):
             if i < n:
                 self.cdf[i, : len(rs)] = np.cumsum(p)
-                self.cdf[i, len(rs) - 1:] = 1.0
+                self.cdf[i, len(rs) - 1 :] = 1.0
             self.rule_off[i] = g
             for r, pr in zip(rs, p):
                 self.rhs[g, : len(r)], self.rhs_len[g], self.rule_p[g] = r, len(r), pr
@@ -305,7 +305,7 @@ class PCFGSource(DataSource):
         # begin at a sentence boundary.
         s = self.grammar.stream(rng, need + int(2 * self.grammar.mean_len) + 1)
         off = int(rng.integers(0, len(s) - need + 1))
-        w = torch.from_numpy(s[off: off + need].reshape(batch_size, T))
+        w = torch.from_numpy(s[off : off + need].reshape(batch_size, T))
         return w[:, :-1].contiguous(), w[:, 1:].contiguous()
 
     def unigram_entropy(self) -> float:
@@ -313,11 +313,13 @@ class PCFGSource(DataSource):
 
     def describe(self) -> str:
         g = self.grammar
-        return (f"PCFG language (seed {self.seed}): vocab {g.vocab_size} = EOS + "
-                f"{g.n_brackets} bracket pairs + {g.n_words} words, {g.n} nonterminals, "
-                f"depth <= {g.depth}, branching <= {self.cfg.branching}, "
-                f"{g.n_rules} rules, mean sentence {g.mean_len:.1f} tokens with EOS, "
-                f"entropy rate <= {g.entropy_bound:.3f} nats/token")
+        return (
+            f"PCFG language (seed {self.seed}): vocab {g.vocab_size} = EOS + "
+            f"{g.n_brackets} bracket pairs + {g.n_words} words, {g.n} nonterminals, "
+            f"depth <= {g.depth}, branching <= {self.cfg.branching}, "
+            f"{g.n_rules} rules, mean sentence {g.mean_len:.1f} tokens with EOS, "
+            f"entropy rate <= {g.entropy_bound:.3f} nats/token"
+        )
 
 
 def _check_request(split: str, index: int, batch_size: int) -> None:

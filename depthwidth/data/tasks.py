@@ -7,9 +7,8 @@ Accuracy counts the last 10 outputs; `baseline_loss` is the memoryless cross-ent
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 

@@ -10,10 +10,9 @@ validation) and draw uniformly random windows of seq_len + 1 tokens inside one s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,13 +37,14 @@ class _WindowSource(DataSource):
         self.cfg, self.seq_len, self.seed, self.vocab_size = cfg, seq_len, cfg.seed, vocab_size
         n = len(tokens)
         n_val = int(round(n * cfg.val_fraction))
-        self.splits = {"train": tokens[: n - n_val], "val": tokens[n - n_val:]}
+        self.splits = {"train": tokens[: n - n_val], "val": tokens[n - n_val :]}
         for split, arr in self.splits.items():
             if len(arr) < seq_len + 1:
                 raise DataError(
                     f"seq_len = {seq_len} is longer than the data: the {split} split of "
                     f"DataConfig.path = {cfg.path!r} holds {len(arr)} {self.kind}, fewer than "
-                    f"seq_len + 1 = {seq_len + 1}.")
+                    f"seq_len + 1 = {seq_len + 1}."
+                )
         self._entropy: float | None = None
 
     def batch(self, split: str, index: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,7 +65,7 @@ class _WindowSource(DataSource):
             data = self.splits["train"]
             counts = np.zeros(self.vocab_size, dtype=np.int64)
             for lo in range(0, len(data), _CHUNK):
-                counts += np.bincount(data[lo: lo + _CHUNK], minlength=self.vocab_size)
+                counts += np.bincount(data[lo : lo + _CHUNK], minlength=self.vocab_size)
             self._entropy = entropy_of_counts(counts)
         return self._entropy
 
@@ -84,16 +84,21 @@ def _existing(cfg: DataConfig) -> Path:
     if not p.exists():
         raise DataError(f"DataConfig.path = {cfg.path!r} does not exist.")
     if p.suffix.lower() in PICKLE_SUFFIXES:
-        raise DataError(f"DataConfig.path = {cfg.path!r} is a serialised-object file ({p.suffix}); "
-                        f"depthwidth reads only UTF-8 text or raw uint16 token files and never "
-                        f"unpickles data.")
+        raise DataError(
+            f"DataConfig.path = {cfg.path!r} is a serialised-object file ({p.suffix}); "
+            f"depthwidth reads only UTF-8 text or raw uint16 token files and never "
+            f"unpickles data."
+        )
     return p
 
 
 def _text_files(root: Path) -> list[Path]:
     """Regular files under a folder, sorted by relative path, skipping hidden names."""
-    files = [f for f in root.rglob("*") if f.is_file()
-             and not any(part.startswith(".") for part in f.relative_to(root).parts)]
+    files = [
+        f
+        for f in root.rglob("*")
+        if f.is_file() and not any(part.startswith(".") for part in f.relative_to(root).parts)
+    ]
     return sorted(files, key=lambda f: f.relative_to(root).as_posix())
 
 
@@ -113,8 +118,10 @@ class TextSource(_WindowSource):
             try:
                 raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise DataError(f"DataConfig.path = {cfg.path!r} is not UTF-8 text: {str(f)!r} has "
-                                f"an invalid byte at offset {exc.start}.") from None
+                raise DataError(
+                    f"DataConfig.path = {cfg.path!r} is not UTF-8 text: {str(f)!r} has "
+                    f"an invalid byte at offset {exc.start}."
+                ) from None
             parts.append(raw)
         blob = b"".join(parts)
         if not blob:
@@ -133,8 +140,10 @@ class TextSource(_WindowSource):
         return {"bits_per_char": nats / math.log(2)}
 
     def describe(self) -> str:
-        return (f"UTF-8 text as bytes from {self.cfg.path} ({self.n_files} file"
-                f"{'s' if self.n_files != 1 else ''}): {self._sizes()}, vocab 256")
+        return (
+            f"UTF-8 text as bytes from {self.cfg.path} ({self.n_files} file"
+            f"{'s' if self.n_files != 1 else ''}): {self._sizes()}, vocab 256"
+        )
 
 
 class TokenFileSource(_WindowSource):
@@ -143,16 +152,19 @@ class TokenFileSource(_WindowSource):
     def __init__(self, cfg: DataConfig, seq_len: int):
         p = _existing(cfg)
         if p.is_dir():
-            raise DataError(f"DataConfig.path = {cfg.path!r} is a folder; source 'tokens' needs one "
-                            "uint16 token file.")
+            raise DataError(
+                f"DataConfig.path = {cfg.path!r} is a folder; source 'tokens' needs one uint16 token file."
+            )
         size = p.stat().st_size
         if size == 0:
             raise DataError(f"DataConfig.path = {cfg.path!r} is an empty file.")
         if size % 2:
-            raise DataError(f"DataConfig.path = {cfg.path!r} has {size} bytes, not a multiple of 2 "
-                            "as a uint16 token file needs.")
+            raise DataError(
+                f"DataConfig.path = {cfg.path!r} has {size} bytes, not a multiple of 2 "
+                "as a uint16 token file needs."
+            )
         tokens = np.memmap(p, dtype="<u2", mode="r")
-        top = max(int(tokens[lo: lo + _CHUNK].max()) for lo in range(0, len(tokens), _CHUNK))
+        top = max(int(tokens[lo : lo + _CHUNK].max()) for lo in range(0, len(tokens), _CHUNK))
         # At least 2 so a model can be built even for a file of one repeated token.
         self._setup(cfg, seq_len, tokens, max(2, top + 1))
 

@@ -12,6 +12,8 @@ from depthwidth.config import TRANSFORMER, ModelConfig
 def build_model(cfg: ModelConfig) -> nn.Module:
     if cfg.family == TRANSFORMER:
         from depthwidth.models.transformer import Transformer
+
         return Transformer(cfg)
     from depthwidth.models.relrnn import build_recurrent
+
     return build_recurrent(cfg)

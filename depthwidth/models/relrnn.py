@@ -6,7 +6,7 @@ h_t for the gradient probe."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn as nn
@@ -79,7 +79,7 @@ class _Memory:
     def credit(self, alpha: torch.Tensor) -> None:
         """Relevance = attention a state received while in the buffer (no gradient)."""
         if self.buf_score is not None:
-            self.buf_score = self.buf_score + alpha.detach()[:, :self.buf_score.size(1)]
+            self.buf_score = self.buf_score + alpha.detach()[:, : self.buf_score.size(1)]
 
 
 class RecurrentLayer(nn.Module):
@@ -106,7 +106,7 @@ class RecurrentLayer(nn.Module):
         if self.rec.weight.is_meta:  # counting parameters on the meta device: nothing to draw
             return
         if self.lstm:  # torch.nn.LSTM's default U(−1/√H, 1/√H)
-            nn.init.uniform_(self.rec.weight, -self.width ** -0.5, self.width ** -0.5)
+            nn.init.uniform_(self.rec.weight, -(self.width**-0.5), self.width**-0.5)
         else:
             nn.init.orthogonal_(self.rec.weight)
         if self.memory != "none":
@@ -137,7 +137,7 @@ class RecurrentLayer(nn.Module):
                 query = self.w_a(s)  # (B, H), from s_{t−1}
                 mem.push(torch.cat([self.u_a(h), h], 1))
                 kv = mem.read()  # (B, n, 2H)
-                keys, values = kv[..., :self.width], kv[..., self.width:]
+                keys, values = kv[..., : self.width], kv[..., self.width :]
                 e = (torch.tanh(query[:, None] + keys) @ self.v_a[:, None])[..., 0]  # (B, n)
                 alpha = torch.softmax(e, dim=1)
                 context = torch.bmm(alpha[:, None], values)[:, 0]  # (B, H)
@@ -160,26 +160,31 @@ class RecurrentLM(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         if cfg.family not in RECURRENT_FAMILIES:
-            raise ConfigError(f"ModelConfig.family = {cfg.family!r} is not a recurrent family; "
-                              f"expected one of {', '.join(RECURRENT_FAMILIES)}.")
+            raise ConfigError(
+                f"ModelConfig.family = {cfg.family!r} is not a recurrent family; "
+                f"expected one of {', '.join(RECURRENT_FAMILIES)}."
+            )
         if cfg.vocab_size < 2:
-            raise ConfigError(f"ModelConfig.vocab_size = {cfg.vocab_size} is invalid: resolve it "
-                              f"from the data before building the model.")
+            raise ConfigError(
+                f"ModelConfig.vocab_size = {cfg.vocab_size} is invalid: resolve it "
+                f"from the data before building the model."
+            )
         self.cfg = cfg
         memory = {"memrnn": "full", "relrnn": "screened", "rellstm": "screened"}.get(cfg.family, "none")
         lstm = cfg.family in LSTM_CELLS
         V, H, G = cfg.vocab_size, cfg.width, 4 if lstm else 1
         # Names matter to accounting: `emb` and `head` are the embedding parameters.
         self.emb = nn.Embedding(V, G * H)  # W x_t of layer 1 for one-hot x_t
-        self.layers = nn.ModuleList(RecurrentLayer(H, lstm, memory, cfg.nu, cfg.rho)
-                                    for _ in range(cfg.depth))
+        self.layers = nn.ModuleList(
+            RecurrentLayer(H, lstm, memory, cfg.nu, cfg.rho) for _ in range(cfg.depth)
+        )
         self.inp = nn.ModuleList(nn.Linear(H, G * H, bias=False) for _ in range(cfg.depth - 1))
         self.bias = nn.ParameterList(nn.Parameter(torch.zeros(G * H)) for _ in range(cfg.depth))
         self.head = nn.Linear(H, V)
         if not self.head.weight.is_meta:
             if lstm:  # torch.nn.LSTM's default U(−1/√H, 1/√H)
                 for p in [self.emb.weight, *(m.weight for m in self.inp)]:
-                    nn.init.uniform_(p, -H ** -0.5, H ** -0.5)
+                    nn.init.uniform_(p, -(H**-0.5), H**-0.5)
             else:  # Kaiming normal on the input weights, fan-in = V for one-hot tokens
                 nn.init.normal_(self.emb.weight, std=(2.0 / V) ** 0.5)
                 for m in self.inp:

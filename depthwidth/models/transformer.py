@@ -40,8 +40,7 @@ class Attention(nn.Module):
         else:
             scores = (q @ k.transpose(-2, -1)) * self.scale  # (B, H, T, T), no softmax
             if causal:
-                scores = scores.masked_fill(
-                    torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), 0.0)
+                scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), 0.0)
             y = scores @ v  # (B, H, T, d_head)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads: (B, T, C)
         return self.proj(y)
@@ -67,7 +66,7 @@ class Block(nn.Module):
         self.residual = cfg.residual
         # CompleteP (Dey et al. 2025): each residual branch × m_L^-α, m_L = depth / base_depth,
         # so the L branches together move the residual stream by O(1) at any depth. 1 otherwise.
-        self.branch_mult = cfg.depth_mult ** -cfg.depth_alpha
+        self.branch_mult = cfg.depth_mult**-cfg.depth_alpha
         self.ln1, self.attn = _norm(cfg), Attention(cfg)
         self.mlp = MLP(cfg) if cfg.d_ff > 0 else None  # ffn_ratio = 0: attention only
         self.ln2 = _norm(cfg) if self.mlp is not None else nn.Identity()
@@ -129,20 +128,29 @@ class Transformer(nn.Module):
         other_2d = [p for p in self.parameters() if p.dim() == 2 and id(p) not in hidden]
         vectors = [p for p in self.parameters() if p.dim() < 2]
         if cfg.parametrization != "completep":  # standard, μP: μP's width rule on hidden lr only
-            groups = [dict(params=hidden_2d, lr_scale=1.0 / m_n, weight_decay=weight_decay, eps=eps),
-                      dict(params=other_2d, lr_scale=1.0, weight_decay=weight_decay, eps=eps),
-                      dict(params=vectors, lr_scale=1.0, weight_decay=0.0, eps=eps)]
+            groups = [
+                dict(params=hidden_2d, lr_scale=1.0 / m_n, weight_decay=weight_decay, eps=eps),
+                dict(params=other_2d, lr_scale=1.0, weight_decay=weight_decay, eps=eps),
+                dict(params=vectors, lr_scale=1.0, weight_decay=0.0, eps=eps),
+            ]
             return [g for g in groups if g["params"]]
         depth_lr = m_l ** (alpha - 1.0)
-        eps_out, eps_in = eps / m_n, eps / m_n * m_l ** -alpha
+        eps_out, eps_in = eps / m_n, eps / m_n * m_l**-alpha
         groups = [
-            dict(params=hidden_2d, lr_scale=depth_lr / m_n, weight_decay=weight_decay * m_n,
-                 eps=eps_in),
-            dict(params=[p for p in vectors if id(p) in in_blocks], lr_scale=depth_lr,
-                 weight_decay=0.0, eps=eps_in),
+            dict(params=hidden_2d, lr_scale=depth_lr / m_n, weight_decay=weight_decay * m_n, eps=eps_in),
+            dict(
+                params=[p for p in vectors if id(p) in in_blocks],
+                lr_scale=depth_lr,
+                weight_decay=0.0,
+                eps=eps_in,
+            ),
             dict(params=other_2d, lr_scale=1.0, weight_decay=weight_decay, eps=eps_out),
-            dict(params=[p for p in vectors if id(p) not in in_blocks], lr_scale=1.0,
-                 weight_decay=0.0, eps=eps_out),
+            dict(
+                params=[p for p in vectors if id(p) not in in_blocks],
+                lr_scale=1.0,
+                weight_decay=0.0,
+                eps=eps_out,
+            ),
         ]
         return [g for g in groups if g["params"]]
 
@@ -155,6 +163,7 @@ class Transformer(nn.Module):
                 nn.init.normal_(p, std=std / math.sqrt(m))
             else:
                 nn.init.normal_(p, std=std)
+
     # ------------------------------------------------------------ end μP -------------------
 
     def forward_hidden(self, h: torch.Tensor, causal: bool = True) -> torch.Tensor:

@@ -1,0 +1,94 @@
+"""The plan `depthwidth design` rates: a spec's trials as `sweep plan` expands them (no Ray), the
+planted model for them (its noise assumed, given, or estimated from a pilot), and the plan's cost
+in words. Shared by the rating (sweeps/design.py) and the search (sweeps/design_search.py)."""
+
+from __future__ import annotations
+
+from sweeps.spec import SpecError, SweepSpec
+
+MIN_DEPTHS, MIN_WIDTHS = 3, 2  # the fewest the threshold analysis can work with
+
+
+def trials_frame(spec: SweepSpec):
+    """The plan's trials as a table (depth, width, n_params, tokens, seed, lr, flops) and its
+    totals from the planner (sweeps/plan.py). Raises SpecError when the plan cannot be analysed
+    for a threshold."""
+    import pandas as pd
+
+    from sweeps.plan import check_sizes, plan_rows, totals
+
+    rows = plan_rows(spec)
+    check_sizes(spec, rows)
+    df = pd.DataFrame(rows)
+    fams = sorted(set(df["family"]))
+    if fams != ["transformer"]:
+        raise SpecError(
+            f"{spec.source_path}: family = {', '.join(fams)!r} is invalid for design: "
+            f"the threshold analysis rates transformer depth-width plans only."
+        )
+    nd, nw = df["depth"].nunique(), df["width"].nunique()
+    if nd < MIN_DEPTHS or nw < MIN_WIDTHS:
+        raise SpecError(
+            f"{spec.source_path}: the plan has {nd} depth{'s' if nd != 1 else ''} and "
+            f"{nw} width{'s' if nw != 1 else ''}; the threshold analysis needs at least "
+            f"{MIN_DEPTHS} depths and {MIN_WIDTHS} widths, so there is nothing to rate."
+        )
+    cols = ["trial_id", "depth", "width", "n_params", "tokens", "seed", "lr", "flops"]
+    return df[cols].copy(), totals(spec, rows)
+
+
+def default_model(spec: SweepSpec, trials, noise: float | None):
+    """The planted model for this plan: the learning-rate optimum at the base shape in the
+    middle of the swept lrs (or at the one lr given), drifting as the parametrization allows."""
+    import numpy as np
+
+    from analysis.design import DEFAULT_NOISE, PlantModel
+
+    m = spec.trials[0].model
+    lrs = np.unique(trials["lr"].to_numpy(float))
+    lr0 = float(np.median(lrs)) if len(lrs) % 2 else float(np.exp(np.mean(np.log(lrs))))
+    base_w = float(m.base_width) if m.parametrization != "standard" else float(trials["width"].min())
+    base_d = float(m.base_depth) if m.parametrization == "completep" else float(trials["depth"].min())
+    # lr* ∝ width^a · depth^g: completep promises a = g = 0 (a small residual depth drift, as
+    # bench/transfer.md measured); mup a = 0; standard neither (Adam's 1/width).
+    drift = {"completep": (0.0, 0.1), "mup": (0.0, -0.3)}.get(m.parametrization, (-1.0, -0.3))
+    return PlantModel(
+        noise=DEFAULT_NOISE if noise is None else noise,
+        lr0=lr0,
+        base_width=base_w,
+        base_depth=base_d,
+        lr_width_exp=drift[0],
+        lr_depth_exp=drift[1],
+    )
+
+
+def build_model(spec, trials, args):
+    """The planted model and a description of where its noise comes from."""
+    from analysis.design import model_from_pilot
+
+    model = default_model(spec, trials, args.noise)
+    if args.pilot:
+        from analysis.inputs import InputError, load
+
+        try:
+            runs = load(args.pilot).runs
+            model, found = model_from_pilot(runs, model)
+        except (InputError, ValueError, KeyError) as exc:
+            raise SpecError(f"--pilot = {args.pilot!r} is invalid: {exc}") from None
+        return model, {"value": model.noise, "source": "pilot", "pilot": args.pilot, **found}
+    if args.noise is not None:
+        return model, {"value": model.noise, "source": "--noise"}
+    return model, {
+        "value": model.noise,
+        "source": "assumed",
+        "note": "no --pilot or --noise given: a 2% seed-to-seed spread is assumed",
+    }
+
+
+def cost_text(cost: dict) -> str:
+    unit = (
+        f"{cost['gpu_hours']:.3g} GPU-hours"
+        if "gpu_hours" in cost
+        else f"{cost['cpu_core_hours']:.3g} CPU core-hours"
+    )
+    return f"{cost['flops']:.3g} FLOPs = {cost['pf_days']:.3g} PF-days, {unit} (as `sweep plan` estimates)"
