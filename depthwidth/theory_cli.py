@@ -291,8 +291,10 @@ def cmd_seprank(args: argparse.Namespace) -> int:
     write_csv(rows, out / "seprank.csv")
     print(f"wrote {out / 'seprank.csv'}")
     if args.plot:
+        from depthwidth.results import atomic_file
         from depthwidth.seprank_plot import plot_seprank
 
-        plot_seprank(rows).savefig(out / "seprank.png", dpi=150)
+        with atomic_file(out / "seprank.png") as fh:  # a reader never sees half a figure
+            plot_seprank(rows).savefig(fh, format="png", dpi=150)
         print(f"wrote {out / 'seprank.png'}")
     return 0

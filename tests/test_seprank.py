@@ -308,6 +308,9 @@ def test_cli_seprank_writes_csv_and_plot(tmp_path, capsys):
     assert [int(got[(L, 1)]["rank"]) for L in (1, 2, 3, 4)] == [2, 5, 14, 41]
     assert int(got[(1, 2)]["rank"]) == 3
     assert got[(4, 2)]["status"] == "refused" and got[(4, 2)]["rank"] == ""
+    png = (out / "seprank.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000  # the figure, written whole
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]  # no temporary left
     assert int(got[(4, 2)]["bound"]) == 3403  # C(2 + 81, 81)
     assert (out / "seprank.png").stat().st_size > 10_000
 
