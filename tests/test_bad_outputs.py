@@ -70,7 +70,7 @@ def test_analyze_refuses_an_out_that_is_a_file_or_read_only_before_fitting(
     assert sorted(tmp_path.rglob("*")) == before
 
 
-def test_analyze_refuses_a_width_whose_n_overflows_and_leaves_no_folder(capsys, tmp_path, runs_csv):
+def test_analyze_refuses_a_width_too_large_for_a_shape_and_leaves_no_folder(capsys, tmp_path, runs_csv):
     df = pd.read_csv(runs_csv)
     df["width"] = df["width"].astype(float)
     df.loc[3, "width"] = 1e300
@@ -80,7 +80,7 @@ def test_analyze_refuses_a_width_whose_n_overflows_and_leaves_no_folder(capsys, 
     assert code == 2
     assert one_sentence(err) == (
         "huge.csv: column 'width' row 4 (line 5 of the file) is 1e+300; "
-        "Kaplan's N = 12·depth·width² overflows at that size."
+        "a shape column must be a whole number from 1 to 2^53."
     )
     assert not (tmp_path / "huge_analysis").exists()
 
