@@ -25,12 +25,21 @@ def compute_optimal(E, A, B, alpha, beta, C):
     G = (αA/(βB))^(1/(α+β)) (Hoffmann et al. 2022 eq. 4; docs/science.md §8). Broadcasts over
     parameter arrays (draws) against C."""
     alpha, beta, A, B = (np.asarray(v, float) for v in (alpha, beta, A, B))
-    a, b = beta / (alpha + beta), alpha / (alpha + beta)
-    G = (alpha * A / (beta * B)) ** (1.0 / (alpha + beta))
-    c6 = np.asarray(C, float) / 6.0
-    n_star = G[..., None] * c6 ** a[..., None] if np.ndim(G) else G * c6**a
-    d_star = c6 / n_star
+    # an extreme bootstrap draw may put N* at 0 or inf: its D* is then inf or 0, a value the
+    # percentile intervals count as it is, not a fault to warn about
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        a, b = beta / (alpha + beta), alpha / (alpha + beta)
+        G = (alpha * A / (beta * B)) ** (1.0 / (alpha + beta))
+        c6 = np.asarray(C, float) / 6.0
+        n_star = G[..., None] * c6 ** a[..., None] if np.ndim(G) else G * c6**a
+        d_star = c6 / n_star
     return {"a": a, "b": b, "G": G, "N": n_star, "D": d_star}
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num/den per draw, inf or nan where an extreme draw overflows (counted, not warned)."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        return num / den
 
 
 def published() -> dict:
@@ -150,7 +159,7 @@ def _allocation(res: FitResult, c_max: float, c_min: float) -> dict:
             "a": q(cb["a"]),
             "b": q(cb["b"]),
             "G": q(cb["G"]),
-            "tokens_per_param": q(cb["D"][:, 0] / cb["N"][:, 0]),
+            "tokens_per_param": q(_ratio(cb["D"][:, 0], cb["N"][:, 0])),
         }
         nq = np.nanpercentile(cb["N"][:, 1:], [2.5, 97.5], axis=0)
         dq = np.nanpercentile(cb["D"][:, 1:], [2.5, 97.5], axis=0)
