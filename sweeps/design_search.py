@@ -156,22 +156,21 @@ def _screen(c: dict, model, target: float, args) -> None:
     from analysis import design as dz
 
     out = dz.simulate(c["trials"], [target], model, args.screen, args.bootstrap, args.seed, args.jobs)
-    s = dz.summarize(out)
-    k = str(float(target))
-    c.update(
-        power=s["power"][k],
-        power_se=s["power_mc"][k]["se"],
-        false_claim=s["false_claim"]["rate"],
-        width=s["median_interval_width"][k],
-        replicates=args.screen,
-        stage="screened",
-    )
+    _rated(c, out, target, args.screen, "screened")
 
 
 def _final(c: dict, model, target: float, args) -> None:
     from analysis import design as dz
 
     out = dz.power_runs(c["trials"], [target], model, args.replicates, args.bootstrap, args.seed, args.jobs)
+    k = str(float(target))
+    _rated(c, out, target, int((out["effect"].astype(str) == k).sum()), "rated")
+
+
+def _rated(c: dict, out, target: float, replicates: int, stage: str) -> None:
+    """A candidate's power, its Monte Carlo error, false claims and interval width at `target`."""
+    from analysis import design as dz
+
     s = dz.summarize(out)
     k = str(float(target))
     c.update(
@@ -179,8 +178,8 @@ def _final(c: dict, model, target: float, args) -> None:
         power_se=s["power_mc"][k]["se"],
         false_claim=s["false_claim"]["rate"],
         width=s["median_interval_width"][k],
-        replicates=int((out["effect"].astype(str) == k).sum()),
-        stage="rated",
+        replicates=replicates,
+        stage=stage,
     )
 
 

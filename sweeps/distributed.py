@@ -13,17 +13,20 @@ resumes on the next attempt (same Train run name), and a sweep run again resumes
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
 from typing import Any
 
-import ray
-
 from depthwidth.results import TUNE_DIR, Location
 from sweeps import ray_compat
-from sweeps.trainable import FINAL_KEY, RESUME_NOTE_KEY, first_loadable, train_configs, trial_hook
+from sweeps.trainable import (
+    RESUME_NOTE_KEY,
+    final_report,
+    first_loadable,
+    train_configs,
+    trial_hook,
+)
 
 # The Tune trial only drives the Train run and holds no model: it asks for no CPU, so that N
 # workers of one CPU fit a node of N CPUs, only for the memory its process takes (Ray, Train and
@@ -116,23 +119,6 @@ def worker_loop(config: dict[str, Any]) -> None:
             resume_from=resume_from,
             parallel=Parallel(rank, world, run.get("sharding", "ddp"), device),
         )
-        node = {"node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
-        ray_train.report(
-            {
-                "trial_id": tid,
-                "step": result.steps,
-                "progress": 1.0,
-                RESUME_NOTE_KEY: note,
-                FINAL_KEY: json.dumps(
-                    {
-                        "result": result.to_dict(),
-                        "node": node,
-                        "resumed_from_step": resumed_step,
-                        "resume_note": note,
-                        "workers": world,
-                    }
-                ),
-            }
-        )
+        ray_train.report(final_report(tid, result, resumed_step, note, world))
     finally:
         shutil.rmtree(work, ignore_errors=True)

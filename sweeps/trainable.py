@@ -91,25 +91,25 @@ def run_trial(config: dict[str, Any]) -> None:
         result = train(
             model, data, train_cfg, report=report, checkpoint_dir=ckpt_dir, resume_from=resume_from
         )
-        node = {"node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
-        tune.report(
-            {
-                "trial_id": tid,
-                "step": result.steps,
-                "progress": 1.0,
-                RESUME_NOTE_KEY: note,
-                FINAL_KEY: json.dumps(
-                    {
-                        "result": result.to_dict(),
-                        "node": node,
-                        "resumed_from_step": resumed_step,
-                        "resume_note": note,
-                    }
-                ),
-            }
-        )
+        tune.report(final_report(tid, result, resumed_step, note))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def final_report(tid: str, result, resumed_step: int, note: str, workers: int | None = None) -> dict:
+    """A trial's last report: the whole RunResult, where it ran and what it resumed from, as the
+    driver's StoreWriter reads it (sweeps/driver.py); `workers` for a data-parallel trial."""
+    node = {"node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
+    final = {"result": result.to_dict(), "node": node, "resumed_from_step": resumed_step, "resume_note": note}
+    if workers is not None:
+        final["workers"] = workers
+    return {
+        "trial_id": tid,
+        "step": result.steps,
+        "progress": 1.0,
+        RESUME_NOTE_KEY: note,
+        FINAL_KEY: json.dumps(final),
+    }
 
 
 def first_loadable(candidates: list, work: str, load) -> tuple[str | None, int, str]:
