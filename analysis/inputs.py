@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.formats import n_params_for, recognise
+from analysis.halving import finals, halving_note
 from depthwidth.accounting import kaplan_n_params
 from depthwidth.results import (
     ANALYSIS_DIR,
@@ -58,6 +59,7 @@ class Dataset:
     has_shape: bool = True  # depth and width known for every run
     n_params_source: dict = field(default_factory=dict)  # which N the fits use, and why
     notes: tuple = ()  # how the input was read
+    halving: dict = field(default_factory=dict)  # a successive halving's summary (analysis/halving.py)
     n_duplicates: int = 0  # rows dropped as exact repeats of a trial_id (and step)
 
 
@@ -339,7 +341,7 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
         runs["status"] = "ok"
     for pos, s in enumerate(runs["status"]):
         if s not in STATUSES:
-            raise _row_error(name, "status", pos, s, "expected one of ok, diverged, failed", csv)
+            raise _row_error(name, "status", pos, s, f"expected one of {', '.join(STATUSES)}", csv)
     if "family" not in runs.columns:
         runs["family"] = "transformer"
     labelled = "trial_id" in runs.columns
@@ -348,7 +350,10 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
     runs["trial_id"] = runs["trial_id"].astype(str)
     families = tuple(sorted(map(str, runs["family"].dropna().unique())))
     tf = runs[runs["family"] == "transformer"]
-    used = tf[tf["status"] == "ok"]
+    final, halving = finals(tf)  # status ok, and promoted at every rung of a successive halving
+    used = tf[final]
+    if halving:
+        notes = tuple(notes) + (halving_note(halving),)
     checked = ["n_params"] + (["tokens"] if kind != "store" else [])
     _check_positive(
         used,
@@ -357,6 +362,8 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
         csv,
     )
     n_excluded = {s: int((tf["status"] == s).sum()) for s in STATUSES if s != "ok"}
+    if halving.get("finished_not_promoted"):
+        n_excluded["not promoted"] = halving["finished_not_promoted"]
     _check_whole(used, name, csv)
     if has_shape:
         _check_size(used, name, csv)
@@ -400,6 +407,7 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
         has_shape=has_shape,
         n_params_source=n_source,
         notes=tuple(notes),
+        halving=halving,
     )
 
 

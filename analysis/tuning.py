@@ -405,8 +405,14 @@ def apply(ds, extra: tuple = (), rule: str = "auto", disabled: bool = False):
     from analysis.powerlaw import json_safe
 
     runs = with_config_fields(ds.runs)
-    sel = select(runs, tuning_axes(runs, tuple(extra), disabled), rule)
+    axes = tuning_axes(runs, tuple(extra), disabled)
+    halved = getattr(ds, "halving", {}).get("axis")
+    if halved:  # chosen per run by successive halving: each finished final is that run's choice
+        axes = tuple(a for a in axes if a != halved)
+    sel = select(runs, axes, rule)
     curves = ds.curves[ds.curves["run_id"].isin(set(sel.runs["run_id"]))] if len(ds.curves) else ds.curves
     info = summary(sel, runs)
     info["requested"] = {"tune": list(extra), "selection": rule, "disabled": bool(disabled)}
+    if halved:
+        info["halving"] = dict(ds.halving)
     return replace(ds, runs=sel.runs, curves=curves), json_safe(info)

@@ -54,8 +54,9 @@ REQUIRED_RUN_COLUMNS = (
     "device",
 )
 CURVE_COLUMNS = ("trial_id", "step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")
-STATUSES = ("ok", "diverged", "failed")
-OK, DIVERGED, FAILED = STATUSES
+# "stopped": ended early on purpose by successive halving (sweeps/halving.py), not a failure
+STATUSES = ("ok", "diverged", "failed", "stopped")
+OK, DIVERGED, FAILED, STOPPED = STATUSES
 
 _ARROW_ERRORS = (pa.ArrowException, OSError, ValueError)
 _URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")

@@ -40,7 +40,9 @@ CHECKPOINT_REQUEST_ENV = "DEPTHWIDTH_CHECKPOINT_REQUEST"
 
 # report(metrics) after every evaluation, or report(metrics, checkpoint=folder) when that
 # evaluation also wrote a checkpoint: the shape of tune.report.
-Report = Callable[..., None]
+# A report may answer STOP: the run ends after this evaluation with status "stopped".
+Report = Callable[..., Any]
+STOP = "stop"
 
 
 @dataclass(frozen=True)
@@ -497,10 +499,10 @@ class _Run:
         if report is not None:
             try:  # the per-step profile stays in the curve; callers get scalars
                 scalars = {k: v for k, v in metrics.items() if not isinstance(v, list)}
-                if saved is None:
-                    report(scalars)
-                else:
-                    report(scalars, checkpoint=saved)
+                answer = report(scalars) if saved is None else report(scalars, checkpoint=saved)
+                # told to stop (e.g. successive halving, sweeps/halving.py); a finished run is not cut short
+                if answer == STOP and self.status == "ok" and step < self.cfg.steps:
+                    self.status = "stopped"
             except BaseException as exc:  # the caller's own exception: let it through
                 raise _FromCaller(exc) from exc
 

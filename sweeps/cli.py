@@ -98,6 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             verbose=args.verbose,
             command=command,
             adaptive=args.adaptive,
+            carry_from=args.carry_from,
         )
     except _errors() as exc:
         return _fail(str(exc))
@@ -230,6 +231,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="run only the trials that most narrow the threshold base b, round by round, "
         "until its interval is narrow enough or the budget is spent (the spec's "
         "[adaptive] table, or its defaults)",
+    )
+    p.add_argument(
+        "--from",
+        dest="carry_from",
+        metavar="TABLE",
+        help="first take this sweep's finished trials from a runs table (.csv or .parquet, as "
+        "`sweep results STORE --csv` writes it) that the store lacks, e.g. after a move to "
+        "another machine; only the rest run",
     )
     from sweeps.export import add_tracker_flags
 

@@ -14,7 +14,7 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -49,11 +49,13 @@ def run_sweep(
     verbose: bool = False,
     command: str | None = None,
     adaptive: bool = False,
+    carry_from: str | None = None,
 ) -> int:
     """Run what the store lacks. Returns 0 when every trial of the spec is in the store.
     `adaptive` (or an [adaptive] table in the spec) runs only the trials sweeps/adaptive.py chooses.
     `tracking` (default: the spec's) names the experiment trackers; `command` is what the user
     types to continue an unfinished sweep (default: `depthwidth sweep run` with these options).
+    `carry_from`: a runs table (`sweep results --csv`) whose finished trials are taken first.
 
     The steps, each below in this order: check everything that needs no cluster (`prepare`);
     start or join Ray and check the cluster against the trials (`_plan_on_cluster`); run the
@@ -65,7 +67,7 @@ def run_sweep(
     tracking = spec.tracking if tracking is None else tracking
     check_available(tracking)
     chooser = parse_adaptive(spec.text, spec.source_path, enable=adaptive)
-    store, todo, again = prepare(spec, storage, rerun)
+    store, todo, again = prepare(spec, storage, rerun, carry_from, out)
     run = _Run(
         spec,
         store,
@@ -106,12 +108,22 @@ class _Run:
     max_concurrent: int | None
     command: str  # what the user types to continue it
     chooser: Any = None  # an adaptive sweep's settings (sweeps/adaptive.py), else None
+    board: str | None = None  # the successive halving's board actor (sweeps/halving.py), else None
 
 
 def prepare(
-    spec: SweepSpec, storage: str | None, rerun: Iterable[str] = ()
+    spec: SweepSpec,
+    storage: str | None,
+    rerun: Iterable[str] = (),
+    carry_from: str | None = None,
+    out: TextIO | None = None,
 ) -> tuple[ResultStore, list, set[str]]:
-    """Every check that needs no cluster; raises SpecError/StoreError before anything is written."""
+    """Every check that needs no cluster; raises SpecError/StoreError before anything is written.
+    `carry_from`: a runs table whose finished trials of this sweep the store takes first
+    (sweeps/carry.py)."""
+    from sweeps.carry import carry, read_table
+
+    table = read_table(carry_from) if carry_from else None
     location = storage or spec.storage
     Location.writable(location, "--storage" if storage else "storage.path")
     store = ResultStore(location)
@@ -138,6 +150,8 @@ def prepare(
     from sweeps.plan import check_memory
 
     check_memory(spec)
+    if table is not None and carry(store, spec, table, carry_from, out or sys.stdout):
+        spec = spec.adopt(set(store.runs()["trial_id"]))  # a carried row may hold an older id
     todo, again = select_trials(spec, store, rerun)
     return store, todo, again
 
@@ -228,7 +242,14 @@ def _tune(
     from sweeps.resume import clear_checkpoints
 
     _clear_finished(run.store)  # also a rerun's trials, which start from scratch
-    trials, resume = _trial_configs(run.store, todo, again, plans)
+    halving = run.spec.halving
+    if halving:  # each group's members side by side, and the board that decides its rungs
+        from sweeps.halving import BOARD_PREFIX, grouped, start_board
+
+        todo = grouped(todo, halving)
+        run.board = f"{BOARD_PREFIX}{run.spec.name}-{os.getpid()}"
+        board = start_board(run.board, todo, halving, run.store)  # noqa: F841 (kept alive while Tune runs)
+    trials, resume = _trial_configs(run.store, todo, again, plans, halving)
     feed = _Feed(run, todo, plans, resume)
     ray_compat.lighter_tune((StoreWriter, TrackerFeed))
     limit = (
@@ -270,7 +291,11 @@ def _tune(
 
 
 def _trial_configs(
-    store: ResultStore, todo: list, again: set[str], plans: dict[str, dict[str, Any]]
+    store: ResultStore,
+    todo: list,
+    again: set[str],
+    plans: dict[str, dict[str, Any]],
+    halving: Mapping[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, list]]:
     """Each trial's config as its Tune function reads it, with the checkpoints in the store it
     may resume from (furthest first); a trial to rerun gets none."""
@@ -283,6 +308,7 @@ def _trial_configs(
             **t.config_dict(),
             "resume_uris": [uri for uri, _ in resume.get(t.trial_id, [])],
             **_asks(plans[t.trial_id]),
+            **({"halving": dict(halving[t.trial_id])} if halving else {}),
         }
         for t in todo
     ]
@@ -371,6 +397,7 @@ def _fit_in_chunks(run: _Run, trials: list[dict[str, Any]], feed: _Feed, limit: 
             "store": run.store.location,
             "experiment": name,
             "cwd": os.getcwd(),
+            "halving_board": run.board,
         }
         tuner = _tuner(run, [{"trial": t, "run": settings} for t in part], name, feed, limit)
         with _quiet_tune(run.verbose):

@@ -38,7 +38,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,8 @@ from sweeps import datapath
 from sweeps.budget import Budget, apply_budget, model_stats, parse_budget, resolve_model
 from sweeps.errors import SpecError, choice, fail, known_table, number, text
 from sweeps.expand import MAX_TRIALS, _cheap_sources, grid_trials
+from sweeps.halving import parse_halving
+from sweeps.halving import plan as plan_halving
 from sweeps.tracking import Tracking, parse_tracking
 from sweeps.where import WhereError, compile_where, evaluate_where, where_names
 
@@ -78,7 +80,8 @@ TOP_KEYS = (
     "storage",
     "tracking",
     "adaptive",
-)  # [adaptive]: sweeps/adaptive.py
+    "halving",
+)  # [adaptive]: sweeps/adaptive.py; [halving]: sweeps/halving.py
 RESOURCE_KEYS = (
     "cpus",
     "gpus",
@@ -144,6 +147,8 @@ class SweepSpec:
     storage: str
     budget: Budget | None
     tracking: Tracking = Tracking()  # [tracking]: experiment trackers (sweeps/tracking.py)
+    # [halving]: trial_id -> its group and rung steps (sweeps/halving.py); empty without one
+    halving: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def adopt(self, stored: set[str]) -> SweepSpec:
         """The same sweep with each trial that a store holds under an older id (an alias) known
@@ -385,8 +390,19 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
         trials + [_point_trial(i, p, base, budget, path, base_dir) for i, p in enumerate(points)]
     )
     _check_workers(trials, resources, path)
+    halving = parse_halving(doc, path)
+    halving_plan = plan_halving(trials, halving, path, resolve_axis(halving.axis, path)) if halving else {}
     return SweepSpec(
-        name, description, source_path, text, tuple(trials), resources, storage, budget, tracking
+        name,
+        description,
+        source_path,
+        text,
+        tuple(trials),
+        resources,
+        storage,
+        budget,
+        tracking,
+        halving_plan,
     )
 
 

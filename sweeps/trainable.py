@@ -54,7 +54,7 @@ def train_configs(trial: dict[str, Any], run: dict[str, Any]):
 
 def run_trial(config: dict[str, Any]) -> None:
     """The Tune function of a one-process trial (sweeps/distributed.py runs a trial of several)."""
-    from depthwidth.train import load_checkpoint, train
+    from depthwidth.train import STOP, load_checkpoint, train
 
     trial, run = config["trial"], config["run"]
     tid = trial["trial_id"]
@@ -71,6 +71,7 @@ def run_trial(config: dict[str, Any]) -> None:
         if hook:
             hook.started(run["hook"][1], tid, resumed_step, os.getpid())
         ckpt_dir = os.path.join(work, "checkpoint")
+        gate = halving_gate(trial, run, resume_from, load_checkpoint)
 
         def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
             metrics = {
@@ -81,16 +82,21 @@ def run_trial(config: dict[str, Any]) -> None:
             }
             if checkpoint is None:
                 tune.report(metrics)
-                return
-            c = tune.Checkpoint.from_directory(checkpoint)
-            c.set_metadata({"trial_id": tid, "step": int(metrics["step"])})
-            tune.report(metrics, checkpoint=c)  # persisted to the store's tune/ before returning
-            if hook:
-                hook.checkpointed(run["hook"][1], tid, resumed_step, int(metrics["step"]))
+            else:
+                c = tune.Checkpoint.from_directory(checkpoint)
+                c.set_metadata({"trial_id": tid, "step": int(metrics["step"])})
+                tune.report(metrics, checkpoint=c)  # persisted to the store's tune/ before returning
+                if hook:
+                    hook.checkpointed(run["hook"][1], tid, resumed_step, int(metrics["step"]))
+            if gate is not None and gate.after_eval(int(metrics["step"]), float(metrics["val_loss"])):
+                return STOP
+            return None
 
         result = train(
             model, data, train_cfg, report=report, checkpoint_dir=ckpt_dir, resume_from=resume_from
         )
+        if gate is not None:
+            gate.ended()
         tune.report(final_report(tid, result, resumed_step, note))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -110,6 +116,16 @@ def final_report(tid: str, result, resumed_step: int, note: str, workers: int | 
         RESUME_NOTE_KEY: note,
         FINAL_KEY: json.dumps(final),
     }
+
+
+def halving_gate(trial: dict[str, Any], run: dict[str, Any], resume_from: str | None, load):
+    """The trial's side of a successive halving (sweeps/halving.py), or None outside one."""
+    if not trial.get("halving") or not run.get("halving_board"):
+        return None
+    from sweeps.halving import Gate
+
+    earlier = json.loads(load(resume_from)["curve"]) if resume_from else []
+    return Gate(trial["trial_id"], trial["halving"], run["halving_board"], earlier)
 
 
 def first_loadable(candidates: list, work: str, load) -> tuple[str | None, int, str]:

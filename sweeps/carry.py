@@ -1,0 +1,120 @@
+"""`sweep run SPEC --from TABLE`: carry finished trials from a runs table into the store.
+
+A store's own files do not travel (its parts, Tune's checkpoints and the Parquet files are
+usually left out of version control); a runs table exported with `depthwidth sweep results STORE
+--csv FILE` does. Run on another machine with `--from FILE`, a sweep takes every row of FILE that
+is one of its trials (its trial_id, or one of the trial's older ids) and that the store lacks,
+records it as a finished trial, and runs only the rest: no finished run is lost in a move. The
+trial_id is a hash of everything that defines the run, so a row carried this way is the same run.
+Rows of other sweeps are left out and counted. Their loss curves are not in a runs table: the
+carried trials have none in the store.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from depthwidth.results import REQUIRED_RUN_COLUMNS, STATUSES
+from sweeps.errors import SpecError
+
+# columns whose empty CSV cell means "" (a CSV cannot tell an empty string from a missing value)
+TEXT_COLUMNS = (
+    "trial_id",
+    "family",
+    "status",
+    "error",
+    "resume_note",
+    "halving",
+    "node_id",
+    "node_ip",
+    "device",
+    "sweep",
+    "attention",
+    "parametrization",
+    "data_source",
+    "finished_at",
+    "depthwidth_version",
+    "torch_version",
+    "model_config",
+    "data_config",
+    "train_config",
+    "metrics",
+)
+
+
+def read_table(path: str) -> pd.DataFrame:
+    """The runs table at `path` (.csv or .parquet), checked; SpecError naming the file otherwise."""
+    p = Path(path)
+    if p.suffix not in (".csv", ".parquet"):
+        raise SpecError(f"--from = {path!r} is invalid: expected a runs table ending in .csv or .parquet.")
+    if not p.is_file():
+        raise SpecError(f"--from = {path!r} is invalid: no such file.")
+    try:
+        table = pd.read_csv(p, dtype={"trial_id": str}) if p.suffix == ".csv" else pd.read_parquet(p)
+    except Exception as exc:  # any unreadable file: one sentence
+        raise SpecError(f"--from = {path!r} is invalid: it cannot be read as a runs table ({exc}).") from None
+    missing = [c for c in REQUIRED_RUN_COLUMNS if c not in table.columns]
+    if missing:
+        raise SpecError(
+            f"--from = {path!r} is invalid: it lacks the column {missing[0]!r} of a runs table "
+            f"(write one with `depthwidth sweep results STORE --csv FILE`)."
+        )
+    for c in TEXT_COLUMNS:
+        if c in table.columns:
+            table[c] = table[c].fillna("").astype(str)
+    for pos, (tid, s) in enumerate(zip(table["trial_id"], table["status"])):
+        if s not in STATUSES:
+            raise SpecError(
+                f"--from = {path!r} is invalid: row {pos + 1} (trial_id {tid}) has status = {s!r}; "
+                f"expected one of {', '.join(STATUSES)}."
+            )
+    return table
+
+
+def rows_to_carry(table: pd.DataFrame, spec, stored: set[str]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """(the rows of `table` that are trials of `spec` the store lacks, counts of the rest)."""
+    ids = {t.trial_id for t in spec.trials} | {a for t in spec.trials for a in t.aliases}
+    known = {a: t.trial_id for t in spec.trials for a in (t.trial_id, *t.aliases)}
+    have = {known.get(s, s) for s in stored}
+    rows, counts = [], {"other": 0, "held": 0, "repeat": 0}
+    taken: set[str] = set()
+    for rec in table.to_dict(orient="records"):
+        tid = str(rec["trial_id"])
+        if tid not in ids:
+            counts["other"] += 1
+        elif known[tid] in have:
+            counts["held"] += 1
+        elif known[tid] in taken:
+            counts["repeat"] += 1
+        else:
+            taken.add(known[tid])
+            rows.append({k: _plain(v) for k, v in rec.items()})
+    return rows, counts
+
+
+def _plain(v: Any) -> Any:
+    """numpy scalars as Python's, so the store's Parquet part gets plain types."""
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return math.nan
+    return v
+
+
+def carry(store, spec, table: pd.DataFrame, path: str, out) -> int:
+    """Record the finished trials of `spec` in `table` (read_table's) in `store`; how many."""
+    rows, counts = rows_to_carry(table, spec, set(store.runs()["trial_id"]))
+    for row in rows:
+        store.add_trial(row, [])
+    held = f", {counts['held']} already in the store" if counts["held"] else ""
+    other = f", {counts['other']} of other sweeps left out" if counts["other"] else ""
+    repeat = f", {counts['repeat']} repeated" if counts["repeat"] else ""
+    print(
+        f"[{spec.name}] {len(rows)} finished trial(s) carried from {path}{held}{other}{repeat}",
+        file=out,
+    )
+    return len(rows)

@@ -1,0 +1,204 @@
+"""Successive halving over one axis (the learning rate) within each group of a sweep's trials.
+
+    [halving]
+    axis = "lr"     # the swept axis to choose per group (default lr)
+    eta = 3         # keep the best ⌈n/eta⌉ at each rung (default 3)
+    rungs = 1       # rungs at 1/eta^rungs, ..., 1/eta of each run's steps (default 1)
+
+A group is the trials that differ only in `axis` (one shape, one token budget, one seed). At each
+rung every survivor's validation loss at that step is compared, the best ⌈n/eta⌉ go on and the
+others stop there, stored with status "stopped" and the losses they reached: the rule is
+analysis/halving.py's, which the analysis applies again to the stored rows to know the finals.
+
+How it runs: a small Ray actor (the board) holds each group's rung losses; a trial reports its
+loss at each rung step and, at every evaluation after one, asks the board whether it goes on. A
+rung is decided once every survivor has reached it; a trial never waits (a waiting trial would hold
+its worker while the group's last members may still need one): it trains on until the answer
+comes, and the analysis corrects a run that finished before its rung was decided. So give the
+sweep at least as many concurrent trials as a group has members (resources.max_concurrent), and
+the groups run side by side: the service orders the trials group by group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from analysis.halving import decide
+from sweeps.errors import SpecError, fail, known_table, number, text
+
+KEYS = ("axis", "eta", "rungs")
+BOARD_PREFIX = "depthwidth-halving-"
+
+
+@dataclass(frozen=True)
+class Halving:
+    axis: str = "lr"
+    eta: int = 3
+    rungs: int = 1
+
+
+def parse_halving(doc: Mapping[str, Any], path: str) -> Halving | None:
+    """The [halving] table of a parsed spec (None when absent)."""
+    table = doc.get("halving")
+    if table is None:
+        return None
+    table = known_table(table, path, "halving", KEYS)
+    axis = text(path, "halving.axis", table.get("axis", "lr"), "expected the name of a [grid] axis")
+    eta = int(number(path, "halving.eta", table.get("eta", 3), integer=True))
+    if eta < 2:
+        raise fail(path, "halving.eta", eta, "at least 2 (the share of a rung that goes on is 1/eta)")
+    rungs = int(number(path, "halving.rungs", table.get("rungs", 1), integer=True))
+    grid = doc.get("grid") or {}
+    values = grid.get(axis) if isinstance(grid, Mapping) else None
+    if not isinstance(values, list) or len(values) < 2:
+        raise fail(
+            path, "halving.axis", axis, "it must be a [grid] axis with at least 2 values to choose from"
+        )
+    return Halving(axis, eta, rungs)
+
+
+def rung_steps(steps: int, eval_every: int, h: Halving, where: str) -> list[int]:
+    """The evaluation steps at which the rungs fall: the first evaluation at or after steps/eta^k."""
+    out = []
+    for k in range(h.rungs, 0, -1):
+        target = steps / h.eta**k
+        s = min(steps, int(math.ceil(target / eval_every)) * eval_every)
+        if s >= steps or (out and s <= out[-1]):
+            raise SpecError(
+                f"{where}: halving.rungs = {h.rungs} is invalid: a run of {steps} steps evaluated "
+                f"every {eval_every} has no evaluation for a rung at step {target:.0f}; evaluate "
+                f"more often (train.eval_every or budget.evals) or use fewer rungs."
+            )
+        out.append(s)
+    return out
+
+
+def group_of(config: Mapping[str, Mapping[str, Any]], owner: str, fname: str) -> str:
+    """The trial's group: its configs with the halving axis (config `owner`, field `fname`)
+    blanked, hashed."""
+    blank = {k: dict(v) for k, v in config.items()}
+    blank[owner][fname] = None
+    return hashlib.sha256(json.dumps(blank, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def plan(trials: Sequence, h: Halving, path: str, field: tuple[str, str]) -> dict[str, dict[str, Any]]:
+    """trial_id -> what the trial and its row carry: {"axis", "eta", "rungs", "group"};
+    `field` is (config, field name) of the axis."""
+    out = {}
+    for t in trials:
+        rungs = rung_steps(t.train.steps, t.train.eval_every, h, path)
+        group = group_of(t.config_dict(), *field)
+        out[t.trial_id] = {"axis": h.axis, "eta": h.eta, "rungs": rungs, "group": group}
+    return out
+
+
+def grouped(trials: list, plans: Mapping[str, Mapping[str, Any]]) -> list:
+    """The trials ordered group by group (each group where its first member stood), so that a
+    group's members run side by side."""
+    order: dict[str, int] = {}
+    for t in trials:
+        order.setdefault(plans[t.trial_id]["group"], len(order))
+    return sorted(trials, key=lambda t: order[plans[t.trial_id]["group"]])
+
+
+def rung_losses(curve: Sequence[Mapping[str, Any]], rungs: Sequence[int]) -> list[float]:
+    """The validation loss at each rung step the curve reached, in order."""
+    at = {int(p["step"]): float(p.get("val_loss", math.nan)) for p in curve if "step" in p}
+    out = []
+    for s in rungs:
+        if s not in at:
+            break
+        out.append(at[s])
+    return out
+
+
+def row_record(halving: Mapping[str, Any], curve: Sequence[Mapping[str, Any]]) -> str:
+    """The row's `halving` column (analysis/halving.py reads it)."""
+    return json.dumps({**halving, "losses": rung_losses(curve, halving["rungs"])}, sort_keys=True)
+
+
+class Board:
+    """Each group's rung losses, and the verdicts they imply (run as a Ray actor by the driver)."""
+
+    def __init__(self, eta: int, members: Mapping[str, str], n_rungs: Mapping[str, int]):
+        self.eta = eta
+        self.group = dict(members)  # trial_id -> group
+        self.n_rungs = dict(n_rungs)  # group -> rungs
+        self.losses: dict[str, list[float]] = {}
+        self.ended: set[str] = set()
+
+    def stored(self, tid: str, group: str, losses: list[float], n_rungs: int) -> None:
+        """A trial stored by an earlier driver run: its losses are all it will ever report."""
+        self.group[tid] = group
+        self.n_rungs.setdefault(group, n_rungs)
+        self.losses[tid] = list(losses)
+        self.ended.add(tid)
+
+    def report(self, tid: str, rung: int, loss: float) -> None:
+        got = self.losses.setdefault(tid, [])
+        if rung == len(got):  # a restart repeats what it reported: kept once
+            got.append(float(loss))
+
+    def end(self, tid: str) -> None:
+        self.ended.add(tid)
+
+    def verdict(self, tid: str, rung: int) -> str:
+        """ "stop" if `tid` lost at a rung up to `rung`, "go" if it survived all of them, else "wait"."""
+        g = self.group[tid]
+        members = [m for m, mg in self.group.items() if mg == g]
+        kept, _ = decide(members, self.losses, self.ended, self.eta, min(rung + 1, self.n_rungs[g]))
+        if any(tid not in alive for alive in kept):
+            return "stop"
+        return "go" if len(kept) > rung else "wait"
+
+
+def start_board(name: str, trials: Sequence, plans: Mapping[str, Mapping[str, Any]], store) -> Any:
+    """The board actor for one driver run, knowing the trials to run and those already stored."""
+    import ray
+
+    eta = next(iter(plans.values()))["eta"]
+    members = {t.trial_id: plans[t.trial_id]["group"] for t in trials}
+    n_rungs = {p["group"]: len(p["rungs"]) for p in plans.values()}
+    board = ray.remote(num_cpus=0)(Board).options(name=name).remote(eta, members, n_rungs)
+    runs = store.runs()
+    if "halving" in runs.columns:
+        from analysis.halving import parse
+
+        for tid, value in zip(runs["trial_id"], runs["halving"]):
+            rec = parse(value)
+            if rec is not None and tid not in members:
+                board.stored.remote(str(tid), str(rec["group"]), rec.get("losses", []), len(rec["rungs"]))
+    return board
+
+
+class Gate:
+    """A trial's side of the board: report each rung's loss, and ask after each evaluation."""
+
+    def __init__(self, tid: str, halving: Mapping[str, Any], board_name: str, earlier: Sequence = ()):
+        import ray
+
+        self.tid, self.rungs = tid, list(halving["rungs"])
+        self.board = ray.get_actor(board_name)
+        self.sent = 0
+        for loss in rung_losses(earlier, self.rungs):  # a resumed trial's rungs behind it
+            self.board.report.remote(tid, self.sent, loss)
+            self.sent += 1
+
+    def after_eval(self, step: int, val_loss: float) -> bool:
+        """Report a rung reached; True when the board says this trial stops here."""
+        import ray
+
+        if self.sent < len(self.rungs) and step == self.rungs[self.sent]:
+            self.board.report.remote(self.tid, self.sent, val_loss)
+            self.sent += 1
+        if self.sent == 0:
+            return False
+        return ray.get(self.board.verdict.remote(self.tid, self.sent - 1)) == "stop"
+
+    def ended(self) -> None:
+        self.board.end.remote(self.tid)

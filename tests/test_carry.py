@@ -1,0 +1,88 @@
+"""`sweep run SPEC --from TABLE` (sweeps/carry.py): a sweep moved to another machine with only its
+exported runs table resumes without running a finished trial again, through the real CLI on a
+local Ray; bad tables are refused with nothing written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+SPEC = """name = "carry"
+[model]
+heads = 2
+seq_len = 16
+[data]
+vocab_size = 16
+[train]
+batch_size = 4
+eval_every = 10
+eval_batches = 1
+warmup_steps = 2
+steps = 20
+[grid]
+depth = [1]
+width = {widths}
+seed = [0, 1]
+[resources]
+cpus = 1
+max_failures = 1
+"""
+
+
+def _cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sweeps.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_a_moved_sweep_takes_its_finished_trials_from_the_table(tmp_path):
+    first = tmp_path / "first.toml"
+    first.write_text(SPEC.format(widths="[8, 16]"))
+    p = _cli("run", str(first), "--storage", str(tmp_path / "a"), "--no-analyze")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    table = tmp_path / "runs.csv"
+    p = _cli("results", str(tmp_path / "a"), "--csv", str(table))
+    assert p.returncode == 0, p.stderr
+    shipped = pd.read_csv(table, dtype={"trial_id": str})
+    assert len(shipped) == 4
+    # on the new machine: a fresh store, the sweep extended by one width
+    moved = tmp_path / "moved.toml"
+    moved.write_text(SPEC.format(widths="[8, 16, 24]"))
+    p = _cli("run", str(moved), "--storage", str(tmp_path / "b"), "--from", str(table), "--no-analyze")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert f"4 finished trial(s) carried from {table}" in p.stdout
+    assert "2 trials to run (4 already in the store)" in p.stdout
+    runs = pd.read_parquet(tmp_path / "b" / "runs.parquet")
+    assert len(runs) == 6 and set(shipped["trial_id"]) < set(runs["trial_id"])
+    carried = runs.set_index("trial_id").loc[shipped["trial_id"]]
+    assert carried["final_val_loss"].tolist() == pytest.approx(shipped["final_val_loss"].tolist(), rel=1e-12)
+    assert (carried["error"] == "").all() and (carried["status"] == "ok").all()
+    # again: everything is held, nothing carried twice, nothing run
+    p = _cli("run", str(moved), "--storage", str(tmp_path / "b"), "--from", str(table), "--no-analyze")
+    assert p.returncode == 0, p.stderr
+    assert "0 finished trial(s) carried" in p.stdout and "4 already in the store" in p.stdout
+    assert "nothing to run" in p.stdout
+    assert len(pd.read_parquet(tmp_path / "b" / "runs.parquet")) == 6
+
+
+@pytest.mark.parametrize(
+    "content, name, message",
+    [
+        (None, "none.csv", "no such file"),
+        ("trial_id,depth\nabc,1\n", "short.csv", "lacks the column 'family'"),
+        ("x", "runs.json", "ending in .csv or .parquet"),
+    ],
+)
+def test_bad_tables_are_refused_with_nothing_written(tmp_path, content, name, message):
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC.format(widths="[8]"))
+    table = tmp_path / name
+    if content is not None:
+        table.write_text(content)
+    p = _cli("run", str(spec), "--storage", str(tmp_path / "store"), "--from", str(table))
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert message in p.stderr and "--from" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "store").exists()

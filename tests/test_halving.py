@@ -1,0 +1,171 @@
+"""Successive halving over the learning rate (sweeps/halving.py, analysis/halving.py): the rule on
+planted losses, bad [halving] input through the real CLI, and a real sweep on a local Ray whose
+stored rows, live verdicts and analysis agree with the rule."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from analysis.halving import decide, finals, survivors
+from sweeps.errors import SpecError
+from sweeps.halving import Board, Halving, rung_steps
+
+
+def test_survivors_keep_the_best_third_rounded_up():
+    assert survivors({"a": 3.0, "b": 1.0, "c": 2.0}, 3) == {"b"}
+    assert survivors({"a": 3.0, "b": 1.0, "c": 2.0, "d": 0.5}, 3) == {"d", "b"}
+    assert survivors({"a": float("nan"), "b": 9.0}, 2) == {"b"}  # a non-finite loss ranks last
+
+
+def test_decide_waits_for_every_survivor_and_ranks_an_ended_run_last():
+    losses = {"a": [2.0, 1.5], "b": [1.0]}
+    kept, complete = decide(["a", "b", "c"], losses, set(), 3, 2)
+    assert (kept, complete) == ([], False)  # c has neither reported nor ended
+    kept, complete = decide(["a", "b", "c"], losses, {"c"}, 3, 2)
+    assert kept[0] == {"b"} and not complete  # b survived rung 0; rung 1 waits for b
+    kept, complete = decide(["a", "b", "c"], {**losses, "b": [1.0, 0.9]}, {"c"}, 3, 2)
+    assert kept == [{"b"}, {"b"}] and complete
+
+
+def _row(tid, group, lr, status, losses, loss, rungs=(20,)):
+    rec = {"axis": "lr", "eta": 3, "rungs": list(rungs), "group": group, "losses": losses}
+    return {
+        "trial_id": tid,
+        "lr": lr,
+        "status": status,
+        "final_val_loss": loss,
+        "halving": json.dumps(rec),
+    }
+
+
+def test_finals_apply_the_rule_to_the_stored_rows():
+    rows = pd.DataFrame(
+        [
+            _row("a", "g1", 1e-3, "stopped", [2.5], 2.4),
+            _row("b", "g1", 3e-3, "ok", [2.1], 1.8),
+            # c finished before its rung was decided, and lost it: not a final
+            _row("c", "g1", 1e-2, "ok", [2.3], 1.9),
+            _row("d", "g2", 1e-3, "failed", [], float("nan")),
+            _row("e", "g2", 3e-3, "ok", [2.0], 1.7),
+            {"trial_id": "x", "lr": 1e-3, "status": "ok", "final_val_loss": 2.0, "halving": ""},
+        ]
+    )
+    keep, info = finals(rows)
+    assert list(rows["trial_id"][keep]) == ["b", "e", "x"]
+    assert info["groups"] == 2 and info["finals"] == 2 and info["stopped"] == 1
+    assert info["finished_not_promoted"] == 1 and info["undecided_groups"] == 0
+
+
+def test_board_verdicts():
+    b = Board(3, {"a": "g", "b": "g", "c": "g"}, {"g": 1})
+    b.report("a", 0, 2.0)
+    b.report("b", 0, 1.0)
+    assert b.verdict("a", 0) == "wait"
+    b.report("c", 0, 3.0)
+    b.report("c", 0, 0.1)  # a restart repeating its report: the first one counts
+    assert [b.verdict(t, 0) for t in "abc"] == ["stop", "go", "stop"]
+
+
+def test_rung_steps_fall_on_evaluations():
+    assert rung_steps(90, 10, Halving(eta=3, rungs=2), "s") == [10, 30]
+    assert rung_steps(100, 25, Halving(eta=3, rungs=1), "s") == [50]
+    with pytest.raises(SpecError, match="halving.rungs = 2 is invalid"):
+        rung_steps(90, 30, Halving(eta=3, rungs=2), "s")
+
+
+SPEC = """name = "halving"
+[model]
+heads = 2
+seq_len = 16
+[data]
+vocab_size = 16
+[train]
+batch_size = 4
+eval_every = 10
+eval_batches = 1
+warmup_steps = 2
+steps = 200
+[grid]
+depth = [1]
+width = [8, 16]
+lr = [1e-4, 3e-3, 3e-2]
+seed = [0, 1]
+[halving]
+{halving}
+[resources]
+cpus = 0.5
+max_concurrent = 3
+max_failures = 1
+[storage]
+path = "{store}"
+"""
+
+
+@pytest.mark.parametrize(
+    "halving, message",
+    [
+        ("eta = 1", "halving.eta = 1 is invalid"),
+        ('axis = "beta2"', "halving.axis = 'beta2' is invalid: it must be a [grid] axis"),
+        ("rungs = 3", "halving.rungs = 3 is invalid"),
+        ("speed = 2", "speed"),
+    ],
+)
+def test_bad_halving_is_refused(tmp_path, halving, message):
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC.format(halving=halving, store=tmp_path / "store"))
+    p = subprocess.run(
+        [sys.executable, "-m", "sweeps.cli", "plan", str(spec)], capture_output=True, text=True
+    )
+    assert p.returncode == 2, p.stderr
+    assert message in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_real_sweep_stops_the_losers_at_the_rung(tmp_path):
+    store = tmp_path / "store"
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC.format(halving="eta = 3\nrungs = 1", store=store))
+    p = subprocess.run(
+        [sys.executable, "-m", "sweeps.cli", "run", str(spec), "--no-analyze"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    runs = pd.read_parquet(store / "runs.parquet")
+    assert len(runs) == 12
+    recs = [json.loads(v) for v in runs["halving"]]
+    assert all(r["rungs"] == [70] and r["eta"] == 3 for r in recs)
+    runs["group"] = [r["group"] for r in recs]
+    runs["rung_loss"] = [r["losses"][0] for r in recs]
+    assert runs["group"].nunique() == 4  # 2 widths x 2 seeds, each over 3 learning rates
+    for _, g in runs.groupby("group"):
+        best = g.loc[g["rung_loss"].idxmin()]
+        assert best["status"] == "ok" and best["steps"] == 200  # the rung's winner trains on
+        losers = g.drop(index=best.name)
+        # a loser stops at the first evaluation after its group's rung was decided, or, if it
+        # finished first, is stored as finished and left out by the rule
+        assert set(losers["status"]) <= {"stopped", "ok"}
+        assert (losers.loc[losers["status"] == "stopped", "steps"] < 200).all()
+        assert (losers.loc[losers["status"] == "ok", "steps"] == 200).all()
+        assert (losers["steps"] >= 70).all()
+    assert (runs["status"] == "stopped").sum() >= 6  # most losers stopped before the end
+    # the analysis fits exactly the rule's finals: one per group
+    keep, info = finals(runs.drop(columns=["group", "rung_loss"]))
+    assert keep.sum() == 4 and info["groups"] == 4
+    out = tmp_path / "report"
+    a = subprocess.run(
+        [sys.executable, "-m", "analysis", "analyze", str(store), "--out", str(out), "--bootstrap", "20"],
+        capture_output=True,
+        text=True,
+    )
+    assert a.returncode == 0, a.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["tuning"]["halving"]["finals"] == 4
+    text = (out / "report.md").read_text()
+    assert "successive halving" in text
