@@ -7,6 +7,7 @@ through `analyze`'s estimator path (tuning.apply, analysis.report.build_report).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.fitcore import log_kappa
+from analysis.halving import decide
 
 DEFAULT_EFFECTS = (2.2, 3.0, 4.5)
 DEFAULT_NOISE = 0.02  # Kaplan et al. 2020 report a seed-to-seed spread of about 2%
@@ -109,9 +111,49 @@ def plant_losses(
 def planted_table(
     trials: pd.DataFrame, b: float | None, model: PlantModel, rng: np.random.Generator
 ) -> pd.DataFrame:
-    """The runs table `analyze` reads (one row per trial) with planted losses."""
+    """The runs table `analyze` reads (one row per trial) with planted losses; with a `halving`
+    column (a successive halving's group and rungs per trial), the halving is played out too."""
     cols = [c for c in ("trial_id", "depth", "width", "n_params", "tokens", "seed", "lr") if c in trials]
-    return trials[cols].assign(loss=plant_losses(trials, b, model, rng)).reset_index(drop=True)
+    if "halving" not in trials:
+        return trials[cols].assign(loss=plant_losses(trials, b, model, rng)).reset_index(drop=True)
+    state = rng.bit_generator.state
+    table = trials[cols].assign(loss=plant_losses(trials, b, model, rng)).reset_index(drop=True)
+    return _halved(table, trials.reset_index(drop=True), b, model, state)
+
+
+def _halved(table: pd.DataFrame, trials: pd.DataFrame, b, model: PlantModel, state) -> pd.DataFrame:
+    """Each trial's loss at each rung: the planted law at the rung's tokens with the trial's own
+    noise draw (one run seen early and at the end: the seed's luck carries through, the most the
+    choice can flatter a final), then the rule of analysis/halving.py, which `analyze` applies."""
+    recs = [json.loads(h) for h in trials["halving"]]
+    steps = trials["steps"].to_numpy(float)
+    at_rungs = []
+    for k in range(max(len(r["rungs"]) for r in recs)):
+        frac = np.array([r["rungs"][min(k, len(r["rungs"]) - 1)] for r in recs], float) / steps
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state  # the same ε per trial as its final loss
+        at_rungs.append(plant_losses(trials.assign(tokens=trials["tokens"] * frac), b, model, rng))
+    losses = {tid: [float(a[i]) for a in at_rungs] for i, tid in enumerate(table["trial_id"])}
+    groups: dict[str, list[str]] = {}
+    for tid, r in zip(table["trial_id"], recs):
+        groups.setdefault(r["group"], []).append(tid)
+    lost_at: dict[str, int] = {}  # trial -> the rung it lost (absent: a final)
+    for members in groups.values():
+        rec = recs[int(np.flatnonzero(table["trial_id"] == members[0])[0])]
+        n = len(rec["rungs"])
+        kept, _ = decide(members, {m: losses[m][:n] for m in members}, set(members), rec["eta"], n)
+        for m in members:
+            k = next((k for k, alive in enumerate(kept) if m not in alive), None)
+            if k is not None:
+                lost_at[m] = k
+    status, out, loss = [], [], table["loss"].to_numpy(float).copy()
+    for i, (tid, r) in enumerate(zip(table["trial_id"], recs)):
+        k = lost_at.get(tid)
+        status.append("ok" if k is None else "stopped")
+        out.append(json.dumps({**r, "losses": losses[tid][: len(r["rungs"]) if k is None else k + 1]}))
+        if k is not None:
+            loss[i] = losses[tid][k]
+    return table.assign(loss=loss, status=status, halving=out)
 
 
 def analyse_table(
@@ -403,6 +445,8 @@ def seed_counts(trials: pd.DataFrame) -> tuple[int, int]:
     keys = [c for c in ("depth", "width", "lr", "tokens") if c in trials]
     n = int(trials.groupby(keys).size().min()) if len(trials) else 0
     tuned = "lr" in trials and trials.groupby(["depth", "width"])["lr"].nunique().max() > 1
+    if "halving" in trials:  # each seed's final is its own choice: every seed is fitted
+        return n, n
     return n, (n - n // 2 if tuned and n >= 2 else n)
 
 

@@ -4,6 +4,8 @@ in words. Shared by the rating (sweeps/design.py) and the search (sweeps/design_
 
 from __future__ import annotations
 
+import json
+
 from sweeps.spec import SpecError, SweepSpec
 
 MIN_DEPTHS, MIN_WIDTHS = 3, 2  # the fewest the threshold analysis can work with
@@ -34,7 +36,11 @@ def trials_frame(spec: SweepSpec):
             f"{MIN_DEPTHS} depths and {MIN_WIDTHS} widths, so there is nothing to rate."
         )
     cols = ["trial_id", "depth", "width", "n_params", "tokens", "seed", "lr", "flops"]
-    return df[cols].copy(), totals(spec, rows)
+    out = df[cols].copy()
+    if spec.halving:  # design plays the successive halving out (analysis.design.planted_table)
+        out["steps"] = df["steps"].to_numpy()
+        out["halving"] = [json.dumps(dict(spec.halving[t]), sort_keys=True) for t in df["trial_id"]]
+    return out, totals(spec, rows)
 
 
 def default_model(spec: SweepSpec, trials, noise: float | None):

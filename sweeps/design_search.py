@@ -12,12 +12,14 @@ import copy
 import itertools
 import json
 import math
+import os
 import re
 from pathlib import Path
 
 import tomllib
 
 from depthwidth.clitools import fail
+from depthwidth.results import is_remote
 from sweeps.spec import SpecError, parse_spec
 
 UNITS = {"gpu-h": "gpu_hours", "cpu-h": "cpu_core_hours", "flops": "flops", "pf-days": "pf_days"}
@@ -100,11 +102,13 @@ def candidate_docs(doc: dict, tokens: float) -> list[tuple[dict, dict]]:
     caps = ["as written", 3, 2]
     rules = ["as written", "fixed"] if budget0 else ["as written"]
     lr_sets = [lrs] + ([[lrs[len(lrs) // 2]]] if len(lrs) >= 3 else [])
-    for cap, rule, n_seeds, lr_set in itertools.product(caps, rules, (2, 3, 4), lr_sets):
+    for cap, rule, n_seeds, lr_set in itertools.product(caps, rules, (2, 3, 4, 6), lr_sets):
         d = copy.deepcopy(doc)
         d.setdefault("grid", {})["seed"] = list(range(n_seeds))
         if lr_set != [None]:
             d["grid"]["lr"] = lr_set
+            if len(lr_set) == 1:
+                d.pop("halving", None)  # one learning rate leaves nothing to halve
         if cap != "as written":
             where = d.get("where", [])
             d["where"] = ([where] if isinstance(where, str) else list(where)) + [
@@ -229,7 +233,7 @@ def propose(args, effects) -> int:
     for i, (doc, what) in enumerate(candidate_docs(tomllib.loads(spec.text), tokens)):
         c = {"id": i, "doc": doc, **what, "stage": "rejected", "note": ""}
         try:
-            s = parse_spec(to_toml(doc), spec.source_path)
+            s = parse_spec(to_toml(doc), spec.source_path, base_dir=_spec_dir(spec))
             c["trials"], tot = trials_frame(s)
             c["spec"] = s
         except SpecError as exc:
@@ -273,6 +277,21 @@ def propose(args, effects) -> int:
     return _write(args, spec, cands, best, unit, budget, noise, cost_text)
 
 
+def _spec_dir(spec) -> str | None:
+    """The spec file's folder, which its relative data path is read from (None: no file)."""
+    p = Path(spec.source_path)
+    return str(p.absolute().parent) if p.is_file() else None
+
+
+def _data_path_from(doc: dict, spec_dir: str | None, out: Path) -> None:
+    """A relative data path, rewritten for the proposal's own folder: the same file."""
+    data = doc.get("data")
+    path = data.get("path") if isinstance(data, dict) else None
+    if spec_dir is None or not isinstance(path, str) or not path or is_remote(path) or os.path.isabs(path):
+        return
+    data["path"] = os.path.relpath(os.path.join(spec_dir, path), out.absolute())
+
+
 def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
     from depthwidth.results import atomic_file
 
@@ -280,6 +299,7 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
     out.mkdir(parents=True, exist_ok=True)
     doc = copy.deepcopy(best["doc"])
     doc["name"] = f"{spec.name}-proposed"
+    _data_path_from(doc, _spec_dir(spec), out)
     if isinstance(doc.get("storage"), dict) and "path" in doc["storage"]:
         doc["storage"]["path"] = doc["storage"]["path"].rstrip("/") + "-proposed"
     base = next(c for c in cands if c["id"] == 0)
@@ -313,7 +333,7 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
     )
     toml_path, table = out / "proposed.toml", _table(cands, unit)
     text = head + to_toml(doc)
-    parse_spec(text, str(toml_path))  # what is written must parse
+    parse_spec(text, str(toml_path), base_dir=str(out.absolute()))  # what is written must parse
     with atomic_file(toml_path, "w") as f:
         f.write(text)
     table.to_csv(out / "candidates.csv", index=False)

@@ -97,6 +97,32 @@ def plan(trials: Sequence, h: Halving, path: str, field: tuple[str, str]) -> dic
     return out
 
 
+def steps_share(n: int, rungs: Sequence[int], steps: int, eta: int) -> float:
+    """The share of its full grid's steps a group of n uses when every rung is decided on time:
+    all n train to the first rung, ⌈n/eta⌉ of them to the next, and so on to the end."""
+    alive, done, total = n, 0, 0
+    for r in list(rungs) + [steps]:
+        total += alive * (r - done)
+        done, alive = r, max(1, math.ceil(alive / eta))
+    return total / (n * steps)
+
+
+def expected_flops(rows: Sequence[Mapping[str, Any]], halving: Mapping[str, Mapping[str, Any]]) -> float:
+    """The training FLOPs of these plan rows (sweeps/plan.py) under the halving: each row's
+    full-length FLOPs times its group's steps_share."""
+    size: dict[str, int] = {}
+    for row in rows:
+        if row["trial_id"] in halving:
+            g = halving[row["trial_id"]]["group"]
+            size[g] = size.get(g, 0) + 1
+    total = 0.0
+    for row in rows:
+        h = halving.get(row["trial_id"])
+        share = 1.0 if h is None else steps_share(size[h["group"]], h["rungs"], int(row["steps"]), h["eta"])
+        total += float(row["flops"]) * share
+    return total
+
+
 def grouped(trials: list, plans: Mapping[str, Mapping[str, Any]]) -> list:
     """The trials ordered group by group (each group where its first member stood), so that a
     group's members run side by side."""

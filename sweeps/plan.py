@@ -175,6 +175,12 @@ def totals(spec: SweepSpec, rows: list[dict[str, Any]]) -> dict[str, float]:
     r = spec.resources
     flops = float(sum(row["flops"] for row in rows))
     out = {"trials": float(len(rows)), "flops": flops, "pf_days": flops / PF_DAY}
+    if spec.halving:  # what the successive halving trains of the full grid (sweeps/halving.py)
+        from sweeps.halving import expected_flops
+
+        out["full_grid_flops"] = flops
+        flops = out["flops"] = expected_flops(rows, spec.halving)
+        out["pf_days"] = flops / PF_DAY
     if r.uses_gpus:
         out["gpu_hours"] = flops / (r.gpu_tflops * 1e12) / 3600.0
     else:
@@ -232,6 +238,14 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
         )
     elif per:
         lines.append(f"memory and GPU fraction are {per.rstrip('; ')}")
+    if "full_grid_flops" in t:
+        h = next(iter(spec.halving.values()))
+        lines.append(
+            f"successive halving over {h['axis']} (eta {h['eta']}, rungs at steps "
+            f"{', '.join(map(str, h['rungs']))} of the first trial): the losers stop at their rung, so "
+            f"the sweep trains {t['flops'] / t['full_grid_flops']:.0%} of the full grid's "
+            f"{t['full_grid_flops']:.3g} FLOPs"
+        )
     lines.append(f"total training compute {t['flops']:.3g} FLOPs = {t['pf_days']:.3g} PF-days")
     if "gpu_hours" in t:
         lines.append(

@@ -279,3 +279,36 @@ def test_propose_writes_a_spec_that_plan_accepts_and_design_rates_as_claimed(tmp
     a = json.loads(again.stdout)
     assert a["power"]["3.0"] == r["power"]
     assert a["false_claim"]["rate"] == r["false_claim"]
+
+
+def test_propose_keeps_a_relative_data_path_and_a_halving_valid(tmp_path):
+    """A spec naming its text by a path relative to its own folder, with a successive halving:
+    every candidate reads the same file, the one-lr candidates drop the halving, and the
+    proposal written elsewhere names the file relative to its own folder."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "text.txt").write_text("to be or not to be, that is the question. " * 400)
+    (tmp_path / "specs").mkdir()
+    text = (
+        SPEC.format(depths="[1, 2, 3, 4, 6]", widths="[16, 32, 64]")
+        .replace('source = "pcfg"', 'source = "text"\npath = "../data/text.txt"')
+        .replace("[budget]\ntokens_per_param = 20\nmin_steps = 50", "[train]\nsteps = 60\neval_every = 10")
+        .replace("[train]\nbatch_size = 8\n", "")
+        .replace("[train]\nsteps", "[train]\nbatch_size = 8\nsteps")
+    )
+    text += '\n[halving]\naxis = "lr"\neta = 3\n'
+    spec = tmp_path / "specs" / "text.toml"
+    spec.write_text(text)
+    out = tmp_path / "elsewhere" / "prop"
+    args = ["--propose", "--budget", "2cpu-h", "--json", "--screen", "1", "--replicates", "2"]
+    args += ["--bootstrap", "10", "--candidates", "2", "--finalists", "1", "--jobs", "1", "--out", out]
+    res = _cli("design", spec, *args)
+    assert res.returncode == 0, res.stderr
+    table = pd.read_csv(out / "candidates.csv")
+    assert not table["stage"].eq("rejected").any(), table.loc[table["stage"].eq("rejected"), "note"].tolist()
+    proposed = Path(json.loads(res.stdout)["proposed"])
+    import tomllib
+
+    doc = tomllib.loads(proposed.read_text())
+    assert (proposed.parent / doc["data"]["path"]).resolve() == (tmp_path / "data" / "text.txt").resolve()
+    plan = _cli("sweep", "plan", proposed, cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr

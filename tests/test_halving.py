@@ -169,3 +169,40 @@ def test_a_real_sweep_stops_the_losers_at_the_rung(tmp_path):
     assert report["tuning"]["halving"]["finals"] == 4
     text = (out / "report.md").read_text()
     assert "successive halving" in text
+
+
+def test_plan_cost_counts_what_the_halving_trains(tmp_path):
+    from sweeps.halving import steps_share
+    from sweeps.plan import plan_rows, totals
+    from sweeps.spec import parse_spec
+
+    assert steps_share(3, [100], 300, 3) == pytest.approx((3 * 100 + 1 * 200) / 900)
+    assert steps_share(9, [10, 30], 90, 3) == pytest.approx((9 * 10 + 3 * 20 + 1 * 60) / 810)
+    spec = parse_spec(SPEC.format(halving="eta = 3", store=tmp_path / "s"))
+    t = totals(spec, plan_rows(spec))
+    # every group has 3 learning rates and its rung at step 70 of 200
+    assert t["flops"] == pytest.approx(t["full_grid_flops"] * (3 * 70 + 130) / 600)
+
+
+def test_design_plays_the_halving_out_on_planted_losses(tmp_path):
+    import numpy as np
+
+    from analysis.design import PlantModel, planted_table
+    from sweeps.design_plan import trials_frame
+    from sweeps.spec import parse_spec
+
+    text = SPEC.format(halving="eta = 3", store=tmp_path / "s").replace("depth = [1]", "depth = [1, 2, 3]")
+    trials, _ = trials_frame(parse_spec(text))
+    table = planted_table(trials, 3.0, PlantModel(lr0=3e-3, noise=0.02), np.random.default_rng(0))
+    recs = [json.loads(h) for h in table["halving"]]
+    table["group"] = [r["group"] for r in recs]
+    table["rung"] = [r["losses"][0] for r in recs]
+    assert table["group"].nunique() == 12
+    for _, g in table.groupby("group"):
+        final = g[g["status"] == "ok"]
+        assert len(final) == 1 and final.index[0] == g["rung"].idxmin()
+        stopped = g[g["status"] == "stopped"]
+        assert (stopped["loss"] == stopped["rung"]).all()  # a loser's loss is where it stopped
+        assert (final["loss"] < final["rung"]).all()  # more tokens, lower loss, same seed luck
+    keep, info = finals(table)
+    assert list(keep) == list(table["status"] == "ok") and info["finals"] == 12
