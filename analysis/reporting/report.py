@@ -14,24 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import (
-    adaptive_report,
-    chinchilla,
-    design_note,
-    kaplan,
-    levine,
-    plots,
-    powerlaw,
-    regimes,
-    threshold,
-    tokens,
-    tuning,
-)
-from analysis._blas import single_threaded
-from analysis.fitcore import bootstrap_bytes
-from analysis.inputs import Dataset, InputError, default_out, load, locate, nothing_to_fit
-from analysis.markdown import render, render_kaplan
-from analysis.output import ReportOutput, check_fingerprint, fingerprint
+from analysis.fitting import powerlaw
+from analysis.fitting._blas import single_threaded
+from analysis.fitting.fitcore import bootstrap_bytes
+from analysis.laws import chinchilla, kaplan, levine, regimes, threshold, tokens, tuning
+from analysis.readers.inputs import Dataset, InputError, default_out, load, locate, nothing_to_fit
+from analysis.reporting import adaptive_report, design_note, plots
+from analysis.reporting.markdown import render, render_kaplan
+from analysis.reporting.output import ReportOutput, check_fingerprint, fingerprint
 from depthwidth.accounting import machine_memory_bytes
 from depthwidth.clitools import reason, store_owning
 from depthwidth.config import RECURRENT_FAMILIES
@@ -340,7 +330,7 @@ def build_report(ds: Dataset, bootstrap: int = 200, seed: int = 0, watch: Stopwa
 def _relrnn(ds: Dataset, out_dir: Path | None) -> dict:
     """The recurrent family's own report (analysis/relrnn.py), when that module is present."""
     try:
-        from analysis.relrnn import report_relrnn
+        from analysis.kerg.relrnn import report_relrnn
     except ImportError as exc:
         return {"status": "unavailable", "reason": f"analysis.relrnn could not be imported ({exc})"}
     try:
@@ -469,7 +459,7 @@ def write_report(report: dict, out: Path) -> None:
 
 def write_page(report: dict, ds: Dataset, out: Path) -> None:
     """report.html beside report.md: the same report as one self-contained page (analysis/html.py)."""
-    from analysis.html import write_html
+    from analysis.reporting.html import write_html
 
     write_html(report, render(report), ds.all_runs, ds.all_curves, out)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.formats import n_params_for, recognise
+from analysis.readers.formats import n_params_for, recognise
 from depthwidth.accounting import kaplan_n_params
 from depthwidth.results import (
     ANALYSIS_DIR,
