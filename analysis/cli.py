@@ -26,10 +26,10 @@ def _progress(line: str) -> None:
 
 
 def _analyze(args) -> int:
-    from analysis.inputs import InputError
-    from analysis.markdown import verdict_line
-    from analysis.output import terminate_cleanly
-    from analysis.report import analyze
+    from analysis.readers.inputs import InputError
+    from analysis.reporting.markdown import verdict_line
+    from analysis.reporting.output import terminate_cleanly
+    from analysis.reporting.report import analyze
     from depthwidth.results import Location
 
     terminate_cleanly()
@@ -78,9 +78,9 @@ def _analyze(args) -> int:
 
 
 def _plot(args) -> int:
-    from analysis.inputs import InputError
-    from analysis.output import terminate_cleanly
-    from analysis.report import replot
+    from analysis.readers.inputs import InputError
+    from analysis.reporting.output import terminate_cleanly
+    from analysis.reporting.report import replot
 
     terminate_cleanly()
     try:
@@ -92,10 +92,10 @@ def _plot(args) -> int:
 
 
 def _kaplan(args) -> int:
-    from analysis.inputs import InputError
-    from analysis.markdown import kaplan_table
-    from analysis.output import terminate_cleanly
-    from analysis.report import kaplan_report
+    from analysis.readers.inputs import InputError
+    from analysis.reporting.markdown import kaplan_table
+    from analysis.reporting.output import terminate_cleanly
+    from analysis.reporting.report import kaplan_report
 
     terminate_cleanly()
     if bad := _check_counts(args):

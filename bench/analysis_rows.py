@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from analysis import synthetic
+from analysis.fitting import synthetic
 
 PARAMS = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
 LRS = (3e-4, 1e-3, 3e-3, 1e-2)

@@ -1,4 +1,4 @@
-"""Benchmark of `analysis.report.analyze` on a planted sweep (run by hand, not in the tests).
+"""Benchmark of `analysis.reporting.report.analyze` on a planted sweep (run by hand, not in the tests).
 
 The sweep is the one the performance target names: 1000 runs (10 depths × 25 widths × 4 seeds) with
 100-point learning curves, losses from the two-regime law of docs/science.md §4 (b = 3) plus Kaplan's
@@ -8,7 +8,7 @@ step term, analysed with 1000 bootstrap refits. Prints the per-stage times as a 
 
 `--memory` instead measures the peak memory (ru_maxrss of a child process) of `analyze` against the
 number of bootstrap replicates on two planted sweeps, beside the estimate the CLI bounds
-`--bootstrap` with (analysis.fitcore.bootstrap_bytes).
+`--bootstrap` with (analysis.fitting.fitcore.bootstrap_bytes).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import synthetic
-from analysis.report import analyze
+from analysis.fitting import synthetic
+from analysis.reporting.report import analyze
 
 PARAMS = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
 # (depths, widths, seeds, curve points per run) of the sweeps --memory measures
@@ -63,7 +63,7 @@ def planted_store(tmp: Path, depths: int, widths: int, seeds: int, points: int):
 
 
 def memory(boots: tuple[int, int]) -> None:
-    from analysis.fitcore import bootstrap_bytes
+    from analysis.fitting.fitcore import bootstrap_bytes
 
     print("| runs | curve points | bytes per replicate, measured | estimate (bootstrap_bytes) |")
     print("|---|---|---|---|")

@@ -23,7 +23,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis import synthetic  # noqa: E402
+from analysis.fitting import synthetic  # noqa: E402
 from sweeps.adaptive import Adaptive, Policy, estimate, spec_cells  # noqa: E402
 from sweeps.spec import parse_spec  # noqa: E402
 

@@ -1,9 +1,9 @@
 """Benchmark of `depthwidth design`: its default run's time, and its power at b = 3 against an
 independent planted check through `analyze` (run by hand, not in the tests).
 
-The check plants its own replicates at b = 3 (the generator of analysis/design.py, other noise
+The check plants its own replicates at b = 3 (the generator of analysis/power/design.py, other noise
 draws than design's) on the trials `sweep plan` expands, passes each through
-analysis.report.analyze (the function behind `depthwidth analyze`, report and figures included)
+analysis.reporting.report.analyze (the function behind `depthwidth analyze`, report and figures included)
 and counts the replicates that claim a threshold whose interval holds 3.
 
     python bench/design_power.py [--spec sweeps/threshold.toml] [--replicates 50] [--write]
@@ -69,8 +69,8 @@ def run_design(spec: str, args: list[str]) -> tuple[dict, float, float]:
 
 def _check_one(task: tuple) -> dict:
     """One independent replicate through analyze: planted at b, written as CSV, analysed."""
-    from analysis import design as dz
-    from analysis.report import analyze
+    from analysis.power import design as dz
+    from analysis.reporting.report import analyze
 
     trials, model, b, rep, seed, bootstrap = task
     table = dz.planted_table(trials, b, model, np.random.default_rng([seed, rep]))
@@ -88,7 +88,7 @@ def independent_check(
 ) -> dict:
     import multiprocessing as mp
 
-    from analysis import design as dz
+    from analysis.power import design as dz
     from sweeps.design_plan import default_model, trials_frame
     from sweeps.spec import load_spec
 

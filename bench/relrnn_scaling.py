@@ -18,7 +18,7 @@ import time
 import numpy as np
 import torch
 
-from analysis.relrnn import fit_exponent
+from analysis.kerg.relrnn import fit_exponent
 from depthwidth.config import DataConfig, ModelConfig, TrainConfig
 from depthwidth.data import make_data
 from depthwidth.gradprobe import grad_norms, saved_bytes_per_step, start_ratio, step_cost
@@ -82,7 +82,7 @@ def bench_cost(args) -> str:
                 fits.append(f"| {family} | {name} | {whole['exponent']:.2f} | {top['exponent']:.2f} |")
     lines += [
         "",
-        f"Fitted exponent p of cost ∝ T^p (analysis.relrnn.fit_exponent): over all T, and "
+        f"Fitted exponent p of cost ∝ T^p (analysis.kerg.relrnn.fit_exponent): over all T, and "
         f"between the two largest T ({Ts[-2]}→{Ts[-1]}).",
         "",
         "| model | cost | p (all T) | p (largest two T) |",

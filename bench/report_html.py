@@ -25,8 +25,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the browser helper
 
-from analysis import synthetic  # noqa: E402
-from analysis.report import analyze  # noqa: E402
+from analysis.fitting import synthetic  # noqa: E402
+from analysis.reporting.report import analyze  # noqa: E402
 
 PARAMS = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
 

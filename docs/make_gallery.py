@@ -21,9 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from analysis import synthetic  # noqa: E402
-from analysis.markdown import verdict_line  # noqa: E402
-from analysis.report import analyze  # noqa: E402
+from analysis.fitting import synthetic  # noqa: E402
+from analysis.reporting.markdown import verdict_line  # noqa: E402
+from analysis.reporting.report import analyze  # noqa: E402
 
 DATA = Path(os.environ.get("DEPTHWIDTH_DATA", REPO.parent / "shared" / "data"))
 CAPTIONS = {

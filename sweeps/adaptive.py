@@ -100,10 +100,10 @@ def spec_cells(spec) -> list[Cell]:
 
 
 def estimate(runs: pd.DataFrame, n_boot: int = 100, seed: int = 0) -> dict[str, Any]:
-    """b as the report states it (the κ-laws of analysis.regimes and threshold.headline's rules
+    """b as the report states it (the κ-laws of analysis.laws.regimes and threshold.headline's rules
     for a claim) with its bootstrap draws. `runs`: depth, width, n_params, loss (one row per run,
     after the report's tuning selection)."""
-    from analysis import regimes, threshold
+    from analysis.laws import regimes, threshold
 
     out = {
         "status": "not_identified",

@@ -92,8 +92,8 @@ class AdaptiveSearch(Searcher):
         """The stored runs as the report fits them: each shape at its best tuning setting."""
         import pandas as pd
 
-        from analysis import tuning
-        from analysis.inputs import load
+        from analysis.laws import tuning
+        from analysis.readers.inputs import load
 
         if not stored:
             return pd.DataFrame(columns=["depth", "width", "n_params", "loss"])

@@ -1,7 +1,7 @@
 """`depthwidth design SPEC`: what a sweep plan can detect before it runs (docs/design-power.md).
 
 The spec is expanded as `sweep plan` expands it (no Ray is started), losses are planted on its
-trials by analysis.design and analysed as `analyze` would; `--propose --budget B` searches other
+trials by analysis.power.design and analysed as `analyze` would; `--propose --budget B` searches other
 plans within a budget (sweeps/design_search.py). Bad input: one sentence, exit code 2.
 """
 
@@ -62,7 +62,7 @@ def rate_plan(
     jobs: int | None,
 ) -> dict:
     """The design object `design --json` prints (without its noise source)."""
-    from analysis import design as dz
+    from analysis.power import design as dz
 
     outcomes = dz.power_runs(
         trials,
@@ -156,7 +156,7 @@ def report_text(r: dict) -> str:
 
 def write_out(r: dict, out: str) -> list[str]:
     """power.png, outcomes.csv (one row per replicate) and design.json in `out`."""
-    from analysis.design import plot_power
+    from analysis.power.design import plot_power
     from depthwidth.results import atomic_file
 
     d = Path(out)

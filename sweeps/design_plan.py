@@ -37,7 +37,7 @@ def trials_frame(spec: SweepSpec):
         )
     cols = ["trial_id", "depth", "width", "n_params", "tokens", "seed", "lr", "flops"]
     out = df[cols].copy()
-    if spec.halving:  # design plays the successive halving out (analysis.design.planted_table)
+    if spec.halving:  # design plays the successive halving out (analysis.power.design.planted_table)
         out["steps"] = df["steps"].to_numpy()
         out["halving"] = [json.dumps(dict(spec.halving[t]), sort_keys=True) for t in df["trial_id"]]
     return out, totals(spec, rows)
@@ -48,7 +48,7 @@ def default_model(spec: SweepSpec, trials, noise: float | None):
     middle of the swept lrs (or at the one lr given), drifting as the parametrization allows."""
     import numpy as np
 
-    from analysis.design import DEFAULT_NOISE, PlantModel
+    from analysis.power.design import DEFAULT_NOISE, PlantModel
 
     m = spec.trials[0].model
     lrs = np.unique(trials["lr"].to_numpy(float))
@@ -70,11 +70,11 @@ def default_model(spec: SweepSpec, trials, noise: float | None):
 
 def build_model(spec, trials, args):
     """The planted model and a description of where its noise comes from."""
-    from analysis.design import model_from_pilot
+    from analysis.power.design import model_from_pilot
 
     model = default_model(spec, trials, args.noise)
     if args.pilot:
-        from analysis.inputs import InputError, load
+        from analysis.readers.inputs import InputError, load
 
         try:
             runs = load(args.pilot).runs

@@ -3,7 +3,7 @@
 Candidates vary the spec's depth cap (depth ≤ m·log3(width)), token budget rule (as given, or one
 fixed budget decoupled from N), seeds and learning-rate points; each within the budget is costed
 by the planner (sweeps/plan.py) and screened on planted replicates, the best are rated in full
-(analysis/design.py), and the chosen one is written as a spec `sweep plan` accepts.
+(analysis/power/design.py), and the chosen one is written as a spec `sweep plan` accepts.
 """
 
 from __future__ import annotations
@@ -157,14 +157,14 @@ def _rank_key(c: dict, objective: str):
 
 
 def _screen(c: dict, model, target: float, args) -> None:
-    from analysis import design as dz
+    from analysis.power import design as dz
 
     out = dz.simulate(c["trials"], [target], model, args.screen, args.bootstrap, args.seed, args.jobs)
     _rated(c, out, target, args.screen, "screened")
 
 
 def _final(c: dict, model, target: float, args) -> None:
-    from analysis import design as dz
+    from analysis.power import design as dz
 
     out = dz.power_runs(c["trials"], [target], model, args.replicates, args.bootstrap, args.seed, args.jobs)
     k = str(float(target))
@@ -173,7 +173,7 @@ def _final(c: dict, model, target: float, args) -> None:
 
 def _rated(c: dict, out, target: float, replicates: int, stage: str) -> None:
     """A candidate's power, its Monte Carlo error, false claims and interval width at `target`."""
-    from analysis import design as dz
+    from analysis.power import design as dz
 
     s = dz.summarize(out)
     k = str(float(target))

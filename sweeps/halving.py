@@ -8,7 +8,7 @@
 A group is the trials that differ only in `axis` (one shape, one token budget, one seed). At each
 rung every survivor's validation loss at that step is compared, the best ⌈n/eta⌉ go on and the
 others stop there, stored with status "stopped" and the losses they reached: the rule is
-analysis/halving.py's, which the analysis applies again to the stored rows to know the finals.
+analysis/readers/halving.py's, which the analysis applies again to the stored rows to know the finals.
 
 How it runs: a small Ray actor (the board) holds each group's rung losses; a trial reports its
 loss at each rung step and, at every evaluation after one, asks the board whether it goes on. A
@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.halving import decide
+from analysis.readers.halving import decide
 from sweeps.errors import SpecError, fail, known_table, number, text
 
 KEYS = ("axis", "eta", "rungs")
@@ -144,7 +144,7 @@ def rung_losses(curve: Sequence[Mapping[str, Any]], rungs: Sequence[int]) -> lis
 
 
 def row_record(halving: Mapping[str, Any], curve: Sequence[Mapping[str, Any]]) -> str:
-    """The row's `halving` column (analysis/halving.py reads it)."""
+    """The row's `halving` column (analysis/readers/halving.py reads it)."""
     return json.dumps({**halving, "losses": rung_losses(curve, halving["rungs"])}, sort_keys=True)
 
 
@@ -193,7 +193,7 @@ def start_board(name: str, trials: Sequence, plans: Mapping[str, Mapping[str, An
     board = ray.remote(num_cpus=0)(Board).options(name=name).remote(eta, members, n_rungs)
     runs = store.runs()
     if "halving" in runs.columns:
-        from analysis.halving import parse
+        from analysis.readers.halving import parse
 
         for tid, value in zip(runs["trial_id"], runs["halving"]):
             rec = parse(value)

@@ -1,5 +1,5 @@
 """A planted trainable: a Tune function trial whose final loss is drawn from the two-regime law of
-docs/science.md §4 (analysis.synthetic) instead of trained, so a sweep's machinery (the adaptive
+docs/science.md §4 (analysis.fitting.synthetic) instead of trained, so a sweep's machinery (the adaptive
 searcher, resume, budgets) can be exercised on real Ray in seconds with a known b. It reports
 exactly what sweeps/trainable.py's run_trial reports. Set PLANTED_ENV to a JSON object of law
 parameters (E, A_kappa, alpha_kappa, b, noise) to change the defaults.
@@ -20,7 +20,7 @@ DEFAULT_LAW = {"E": 1.5, "A_kappa": 20.0, "alpha_kappa": 0.3, "b": 3.0, "noise":
 
 def planted_result(trial: dict, law: dict | None = None) -> dict:
     """The RunResult dict of a trial (Trial.config_dict() + trial_id) under the planted law."""
-    from analysis.synthetic import planted_loss
+    from analysis.fitting.synthetic import planted_loss
     from depthwidth.accounting import count_params, train_flops_per_token
     from depthwidth.config import DataConfig, ModelConfig, TrainConfig
     from sweeps.budget import resolve_model

@@ -492,8 +492,8 @@ def _finish(store: ResultStore, analyze: bool, out: TextIO, code: int) -> int:
 
 def _analyze(store: ResultStore, out: TextIO) -> None:
     try:
-        from analysis.markdown import verdict_line
-        from analysis.report import analyze as run_analysis
+        from analysis.reporting.markdown import verdict_line
+        from analysis.reporting.report import analyze as run_analysis
     except ImportError:
         print(
             f"analysis is not available here; the results are in {store.location} "

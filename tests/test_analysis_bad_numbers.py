@@ -12,7 +12,7 @@ import sys
 import pandas as pd
 import pytest
 
-from analysis import synthetic
+from analysis.fitting import synthetic
 
 
 def analyze(csv, out, *extra):

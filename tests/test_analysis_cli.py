@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import synthetic
+from analysis.fitting import synthetic
 
 BIN = Path(sys.executable).parent
 

@@ -1,12 +1,13 @@
-"""Planted recovery for the laws with a data term (analysis.chinchilla, analysis.regimes,
-analysis.tokens): Chinchilla's L(N, D), the two-regime and width-depth laws with + B·D^-beta, and
+"""Planted recovery for the laws with a data term (analysis.laws.chinchilla, analysis.laws.regimes,
+analysis.laws.tokens): Chinchilla's L(N, D), the two-regime and width-depth laws with + B·D^-beta, and
 the weighting that keeps one long run from outvoting the others (docs/science.md §3, §8-9)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import chinchilla, regimes, synthetic, tokens
+from analysis.fitting import synthetic
+from analysis.laws import chinchilla, regimes, tokens
 from depthwidth.published import BESIROGLU_2024, HOFFMANN_2022
 
 TRUTH = dict(E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.37)

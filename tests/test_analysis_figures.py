@@ -1,4 +1,4 @@
-"""Every figure the analysis writes shows what it names (analysis.plots.make_all).
+"""Every figure the analysis writes shows what it names (analysis.reporting.plots.make_all).
 
 On stores made here (a tuned grid across L_th, a grid wholly below it, Chinchilla-style points)
 and on the smoke sweep in ../shared/repro when present, each figure is drawn and checked: every
@@ -15,9 +15,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.container import Container
 from matplotlib.text import Text
 
-from analysis import plots, synthetic, tokens, tuning
-from analysis.inputs import load
-from analysis.report import analyze
+from analysis.fitting import synthetic
+from analysis.laws import tokens, tuning
+from analysis.readers.inputs import load
+from analysis.reporting import plots
+from analysis.reporting.report import analyze
 
 REPRO = Path(__file__).resolve().parent.parent.parent / "shared" / "repro"
 DRIFT = dict(lr0=3e-3, width_exp=0.0, depth_exp=0.0)

@@ -1,4 +1,4 @@
-"""Planted-parameter recovery for the Kaplan-style laws (analysis.fitcore, analysis.powerlaw).
+"""Planted-parameter recovery for the Kaplan-style laws (analysis.fitting.fitcore, analysis.fitting.powerlaw).
 
 Data are drawn from known laws with log-normal noise; each test asserts the truth lies in the
 reported 95% bootstrap interval and the estimate is within a stated tolerance (docs/science.md §2–3).
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import fitcore, powerlaw
-from analysis.fitcore import Law
+from analysis.fitting import fitcore, powerlaw
+from analysis.fitting.fitcore import Law
 
 
 def test_huber_is_quadratic_inside_delta_and_linear_outside():
@@ -133,8 +133,8 @@ def test_stored_fit_round_trips_and_predicts_the_same():
 
 
 def test_digitized_csv_is_fitted_with_the_same_code(tmp_path):
-    from analysis.inputs import InputError
-    from analysis.kaplan import fit_digitized, load_digitized
+    from analysis.laws.kaplan import fit_digitized, load_digitized
+    from analysis.readers.inputs import InputError
 
     c = planted_curves(n_runs=12, seed=9, S_c=40.0, alpha_S=0.7)
     csv = tmp_path / "digitized.csv"

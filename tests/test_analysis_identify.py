@@ -1,4 +1,4 @@
-"""Identifiability (analysis.identify, analysis.levine, the status of every fit): a parameter on its
+"""Identifiability (analysis.fitting.identify, analysis.laws.levine, the status of every fit): a parameter on its
 bound or an interval spanning the allowed range is `not_identified` with no estimate; sparse
 planted designs (one or two widths per depth) give `not_identified` or an interval that holds the
 planted b, never a wrong confident b; regime counts and the phase map by hand."""
@@ -7,8 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import identify, levine, plots, powerlaw, regimes, synthetic, threshold
-from analysis.fitcore import Law
+from analysis.fitting import identify, powerlaw, synthetic
+from analysis.fitting.fitcore import Law
+from analysis.laws import levine, regimes, threshold
+from analysis.reporting import plots
 
 P3 = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
 WIDTHS = [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024]

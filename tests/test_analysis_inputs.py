@@ -1,4 +1,4 @@
-"""Reading analysis input (analysis.inputs): stores, runs CSVs, long-format curve CSVs, bad input.
+"""Reading analysis input (analysis.readers.inputs): stores, runs CSVs, long-format curve CSVs, bad input.
 
 Bad input must raise one clear sentence naming the column and the row; runs whose status is not
 'ok' are left out of the fits and counted.
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import synthetic
-from analysis.inputs import InputError, default_out, load
+from analysis.fitting import synthetic
+from analysis.readers.inputs import InputError, default_out, load
 
 
 def small_csv(tmp_path, changes=None):

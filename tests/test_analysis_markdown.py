@@ -1,4 +1,4 @@
-"""report.md and the one-line verdict on fits that fail in every way they can (analysis.markdown).
+"""report.md and the one-line verdict on fits that fail in every way they can (analysis.reporting.markdown).
 
 A real report of a planted, tuned store is the base; each case below replaces its headline with
 what `threshold.headline` returns for one branch (preferred law, identification, interval, the
@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import synthetic, threshold
-from analysis.html import markdown_html
-from analysis.markdown import lth_paragraph, render, verdict_line
-from analysis.report import analyze
+from analysis.fitting import synthetic
+from analysis.laws import threshold
+from analysis.reporting.html import markdown_html
+from analysis.reporting.markdown import lth_paragraph, render, verdict_line
+from analysis.reporting.report import analyze
 
 P = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
 REPRO = Path(__file__).resolve().parent.parent.parent / "shared" / "repro"

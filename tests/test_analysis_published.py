@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from analysis.inputs import load
-from analysis.report import analyze
+from analysis.readers.inputs import load
+from analysis.reporting.report import analyze
 from depthwidth.published import BESIROGLU_2024
 
 EPOCH = "epoch_chinchilla_fig4.csv"

@@ -1,4 +1,4 @@
-"""The analysis report end to end on small stores (analysis.report, analysis.plots, analysis.kaplan).
+"""The analysis report end to end on small stores (analysis.reporting.report, analysis.reporting.plots, analysis.laws.kaplan).
 
 A sweep as small as the sweep service's smoke grid (depths 1-4 x widths 16-64, one seed, short
 curves) must give a complete report with plots; a thinner one must still give a report whose fits
@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import fitcore, plots, synthetic
-from analysis.report import analyze, kaplan_report, replot
+from analysis.fitting import fitcore, synthetic
+from analysis.reporting import plots
+from analysis.reporting.report import analyze, kaplan_report, replot
 
 P = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
 
@@ -82,7 +83,7 @@ def test_figures_are_written_and_hold_data(smoke):
     for name in r["figures"]["written"]:
         assert (out / f"{name}.png").stat().st_size > 15_000, name
         assert (out / f"{name}.pdf").stat().st_size > 5_000, name
-    from analysis.inputs import load
+    from analysis.readers.inputs import load
 
     ds = load(store)
     figs, _ = plots.make_all(ds.runs, ds.curves, r)
@@ -171,7 +172,7 @@ def test_kaplan_digitized_curves_give_kaplans_exponents(smoke, shared_data):
 
 
 def test_levine_departure_points_by_hand():
-    from analysis.kaplan import levine_departures
+    from analysis.laws.kaplan import levine_departures
 
     d6 = next(d for d in levine_departures() if d["depth"] == 6)
     assert d6["width_theory"] == 729 and d6["n_params_theory"] == pytest.approx(12 * 6 * 729**2)
@@ -181,8 +182,8 @@ def test_levine_departure_points_by_hand():
 
 def test_analysis_imports_neither_torch_nor_ray():
     code = (
-        "import sys, analysis, analysis.report, analysis.cli, analysis.plots, analysis.kaplan, "
-        "analysis.threshold, analysis.regimes, analysis.synthetic; "
+        "import sys, analysis, analysis.reporting.report, analysis.cli, analysis.reporting.plots, analysis.laws.kaplan, "
+        "analysis.laws.threshold, analysis.laws.regimes, analysis.fitting.synthetic; "
         "bad = [m for m in ('torch', 'ray') if m in sys.modules]; print(bad); sys.exit(bool(bad))"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

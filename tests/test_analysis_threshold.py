@@ -1,4 +1,4 @@
-"""Planted recovery for the threshold estimators (analysis.regimes, analysis.threshold).
+"""Planted recovery for the threshold estimators (analysis.laws.regimes, analysis.laws.threshold).
 
 The two-regime law of docs/science.md §4 is planted with b = 2, 3, 5; per-depth power laws are planted
 to cross at known sizes; and a shape-agnostic Kaplan sweep must not yield a claimed threshold.
@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import powerlaw, regimes, synthetic, threshold
+from analysis.fitting import powerlaw, synthetic
+from analysis.laws import regimes, threshold
 
 WIDTHS = np.unique(np.round(np.logspace(np.log10(16), np.log10(1024), 8)).astype(int))
 

@@ -1,4 +1,4 @@
-"""Tuning axes (analysis.tuning): each shape at its best setting, chosen on half the seeds and
+"""Tuning axes (analysis.laws.tuning): each shape at its best setting, chosen on half the seeds and
 reported on the other half; at_edge flags; the drift of the best learning rate; and the planted
 check that this envelope recovers the threshold base b where averaging over lr does not."""
 
@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import synthetic, tuning
-from analysis.inputs import InputError, load
-from analysis.report import build_report
+from analysis.fitting import synthetic
+from analysis.laws import tuning
+from analysis.readers.inputs import InputError, load
+from analysis.reporting.report import build_report
 
 WIDTHS = np.unique(np.round(np.logspace(np.log10(16), np.log10(1024), 8)).astype(int))
 LRS = [10.0**e for e in (-4, -3.5, -3, -2.5, -2)]

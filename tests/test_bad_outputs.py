@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import synthetic
+from analysis.fitting import synthetic
 from depthwidth.cli import main as depthwidth
 
 PLANTED = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
@@ -170,7 +170,7 @@ def test_analyze_and_kaplan_refuse_a_negative_seed_or_count(capsys, runs_csv, fl
 
 
 def test_analyze_bounds_the_bootstrap_by_its_memory_estimate(capsys, runs_csv):
-    from analysis.fitcore import bootstrap_bytes
+    from analysis.fitting.fitcore import bootstrap_bytes
     from depthwidth.accounting import machine_memory_bytes
 
     free = machine_memory_bytes(available=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import synthetic
+from analysis.fitting import synthetic
 
 EXE = str(Path(sys.executable).parent / "depthwidth")
 SMOKE = Path(__file__).resolve().parent.parent / "sweeps" / "smoke.toml"

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import design as dz
+from analysis.power import design as dz
 
 SPEC = """name = "tiny"
 where = "depth <= 3 * log3(width)"

@@ -1,4 +1,4 @@
-"""Successive halving over the learning rate (sweeps/halving.py, analysis/halving.py): the rule on
+"""Successive halving over the learning rate (sweeps/halving.py, analysis/readers/halving.py): the rule on
 planted losses, bad [halving] input through the real CLI, and a real sweep on a local Ray whose
 stored rows, live verdicts and analysis agree with the rule."""
 
@@ -11,7 +11,7 @@ import sys
 import pandas as pd
 import pytest
 
-from analysis.halving import decide, finals, survivors
+from analysis.readers.halving import decide, finals, survivors
 from sweeps.errors import SpecError
 from sweeps.halving import Board, Halving, rung_steps
 
@@ -111,7 +111,7 @@ path = "{store}"
     [
         ("eta = 1", "halving.eta = 1 is invalid"),
         ('axis = "beta2"', "halving.axis = 'beta2' is invalid: it must be a [grid] axis"),
-        ("rungs = 3", "halving.rungs = 3 is invalid"),
+        ("rungs = 5", "halving.rungs = 5 is invalid"),
         ("speed = 2", "speed"),
     ],
 )
@@ -187,7 +187,7 @@ def test_plan_cost_counts_what_the_halving_trains(tmp_path):
 def test_design_plays_the_halving_out_on_planted_losses(tmp_path):
     import numpy as np
 
-    from analysis.design import PlantModel, planted_table
+    from analysis.power.design import PlantModel, planted_table
     from sweeps.design_plan import trials_frame
     from sweeps.spec import parse_spec
 

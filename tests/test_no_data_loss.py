@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import synthetic
+from analysis.fitting import synthetic
 
 EXE = str(Path(sys.executable).parent / "depthwidth")
 PLANTED = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)

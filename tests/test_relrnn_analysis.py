@@ -1,4 +1,4 @@
-"""analysis/relrnn.py (Kerg et al. 2020 study, docs/science.md §6): fitted cost exponents recover
+"""analysis/kerg/relrnn.py (Kerg et al. 2020 study, docs/science.md §6): fitted cost exponents recover
 planted ones, the report reads a store-shaped table (metrics as JSON) and writes its figures,
 and the module runs without torch or ray.
 """
@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from analysis.relrnn import baseline_loss, fig_accuracy_vs_T, fit_exponent, recurrent_runs, report_relrnn
+from analysis.kerg.relrnn import baseline_loss, fig_accuracy_vs_T, fit_exponent, recurrent_runs, report_relrnn
 
 
 @pytest.mark.parametrize("p", [1.0, 2.0, 1.37])
@@ -149,14 +149,14 @@ def test_task_columns_lifted_from_config_json():
 
 def test_plot_returns_a_figure():
     runs = recurrent_runs(planted_store())
-    from analysis.relrnn import accuracy_table
+    from analysis.kerg.relrnn import accuracy_table
 
     assert isinstance(fig_accuracy_vs_T(accuracy_table(runs)), Figure)
 
 
 def test_analysis_imports_neither_torch_nor_ray():
     code = (
-        "import sys, analysis.relrnn; "
+        "import sys, analysis.kerg.relrnn; "
         "bad = [m for m in ('torch', 'ray') if m in sys.modules]; "
         "sys.exit(1 if bad else 0)"
     )
@@ -211,7 +211,7 @@ def test_digits_runs_enter_the_tables_at_T_64():
     digits = df[df["data_source"] == "digits"]
     assert set(digits["task_length"]) == {64} and set(digits["seq_len"]) == {64}
     assert digits["baseline_loss"].tolist() == pytest.approx([math.log(10)] * 4)
-    from analysis.relrnn import accuracy_table
+    from analysis.kerg.relrnn import accuracy_table
 
     acc = {(a["task"], a["model"]): a for a in accuracy_table(df) if a["task"] == "digits"}
     assert acc[("digits", "lstm")]["accuracy_mean"] == 0.4 and acc[("digits", "lstm")]["T"] == 64
@@ -219,7 +219,7 @@ def test_digits_runs_enter_the_tables_at_T_64():
 
 
 def test_comparison_in_words_and_gradients_during_training(tmp_path):
-    from analysis import relrnn_compare as rc
+    from analysis.kerg import relrnn_compare as rc
 
     runs, curves = with_digits_and_profiles(planted_store())
     df = recurrent_runs(runs)
@@ -243,7 +243,7 @@ def test_comparison_in_words_and_gradients_during_training(tmp_path):
     ) in words
     assert "lstm stayed near chance (accuracy median 0.125 over 2 seeds, spread 0.125–0.125" in words
     assert "relrnn ν=5 ρ=3 partly learned it (accuracy median 0.600" in words
-    from analysis.relrnn_compare import _verdict
+    from analysis.kerg.relrnn_compare import _verdict
 
     assert _verdict(0.0, 0.125) == "stayed below chance" and _verdict(0.1, 0.125) == "stayed near chance"
     assert "At the longest delay of copy (T = 800)" in words and "holds here, on every seed" in words
@@ -262,7 +262,7 @@ def test_bits_per_character_of_text_runs():
     runs["data_source"] = "text"
     runs["unigram_entropy"] = 3.0
     runs["metrics"] = [json.dumps({"bits_per_char": b}) for b in (2.0, 2.2)]
-    from analysis.relrnn_compare import bits_per_char
+    from analysis.kerg.relrnn_compare import bits_per_char
 
     (row,) = bits_per_char(recurrent_runs(runs))
     assert row["model"] == "lstm" and row["bits_per_char"] == pytest.approx(2.1)

@@ -17,7 +17,7 @@ import pytest
 from browser import find_browser
 from test_analysis_report import smoke_store
 
-from analysis import html as page
+from analysis.reporting import html as page
 
 ARTIFACTS = Path(
     os.environ.get("DEPTHWIDTH_ARTIFACTS", Path(__file__).resolve().parent.parent / ".artifacts")

@@ -103,7 +103,7 @@ def test_store_refuses_a_pickle_posing_as_parquet(tmp_path, capfd, name):
 
 
 def test_the_analysis_refuses_a_pickle_posing_as_the_store(tmp_path):
-    from analysis.inputs import InputError, load
+    from analysis.readers.inputs import InputError, load
 
     marker = tmp_path / "MARKER"
     (tmp_path / "runs.parquet").write_bytes(pickle_bytes(marker))

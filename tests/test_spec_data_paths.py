@@ -107,7 +107,7 @@ def old_trial_id(spec: Path, depth: int, written_path: str) -> str:
 
 
 def test_a_store_written_with_path_string_ids_still_resumes(tmp_path):
-    from analysis import synthetic
+    from analysis.fitting import synthetic
 
     spec = write_spec(tmp_path / "project", "to be or not to be ")
     old = old_trial_id(spec, 1, "data/corpus.txt")

@@ -230,7 +230,7 @@ def test_a_reader_racing_the_writer_never_sees_a_trial_twice_or_half(tmp_path):
 
 
 def test_analysis_reads_a_store_with_parts_as_the_folded_one(tmp_path):
-    from analysis.inputs import load
+    from analysis.readers.inputs import load
 
     root = tmp_path / "st"
     store = ResultStore(str(root))

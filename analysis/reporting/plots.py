@@ -17,7 +17,7 @@ from matplotlib import cm, colors  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from analysis.powerlaw import FitResult  # noqa: E402
+from analysis.fitting.powerlaw import FitResult  # noqa: E402
 from depthwidth.published import KAPLAN_2020, LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE  # noqa: E402
 
 

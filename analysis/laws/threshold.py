@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 
-from analysis.fitcore import LOG_BASE_BOUNDS
-from analysis.powerlaw import FitResult
+from analysis.fitting.fitcore import LOG_BASE_BOUNDS
+from analysis.fitting.powerlaw import FitResult
 from depthwidth.published import LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE
 
 LEVINE_EMPIRICAL = {"a": LEVINE_INTERCEPT, "beta": LEVINE_SLOPE}  # d_x*(L), docs/science.md §1

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis import fitcore, identify
-from analysis.fitcore import Law
+from analysis.fitting import fitcore, identify
+from analysis.fitting.fitcore import Law
 
 OK, INSUFFICIENT, FAILED, NOT_IDENTIFIED = "ok", "insufficient_data", "failed", "not_identified"
 _FORMULA_TERM = {
@@ -212,7 +212,7 @@ def fit(
     the fit `not_identified` (docs/science.md §3), with one exception: a floor E on its lower
     bound (e^-12 × the smallest loss) means the data ask for no floor, so with `floor_fallback`
     the law is refitted without E, as Kaplan's pure form, and says so. With `profile` a κ-law
-    also gets the profile-likelihood interval of b (analysis/identify.py)."""
+    also gets the profile-likelihood interval of b (analysis/fitting/identify.py)."""
     n = len(logy)
     groups = np.arange(n) if groups is None else np.asarray(groups)
     n_groups = len(np.unique(groups))
@@ -313,7 +313,7 @@ def _bootstrap(law, theta, X, logy, groups, n_boot, seed, strata, w, n_groups):
 
 
 def _profile(law, X, logy, w, theta, weights, n_groups):
-    """The profile-likelihood interval of b (analysis/identify.py), counting runs or weights."""
+    """The profile-likelihood interval of b (analysis/fitting/identify.py), counting runs or weights."""
     return identify.profile_base(
         law, X, logy, w, theta, float(np.sum(w)) if weights is not None else n_groups
     )

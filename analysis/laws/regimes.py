@@ -3,7 +3,7 @@
 Candidate laws fitted on every (depth, width) run: `kaplan` (shape-agnostic E + A·N^−α, Kaplan et
 al. 2020), `two_regime` (E + A·κ_b^−α with the threshold base b free), `combined`
 (E + A·N^−α + B·κ_b^−β) and `width_depth` (E + A·w^−a + B·L^−b, the separable form of McLeish et
-al. 2025, docs/science.md §9). Where the training tokens D vary (analysis/tokens.py) every law
+al. 2025, docs/science.md §9). Where the training tokens D vary (analysis/laws/tokens.py) every law
 gains a data term + B_D·D^−β_D (Hoffmann et al. 2022, §8) and is fitted on those weighted points.
 They are compared by AIC, BIC and leave-one-depth-out error.
 """
@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis import fitcore
-from analysis.fitcore import Law
-from analysis.powerlaw import FAILED, INSUFFICIENT, FitResult, fit, insufficient
+from analysis.fitting import fitcore
+from analysis.fitting.fitcore import Law
+from analysis.fitting.powerlaw import FAILED, INSUFFICIENT, FitResult, fit, insufficient
 
 _SHAPE_TERMS = {
     "kaplan": ("N",),
@@ -141,7 +141,7 @@ def fit_regimes(
     points_source: dict | None = None,
 ) -> dict:
     """Fit the candidate laws on `runs` (columns depth, width, n_params, loss, run_id), or, when
-    `points` with varying tokens are given (analysis/tokens.py), the laws with a data term on
+    `points` with varying tokens are given (analysis/laws/tokens.py), the laws with a data term on
     those weighted points.
 
     Returns {'models': {name: {params, ci, aic, bic, cv_error, status, ...}}, 'preferred': name,

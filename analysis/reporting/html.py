@@ -2,7 +2,7 @@
 fit tables, a sortable and filterable runs table and each shape's learning curves, all inline
 (PNG figures as data URIs, CSS and JS in the page; no network, no CDN).
 
-The text and tables are report.md's own (analysis/markdown.py), converted here, so the page and
+The text and tables are report.md's own (analysis/reporting/markdown.py), converted here, so the page and
 report.md never disagree. Curves are downsampled for display (at most CURVE_POINTS per run, the
 first and last kept); the page says so, and curves.parquet keeps every evaluation.
 """

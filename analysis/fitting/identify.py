@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import chi2
 
-from analysis import fitcore
-from analysis.fitcore import Law
+from analysis.fitting import fitcore
+from analysis.fitting.fitcore import Law
 
 _EDGE = 1e-4  # within this fraction of the range from a bound counts as on it
 _SPAN = 0.02  # an interval reaching within 2% of the range of both bounds spans it

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.inputs import InputError
-from analysis.powerlaw import FitResult, fit_learning_curves, fit_power_law
+from analysis.fitting.powerlaw import FitResult, fit_learning_curves, fit_power_law
+from analysis.readers.inputs import InputError
 from depthwidth.accounting import kaplan_n_params
 from depthwidth.clitools import reason
 from depthwidth.published import KAPLAN_2020, LEVINE_2020

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.fitcore import log_kappa
+from analysis.fitting.fitcore import log_kappa
 from depthwidth.accounting import kaplan_n_params
 
 

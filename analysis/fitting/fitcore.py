@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from analysis._blas import single_threaded
+from analysis.fitting._blas import single_threaded
 
 HUBER_DELTA = 1e-3
 ALPHA_BOUNDS = (1e-3, 5.0)
@@ -401,7 +401,7 @@ def one_step_draws(
 
 
 # Peak memory of a whole `analyze` per bootstrap replicate, read from ru_maxrss on planted sweeps
-# (analysis.synthetic): about 7.7 kB at 16 runs and 14 kB at 96 runs with 1,920 curve points
+# (analysis.fitting.synthetic): about 7.7 kB at 16 runs and 14 kB at 96 runs with 1,920 curve points
 # (Linux x86-64, numpy 2). The replicates of every fit are held at once, so memory grows
 # linearly in their number; rounded up here so that the estimate stays an upper bound.
 BOOT_BYTES_FIXED, BOOT_BYTES_PER_RUN, BOOT_BYTES_PER_POINT = 8_000, 100, 8

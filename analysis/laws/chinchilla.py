@@ -2,7 +2,7 @@
 
 Hoffmann et al. 2022, Approach 3 (arXiv:2203.15556), fitted as Besiroglu et al. 2024 replicated it
 (arXiv:2404.10102): log-space summed Huber (δ = 1e-3) from a grid of starts, bootstrap over runs,
-on the shared engine of analysis/fitcore.py (docs/science.md §3, §8). Their published constants
+on the shared engine of analysis/fitting/fitcore.py (docs/science.md §3, §8). Their published constants
 (depthwidth/published.py) are set beside ours. Compute is C = 6·N·D, as in both papers.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.fitcore import Law
-from analysis.powerlaw import OK, FitResult, fit, insufficient, json_safe, named_params
+from analysis.fitting.fitcore import Law
+from analysis.fitting.powerlaw import OK, FitResult, fit, insufficient, json_safe, named_params
 from depthwidth.published import BESIROGLU_2024, HOFFMANN_2022
 
 LAW = Law("chinchilla", ("N", "D"))

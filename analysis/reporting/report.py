@@ -14,24 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import (
-    adaptive_report,
-    chinchilla,
-    design_note,
-    kaplan,
-    levine,
-    plots,
-    powerlaw,
-    regimes,
-    threshold,
-    tokens,
-    tuning,
-)
-from analysis._blas import single_threaded
-from analysis.fitcore import bootstrap_bytes
-from analysis.inputs import Dataset, InputError, default_out, load, locate, nothing_to_fit
-from analysis.markdown import render, render_kaplan
-from analysis.output import ReportOutput, check_fingerprint, fingerprint
+from analysis.fitting import powerlaw
+from analysis.fitting._blas import single_threaded
+from analysis.fitting.fitcore import bootstrap_bytes
+from analysis.laws import chinchilla, kaplan, levine, regimes, threshold, tokens, tuning
+from analysis.readers.inputs import Dataset, InputError, default_out, load, locate, nothing_to_fit
+from analysis.reporting import adaptive_report, design_note, plots
+from analysis.reporting.markdown import render, render_kaplan
+from analysis.reporting.output import ReportOutput, check_fingerprint, fingerprint
 from depthwidth.accounting import machine_memory_bytes
 from depthwidth.clitools import reason, store_owning
 from depthwidth.config import RECURRENT_FAMILIES
@@ -338,11 +328,11 @@ def build_report(ds: Dataset, bootstrap: int = 200, seed: int = 0, watch: Stopwa
 
 
 def _relrnn(ds: Dataset, out_dir: Path | None) -> dict:
-    """The recurrent family's own report (analysis/relrnn.py), when that module is present."""
+    """The recurrent family's own report (analysis/kerg/relrnn.py), when that module is present."""
     try:
-        from analysis.relrnn import report_relrnn
+        from analysis.kerg.relrnn import report_relrnn
     except ImportError as exc:
-        return {"status": "unavailable", "reason": f"analysis.relrnn could not be imported ({exc})"}
+        return {"status": "unavailable", "reason": f"analysis.kerg.relrnn could not be imported ({exc})"}
     try:
         return report_relrnn(ds.all_runs, ds.all_curves, out_dir)
     except Exception as exc:  # a failure there must not cost the depth-width report
@@ -385,7 +375,7 @@ def output_location(out_dir: str | Path | None, source: str | Path, kind: str) -
 
 def check_bootstrap(bootstrap, seed, n_runs: int | None = None, n_points: int = 0) -> None:
     """The bootstrap's count and seed, before any fit runs: non-negative integers, and replicates
-    whose estimated memory (analysis.fitcore.bootstrap_bytes) fits half of what this machine has
+    whose estimated memory (analysis.fitting.fitcore.bootstrap_bytes) fits half of what this machine has
     free, so a large count is refused instead of growing until the kernel kills a process."""
     for name, v in (("bootstrap", bootstrap), ("seed", seed)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
@@ -416,10 +406,10 @@ def analyze(
     n: str = "non-embedding",
 ) -> dict:
     """Fit, plot and write the report for a results store or CSV; returns the report dict.
-    Every fit sees each shape at its best setting of the tuning axes (analysis.tuning; `tune`
+    Every fit sees each shape at its best setting of the tuning axes (analysis.laws.tuning; `tune`
     names extra axes, `no_tune` averages every setting instead).
 
-    Bad input, or an output that cannot be written, raises analysis.inputs.InputError before any
+    Bad input, or an output that cannot be written, raises analysis.readers.inputs.InputError before any
     fit runs; nothing is written unless the whole report is. `progress`, if given, is called
     with one line per finished stage (the CLI prints them on stderr)."""
     check_bootstrap(bootstrap, seed)
@@ -468,8 +458,8 @@ def write_report(report: dict, out: Path) -> None:
 
 
 def write_page(report: dict, ds: Dataset, out: Path) -> None:
-    """report.html beside report.md: the same report as one self-contained page (analysis/html.py)."""
-    from analysis.html import write_html
+    """report.html beside report.md: the same report as one self-contained page (analysis/reporting/html.py)."""
+    from analysis.reporting.html import write_html
 
     write_html(report, render(report), ds.all_runs, ds.all_curves, out)
 

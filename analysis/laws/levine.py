@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.kaplan import shape_sensitivity
-from analysis.powerlaw import fit_power_law
+from analysis.fitting.powerlaw import fit_power_law
+from analysis.laws.kaplan import shape_sensitivity
 from depthwidth.published import KAPLAN_2020, THEORY_BASE
 
 PAIR_DECADES = 0.1  # runs whose N differ by at most 10^0.1 (26%) count as nearly equal N

@@ -10,8 +10,16 @@ import math
 
 import numpy as np
 
-from analysis import adaptive_report
-from analysis.markdown_sections import _ci, _g, accounting_md, chinchilla_md, design_md, inputs_md, is_absent
+from analysis.reporting import adaptive_report
+from analysis.reporting.markdown_sections import (
+    _ci,
+    _g,
+    accounting_md,
+    chinchilla_md,
+    design_md,
+    inputs_md,
+    is_absent,
+)
 from depthwidth.published import LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE
 
 

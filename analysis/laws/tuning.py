@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.inputs import InputError
+from analysis.readers.inputs import InputError
 
 # Fields of TrainConfig / ModelConfig that tune a run without changing the model's shape or its
 # data; any of them that takes several values within one shape is a tuning axis.
@@ -402,7 +402,7 @@ def summary(sel: Selection, runs_all: pd.DataFrame) -> dict:
 def apply(ds, extra: tuple = (), rule: str = "auto", disabled: bool = False):
     """The dataset reduced to each shape's best setting (runs and their curves), and the report's
     `tuning` section. `disabled`: no tuning axis, every run kept (settings are then averaged)."""
-    from analysis.powerlaw import json_safe
+    from analysis.fitting.powerlaw import json_safe
 
     runs = with_config_fields(ds.runs)
     axes = tuning_axes(runs, tuple(extra), disabled)

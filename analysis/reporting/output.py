@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.inputs import InputError
+from analysis.readers.inputs import InputError
 from depthwidth.clitools import reason
 from depthwidth.results import Location, StoreError, atomic_file
 

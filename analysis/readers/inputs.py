@@ -2,7 +2,7 @@
 docs/design.md "The results store") or a CSV / parquet / JSON-lines file of runs or curves.
 
 Reading goes through depthwidth/results.py, the store's one home, so local paths and URIs (s3://...)
-behave alike. A file is recognised by its columns (analysis/formats.py): Gemstones' checkpoints,
+behave alike. A file is recognised by its columns (analysis/readers/formats.py): Gemstones' checkpoints,
 Epoch's Chinchilla points, or the generic table with loss and depth + width and/or n_params
 (a `step` column makes it long-format learning curves, `tokens` gives each row its training
 tokens). Without n_params, N is derived from the shape (docs/science.md §2); without a shape, only
@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.formats import n_params_for, recognise
-from analysis.halving import finals, halving_note
+from analysis.readers.formats import n_params_for, recognise
+from analysis.readers.halving import finals, halving_note
 from depthwidth.accounting import kaplan_n_params
 from depthwidth.results import (
     ANALYSIS_DIR,
@@ -55,7 +55,7 @@ class Dataset:
     kind: str  # "store" | "csv" | "parquet" | "jsonl"
     n_excluded: dict  # status -> count of transformer runs left out of the fits
     families: tuple
-    layout: str = "store"  # "store" | "generic" | "gemstones" | "epoch" (analysis/formats.py)
+    layout: str = "store"  # "store" | "generic" | "gemstones" | "epoch" (analysis/readers/formats.py)
     has_shape: bool = True  # depth and width known for every run
     n_params_source: dict = field(default_factory=dict)  # which N the fits use, and why
     notes: tuple = ()  # how the input was read

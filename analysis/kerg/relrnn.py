@@ -19,8 +19,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from analysis import relrnn_compare as rc  # noqa: E402
-from analysis.relrnn_compare import ALL_TASKS, COLOURS, SOLVED, chance  # noqa: E402,F401
+from analysis.kerg import relrnn_compare as rc  # noqa: E402
+from analysis.kerg.relrnn_compare import ALL_TASKS, COLOURS, SOLVED, chance  # noqa: E402,F401
 from depthwidth.config import RECURRENT_FAMILIES as RECURRENT  # noqa: E402
 from depthwidth.config import SCREENED_FAMILIES as SCREENED  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 Losses: the two-regime law (docs/science.md §4) or a null of N alone, with a data term, an lr
 penalty around a drifting optimum and seed noise (docs/design-power.md); each replicate goes
-through `analyze`'s estimator path (tuning.apply, analysis.report.build_report).
+through `analyze`'s estimator path (tuning.apply, analysis.reporting.report.build_report).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import pandas as pd
 
-from analysis.fitcore import log_kappa
-from analysis.halving import decide
+from analysis.fitting.fitcore import log_kappa
+from analysis.readers.halving import decide
 
 DEFAULT_EFFECTS = (2.2, 3.0, 4.5)
 DEFAULT_NOISE = 0.02  # Kaplan et al. 2020 report a seed-to-seed spread of about 2%
@@ -32,7 +32,7 @@ class PlantModel:
     loss = [E + A·κ_b(L, d)^−alpha + B_D·D^−alpha_D] · exp(sharpness·(log10 lr − log10 lr*)² + ε),
     ε ~ N(0, noise²) per run; lr* = lr0·(d/base_width)^lr_width_exp·(L/base_depth)^lr_depth_exp.
     The null replaces A·κ_b^−alpha by A_N·N^−alpha_N, the law of N alone closest to the b = 3
-    law on the plan's own shapes (analysis.design.null_law)."""
+    law on the plan's own shapes (analysis.power.design.null_law)."""
 
     E: float = 1.5
     A: float = 20.0
@@ -54,7 +54,7 @@ class PlantModel:
 
 
 def kappa_term(depth, width, b: float, model: PlantModel) -> np.ndarray:
-    """A·κ_b(L, d)^−alpha: the shape term of the two-regime law (analysis.fitcore.log_kappa)."""
+    """A·κ_b(L, d)^−alpha: the shape term of the two-regime law (analysis.fitting.fitcore.log_kappa)."""
     lk, _ = log_kappa(np.asarray(depth, float), np.log(np.asarray(width, float)), np.log(b))
     return model.A * np.exp(-model.alpha * lk)
 
@@ -160,12 +160,13 @@ def analyse_table(
     table: pd.DataFrame, bootstrap: int = 200, seed: int = 0, workdir: str | None = None
 ) -> dict:
     """The threshold section `analyze` writes for this runs table: the table is read back as a
-    CSV (analysis.inputs.load), each shape reduced to its best setting (analysis.tuning.apply,
-    the default selection rule) and every section built (analysis.report.build_report)."""
+    CSV (analysis.readers.inputs.load), each shape reduced to its best setting (analysis.laws.tuning.apply,
+    the default selection rule) and every section built (analysis.reporting.report.build_report)."""
     import tempfile
 
-    from analysis import inputs, tuning
-    from analysis.report import build_report
+    from analysis.laws import tuning
+    from analysis.readers import inputs
+    from analysis.reporting.report import build_report
 
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         path = os.path.join(tmp, "planted.csv")
