@@ -7,7 +7,7 @@
 
 A group is the trials that differ only in `axis` (one shape, one token budget, one seed). At each
 rung every survivor's validation loss at that step is compared, the best ⌈n/eta⌉ go on and the
-others stop there, stored with status "stopped" and the losses they reached: the rule is
+others stop there (a member stops as soon as ⌈n/eta⌉ others have beaten it at the rung), stored with status "stopped" and the losses they reached: the rule is
 analysis/readers/halving.py's, which the analysis applies again to the stored rows to know the finals.
 
 How it runs: a small Ray actor (the board) holds each group's rung losses; a trial reports its
@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.readers.halving import decide
+from analysis.readers.halving import beaten, decide
 from sweeps.errors import SpecError, fail, known_table, number, text
 
 KEYS = ("axis", "eta", "rungs")
@@ -177,8 +177,11 @@ class Board:
         """ "stop" if `tid` lost at a rung up to `rung`, "go" if it survived all of them, else "wait"."""
         g = self.group[tid]
         members = [m for m, mg in self.group.items() if mg == g]
-        kept, _ = decide(members, self.losses, self.ended, self.eta, min(rung + 1, self.n_rungs[g]))
-        if any(tid not in alive for alive in kept):
+        n = min(rung + 1, self.n_rungs[g])
+        kept, _ = decide(members, self.losses, self.ended, self.eta, n)
+        if any(tid not in alive for alive in kept) or tid in beaten(
+            members, self.losses, self.ended, self.eta, n
+        ):
             return "stop"
         return "go" if len(kept) > rung else "wait"
 

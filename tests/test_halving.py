@@ -5,13 +5,14 @@ stored rows, live verdicts and analysis agree with the rule."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
 
-from analysis.readers.halving import decide, finals, survivors
+from analysis.readers.halving import beaten, decide, finals, survivors
 from sweeps.errors import SpecError
 from sweeps.halving import Board, Halving, rung_steps
 
@@ -30,6 +31,23 @@ def test_decide_waits_for_every_survivor_and_ranks_an_ended_run_last():
     assert kept[0] == {"b"} and not complete  # b survived rung 0; rung 1 waits for b
     kept, complete = decide(["a", "b", "c"], {**losses, "b": [1.0, 0.9]}, {"c"}, 3, 2)
     assert kept == [{"b"}, {"b"}] and complete
+
+
+def test_beaten_never_stops_a_run_the_complete_rule_keeps():
+    import itertools
+    import random
+
+    rng = random.Random(0)
+    for n, eta in itertools.product((2, 3, 4, 5, 9), (2, 3)):
+        for _ in range(30):
+            ids = [f"m{i}" for i in range(n)]
+            full = {m: [rng.random(), rng.random()] for m in ids}
+            final, _ = decide(ids, full, set(), eta, 2)
+            for k in range(n):  # any prefix of the group has reported rung 0
+                seen = {m: full[m][:1] for m in ids[:k]}
+                out = beaten(ids, seen, set(), eta, 2)
+                assert not out & final[0], (n, eta, k)
+                assert len(out) == max(0, k - math.ceil(n / eta))
 
 
 def _row(tid, group, lr, status, losses, loss, rungs=(20,)):
@@ -64,8 +82,10 @@ def test_finals_apply_the_rule_to_the_stored_rows():
 def test_board_verdicts():
     b = Board(3, {"a": "g", "b": "g", "c": "g"}, {"g": 1})
     b.report("a", 0, 2.0)
-    b.report("b", 0, 1.0)
     assert b.verdict("a", 0) == "wait"
+    b.report("b", 0, 1.0)
+    # b already beats a, and only one of three goes on: a stops without waiting for c
+    assert b.verdict("a", 0) == "stop" and b.verdict("b", 0) == "wait"
     b.report("c", 0, 3.0)
     b.report("c", 0, 0.1)  # a restart repeating its report: the first one counts
     assert [b.verdict(t, 0) for t in "abc"] == ["stop", "go", "stop"]

@@ -56,6 +56,24 @@ def decide(
     return out, True
 
 
+def beaten(
+    members: Sequence[str], losses: Mapping[str, Sequence[float]], ended: set[str], eta: int, n_rungs: int
+) -> set[str]:
+    """The members already sure to lose the first rung not yet decided: at least ⌈n/eta⌉ of that
+    rung's n contenders have reported a lower loss there, so the rest of the group cannot lift
+    them into the best ⌈n/eta⌉. The live sweep stops these at once instead of waiting for the
+    group; decide() on the complete losses gives the same survivors."""
+    kept, complete = decide(members, losses, ended, eta, n_rungs)
+    if complete:
+        return set()
+    r = len(kept)
+    alive = kept[-1] if kept else set(members)
+    need = max(1, math.ceil(len(alive) / eta))
+    at = {m: losses[m][r] for m in alive if len(losses.get(m, ())) > r and math.isfinite(losses[m][r])}
+    order = sorted(at, key=lambda m: (at[m], m))
+    return set(order[need:])
+
+
 def parse(value: Any) -> dict[str, Any] | None:
     """A row's `halving` record, or None for a run outside any halving."""
     if not isinstance(value, str) or not value.strip():
