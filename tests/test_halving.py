@@ -79,6 +79,35 @@ def test_finals_apply_the_rule_to_the_stored_rows():
     assert info["finished_not_promoted"] == 1 and info["undecided_groups"] == 0
 
 
+def test_against_grid_counts_agreement_and_excess_loss():
+    from analysis.readers.halving import against_grid
+
+    halved = pd.DataFrame(
+        [
+            _row("a", "g1", 1e-3, "stopped", [2.5], 2.5),
+            _row("b", "g1", 3e-3, "ok", [2.1], 1.8),
+            _row("c", "g1", 1e-2, "stopped", [2.3], 2.3),
+            _row("d", "g2", 1e-3, "ok", [2.0], 1.9),
+            _row("e", "g2", 3e-3, "stopped", [2.2], 2.2),
+            _row("f", "g3", 1e-3, "ok", [2.0], 1.9),  # the grid lacks g3's other member
+            _row("g", "g3", 3e-3, "stopped", [2.2], 2.2),
+        ]
+    )
+    grid = pd.DataFrame(
+        {
+            "trial_id": list("abcdef"),
+            "lr": [1e-3, 3e-3, 1e-2, 1e-3, 3e-3, 1e-3],
+            "status": ["ok"] * 6,
+            "final_val_loss": [1.95, 1.8, 1.85, 1.9, 1.7, 1.9],
+        }
+    )
+    out = against_grid(halved, grid).set_index("group")
+    assert list(out.index) == ["g1", "g2"]
+    assert bool(out.loc["g1", "agree"]) and out.loc["g1", "excess"] == 0
+    assert not out.loc["g2", "agree"] and out.loc["g2", "excess"] == pytest.approx(0.2)
+    assert out.loc["g2", "chosen_lr"] == 1e-3 and out.loc["g2", "best_lr"] == 3e-3
+
+
 def test_board_verdicts():
     b = Board(3, {"a": "g", "b": "g", "c": "g"}, {"g": 1})
     b.report("a", 0, 2.0)

@@ -137,3 +137,37 @@ def halving_note(info: Mapping[str, Any]) -> str:
         f"{extra}{open_}; a final's loss is measured on the seed that chose it (biased low by "
         f"the noise among the settings it beat at the rungs)"
     )
+
+
+def against_grid(halved: pd.DataFrame, grid: pd.DataFrame, axis: str = "lr") -> pd.DataFrame:
+    """What the halving's choice cost, group by group, against the same group's full grid (every
+    setting trained to the end; `grid` holds them under the same trial_ids). One row per group
+    that the grid covers completely: its choice and the grid's best, their losses, and whether
+    they agree. `loss` is final_val_loss."""
+    keep, _ = finals(halved)
+    recs = {str(t): parse(v) for t, v in zip(halved["trial_id"], halved[COLUMN])}
+    chosen = set(halved.loc[keep, "trial_id"].astype(str))
+    full = grid[grid["status"] == "ok"].copy() if "status" in grid else grid.copy()
+    full["trial_id"] = full["trial_id"].astype(str)
+    full["group"] = [recs[t]["group"] if recs.get(t) else None for t in full["trial_id"]]
+    size = pd.Series([r["group"] for r in recs.values() if r]).value_counts()
+    rows = []
+    for g, members in full.dropna(subset=["group"]).groupby("group"):
+        picked = members[members["trial_id"].isin(chosen)]
+        if len(members) < size.get(g, 0) or len(picked) != 1:
+            continue  # the grid lacks a member, or the halving has no final here
+        best = members.loc[members["final_val_loss"].idxmin()]
+        pick = picked.iloc[0]
+        rows.append(
+            {
+                "group": g,
+                **{c: pick[c] for c in ("depth", "width", "seed", "tokens") if c in pick},
+                f"chosen_{axis}": float(pick[axis]),
+                f"best_{axis}": float(best[axis]),
+                "chosen_loss": float(pick["final_val_loss"]),
+                "best_loss": float(best["final_val_loss"]),
+                "agree": bool(pick["trial_id"] == best["trial_id"]),
+                "excess": float(pick["final_val_loss"] - best["final_val_loss"]),
+            }
+        )
+    return pd.DataFrame(rows)
