@@ -167,6 +167,19 @@ def _label(family: str, nu: Any, rho: Any) -> str:
     return family
 
 
+def _point(src: str, model: str, T, g: pd.DataFrame) -> dict[str, Any]:
+    """What names one (task, model, T) point of a table: the model's family and ν, ρ, and its runs."""
+    return {
+        "task": src,
+        "model": model,
+        "family": g["family"].iloc[0],
+        "nu": _int(g["nu"].iloc[0]),
+        "rho": _int(g["rho"].iloc[0]),
+        "T": _int(T),
+        "n_runs": int(len(g)),
+    }
+
+
 def accuracy_table(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Per task, model and T: accuracy over seeds (diverged/failed runs count as 0), val loss,
     and the memoryless baseline."""
@@ -177,13 +190,7 @@ def accuracy_table(df: pd.DataFrame) -> list[dict[str, Any]]:
         loss = pd.to_numeric(g.get("final_val_loss"), errors="coerce")
         rows.append(
             {
-                "task": src,
-                "model": model,
-                "family": g["family"].iloc[0],
-                "nu": _int(g["nu"].iloc[0]),
-                "rho": _int(g["rho"].iloc[0]),
-                "T": int(T),
-                "n_runs": int(len(g)),
+                **_point(src, model, T, g),
                 "n_ok": int((g["status"] == "ok").sum()),
                 "accuracy_mean": float(acc.mean()),
                 "accuracy_min": float(acc.min()),
@@ -245,13 +252,7 @@ def grad_stability(df: pd.DataFrame) -> list[dict[str, Any]]:
         r = float(g["grad_start_ratio"].median())
         rows.append(
             {
-                "task": src,
-                "model": model,
-                "family": g["family"].iloc[0],
-                "nu": _int(g["nu"].iloc[0]),
-                "rho": _int(g["rho"].iloc[0]),
-                "T": _int(T),
-                "n_runs": int(len(g)),
+                **_point(src, model, T, g),
                 "grad_start_ratio": r,
                 "log10_ratio": math.log10(r) if r > 0 else None,
             }
