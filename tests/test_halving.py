@@ -108,6 +108,23 @@ def test_against_grid_counts_agreement_and_excess_loss():
     assert out.loc["g2", "chosen_lr"] == 1e-3 and out.loc["g2", "best_lr"] == 3e-3
 
 
+def test_compute_used_against_the_full_grid():
+    from analysis.readers.halving import compute_used
+
+    cfg = json.dumps({"steps": 300, "batch_size": 2})
+    runs = pd.DataFrame(
+        {
+            "train_config": [cfg] * 3,
+            "seq_len": [4] * 3,
+            "flops_per_token": [10.0] * 3,
+            "flops": [300 * 8 * 10.0, 100 * 8 * 10.0, 150 * 8 * 10.0],  # one final, two stopped
+        }
+    )
+    got = compute_used(runs)
+    assert got["full_grid_flops"] == 3 * 300 * 8 * 10.0
+    assert got["share"] == pytest.approx(550 / 900)
+
+
 def test_board_verdicts():
     b = Board(3, {"a": "g", "b": "g", "c": "g"}, {"g": 1})
     b.report("a", 0, 2.0)
