@@ -299,6 +299,8 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
     out.mkdir(parents=True, exist_ok=True)
     doc = copy.deepcopy(best["doc"])
     doc["name"] = f"{spec.name}-proposed"
+    if doc.get("description"):  # the spec's words describe the plan as written
+        doc["description"] = f"{doc['description']}; proposed variant: {_what(best)}"
     _data_path_from(doc, _spec_dir(spec), out)
     if isinstance(doc.get("storage"), dict) and "path" in doc["storage"]:
         doc["storage"]["path"] = doc["storage"]["path"].rstrip("/") + "-proposed"
