@@ -6,7 +6,7 @@ usually left out of version control); a runs table exported with `depthwidth swe
 is one of its trials (its trial_id, or one of the trial's older ids) and that the store lacks,
 records it as a finished trial, and runs only the rest: no finished run is lost in a move. The
 trial_id is a hash of everything that defines the run, so a row carried this way is the same run.
-Rows of other sweeps are left out and counted. Their loss curves are not in a runs table: the
+Rows that are not trials of the spec are left out and counted. Their loss curves are not in a runs table: the
 carried trials have none in the store.
 """
 
@@ -111,7 +111,7 @@ def carry(store, spec, table: pd.DataFrame, path: str, out) -> int:
     for row in rows:
         store.add_trial(row, [])
     held = f", {counts['held']} already in the store" if counts["held"] else ""
-    other = f", {counts['other']} of other sweeps left out" if counts["other"] else ""
+    other = f", {counts['other']} not trials of this spec left out" if counts["other"] else ""
     repeat = f", {counts['repeat']} repeated" if counts["repeat"] else ""
     print(
         f"[{spec.name}] {len(rows)} finished trial(s) carried from {path}{held}{other}{repeat}",
