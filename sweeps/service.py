@@ -67,6 +67,11 @@ def run_sweep(
     tracking = spec.tracking if tracking is None else tracking
     check_available(tracking)
     chooser = parse_adaptive(spec.text, spec.source_path, enable=adaptive)
+    if chooser is not None and spec.halving:
+        raise SpecError(
+            f"--adaptive is invalid for {spec.source_path}: its [halving] runs every setting of a "
+            f"group, while an adaptive sweep chooses its own trials; use one of them."
+        )
     store, todo, again = prepare(spec, storage, rerun, carry_from, out)
     run = _Run(
         spec,

@@ -391,6 +391,10 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
     )
     _check_workers(trials, resources, path)
     halving = parse_halving(doc, path)
+    if halving and resources.workers > 1:
+        raise fail(path, "resources.workers", resources.workers, "[halving] runs one-process trials only")
+    if halving and "adaptive" in doc:
+        raise fail(path, "halving", dict(doc["halving"]), "an [adaptive] sweep chooses its own trials")
     halving_plan = plan_halving(trials, halving, path, resolve_axis(halving.axis, path)) if halving else {}
     return SweepSpec(
         name,

@@ -179,6 +179,7 @@ path = "{store}"
         ('axis = "beta2"', "halving.axis = 'beta2' is invalid: it must be a [grid] axis"),
         ("rungs = 5", "halving.rungs = 5 is invalid"),
         ("speed = 2", "speed"),
+        ("eta = 3\n[adaptive]\nmax_trials = 4", "an [adaptive] sweep chooses its own trials"),
     ],
 )
 def test_bad_halving_is_refused(tmp_path, halving, message):
