@@ -116,12 +116,12 @@ def test_compute_used_against_the_full_grid():
         {
             "train_config": [cfg] * 3,
             "seq_len": [4] * 3,
-            "flops_per_token": [10.0] * 3,
-            "flops": [300 * 8 * 10.0, 100 * 8 * 10.0, 150 * 8 * 10.0],  # one final, two stopped
+            "tokens": [300 * 8, 100 * 8, 150 * 8],  # one final, two stopped
+            "flops": [300 * 8 * 30.0, 100 * 8 * 30.0, 150 * 8 * 30.0],
         }
     )
     got = compute_used(runs)
-    assert got["full_grid_flops"] == 3 * 300 * 8 * 10.0
+    assert got["full_grid_flops"] == pytest.approx(3 * 300 * 8 * 30.0)
     assert got["share"] == pytest.approx(550 / 900)
 
 

@@ -175,10 +175,12 @@ def against_grid(halved: pd.DataFrame, grid: pd.DataFrame, axis: str = "lr") -> 
 
 def compute_used(runs: pd.DataFrame) -> dict[str, float]:
     """Training FLOPs the runs used against the full grid they stand for (every run to its
-    budget: train_config's steps × batch_size × seq_len tokens at its flops_per_token)."""
-    budget = []
-    for cfg, seq, fpt in zip(runs["train_config"], runs["seq_len"], runs["flops_per_token"]):
+    budget: train_config's steps × batch_size × seq_len tokens, at the FLOPs per token the run
+    itself trained at, flops / tokens)."""
+    used = full = 0.0
+    for cfg, seq, flops, tokens in zip(runs["train_config"], runs["seq_len"], runs["flops"], runs["tokens"]):
         t = json.loads(cfg)
-        budget.append(float(t["steps"]) * float(t["batch_size"]) * float(seq) * float(fpt))
-    used, full = float(runs["flops"].sum()), float(sum(budget))
+        if tokens > 0:
+            used += float(flops)
+            full += float(flops) / float(tokens) * float(t["steps"]) * float(t["batch_size"]) * float(seq)
     return {"flops": used, "full_grid_flops": full, "share": used / full if full else math.nan}
