@@ -49,8 +49,14 @@ def test_relrnn_smoke_is_cpu_sized():
         + [("relrnn", 10, 0), ("lstm", 10, 0), ("memrnn", 30, 0)]
     )
     assert {t.train.threads for t in spec.trials} == {1}
-    budgets = {(t.train.steps, t.train.batch_size, t.train.lr, t.model.width) for t in spec.trials}
-    assert budgets == {(1000, 128, 2e-2, 32)}  # one budget for every model
+    budgets = {
+        (t.train.steps, t.train.batch_size, t.train.lr, t.train.warmup_steps, t.train.min_lr_ratio,
+         t.train.beta2, t.model.width)
+        for t in spec.trials
+    }
+    assert budgets == {(2000, 128, 2e-2, 50, 0.1, 0.99, 32)}  # one budget for every model
+    # ρ = 30: with 15 the screening evicted symbols before their answer on 2 of 5 seeds
+    assert {(t.model.nu, t.model.rho) for t in spec.trials if t.model.family == "relrnn"} == {(10, 30)}
     rows = plan_rows(spec)
     assert totals(spec, rows)["cpu_core_hours"] < 0.1
 
