@@ -38,7 +38,7 @@ def test_relrnn_copy_grid():
 
 def test_relrnn_smoke_is_cpu_sized():
     """relrnn and lstm on copy at T = 10 and 30 with the same budget, three seeds at T = 30 where
-    the claim is decided (its outcome depends on the seed, docs/bench/relrnn.md), one memrnn point
+    the claim is decided (reported with their spread, docs/bench/relrnn.md), one memrnn point
     at T = 30; every trial on one fixed thread, so it repeats bit for bit on one machine."""
     spec = load_spec(SWEEPS / "relrnn-smoke.toml")
     assert len(spec.trials) == 9 and spec.resources.gpus == 0
