@@ -50,8 +50,15 @@ def test_relrnn_smoke_is_cpu_sized():
     )
     assert {t.train.threads for t in spec.trials} == {1}
     budgets = {
-        (t.train.steps, t.train.batch_size, t.train.lr, t.train.warmup_steps, t.train.min_lr_ratio,
-         t.train.beta2, t.model.width)
+        (
+            t.train.steps,
+            t.train.batch_size,
+            t.train.lr,
+            t.train.warmup_steps,
+            t.train.min_lr_ratio,
+            t.train.beta2,
+            t.model.width,
+        )
         for t in spec.trials
     }
     assert budgets == {(2000, 128, 2e-2, 50, 0.1, 0.99, 32)}  # one budget for every model
