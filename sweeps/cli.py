@@ -220,7 +220,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--rerun",
         action="append",
         metavar="ID|STATUS",
-        help="rerun a stored trial from scratch: its trial_id, or all/ok/diverged/failed",
+        help="rerun a stored trial from scratch: its trial_id, or all/ok/diverged/failed/stopped",
     )
     p.add_argument(
         "--verbose", action="store_true", help="also show Ray's own start-up notices and Tune's logs"

@@ -54,7 +54,7 @@ BAD_SPECS = [
     (
         BASE + "[grids]\ndepth = [1]\n",
         "{p}: unknown key 'grids'; known keys: name, description, where, "
-        "model, data, train, grid, points, budget, resources, storage, tracking, adaptive.",
+        "model, data, train, grid, points, budget, resources, storage, tracking, adaptive, halving.",
     ),
     (sub('name = "t"\n', ""), '{p}: name is missing; every sweep needs a name (e.g. name = "smoke").'),
     (
@@ -311,7 +311,7 @@ def test_bad_command_line_input(tmp_path, capsys):
         ),
         (
             ["run", str(spec), "--storage", str(tmp_path / "s"), "--rerun", "nope"],
-            "--rerun = 'nope' is invalid: it is neither a trial_id of this sweep nor one of all, ok, diverged, failed.",
+            "--rerun = 'nope' is invalid: it is neither a trial_id of this sweep nor one of all, ok, diverged, failed, stopped.",
         ),
         (
             ["results", str(tmp_path / "nowhere")],

@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported where a table is read: the rule itself runs in every trial
+    import pandas as pd
 
 COLUMN = "halving"  # JSON per row: {"axis", "eta", "rungs": [steps], "losses": [val loss at each], "group"}
 
@@ -85,6 +86,8 @@ def parse(value: Any) -> dict[str, Any] | None:
 def finals(runs: pd.DataFrame) -> tuple[pd.Series, dict[str, Any]]:
     """(True for each row that is a final, a summary). Rows outside any halving are finals when
     their status is ok; within a group, the rule above on the rows' recorded rung losses."""
+    import pandas as pd
+
     status_ok = runs["status"] == "ok" if "status" in runs.columns else pd.Series(True, index=runs.index)
     if COLUMN not in runs.columns:
         return status_ok, {}
@@ -144,6 +147,8 @@ def against_grid(halved: pd.DataFrame, grid: pd.DataFrame, axis: str = "lr") -> 
     setting trained to the end; `grid` holds them under the same trial_ids). One row per group
     that the grid covers completely: its choice and the grid's best, their losses, and whether
     they agree. `loss` is final_val_loss."""
+    import pandas as pd
+
     keep, _ = finals(halved)
     recs = {str(t): parse(v) for t, v in zip(halved["trial_id"], halved[COLUMN])}
     chosen = set(halved.loc[keep, "trial_id"].astype(str))

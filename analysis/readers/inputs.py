@@ -362,6 +362,8 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
         csv,
     )
     n_excluded = {s: int((tf["status"] == s).sum()) for s in STATUSES if s != "ok"}
+    if not n_excluded.get("stopped"):  # only a successive halving stops runs
+        n_excluded.pop("stopped", None)
     if halving.get("finished_not_promoted"):
         n_excluded["not promoted"] = halving["finished_not_promoted"]
     _check_whole(used, name, csv)
