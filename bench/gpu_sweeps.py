@@ -3,7 +3,8 @@ trials at one GPU each (trials per hour), and one trial as 1 and as 2 DDP worker
 curves must agree). Each sweep is the real `depthwidth sweep run` on the embedded Ray.
 
 Run by hand on a machine with GPUs:  python bench/gpu_sweeps.py [--steps 300] [--out FILE.json]
-`--smoke` runs the same flow on the CPU (gloo, no packing: the shares are planned, not run), a
+`--smoke` runs the same flow on the CPU (gloo, no packing: the shares are planned, not run; the
+one-worker curve comes from `train()` in this process, so only the two-worker sweep starts Ray), a
 check of the script, not of any GPU. Without CUDA and without --smoke it says so and exits 3.
 """
 
@@ -78,6 +79,16 @@ def curve(store: Path) -> list[float]:
     return list(curves.sort_values("step")["val_loss"])
 
 
+def curve_in_process(spec: Path) -> list[float]:
+    """The spec's one trial trained by one process, as `train()` runs it inside a trial."""
+    from depthwidth.train import train
+    from sweeps.spec import load_spec
+
+    (trial,) = load_spec(spec).trials
+    res = train(trial.model, trial.data, trial.train.replace(threads=1))
+    return [p["val_loss"] for p in res.curve]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=300)
@@ -124,7 +135,9 @@ def main() -> int:
         # (two NCCL ranks need two GPUs; with fewer, both run on the CPU with gloo)
         per_worker, device = ("gpus = 1", "") if gpus >= 2 else ("", 'device = "cpu"')
         curves = {}
-        for workers in (1, 2):
+        # a smoke run takes the one-worker curve from train() in this process (the function a
+        # one-worker trial runs), so it starts Ray once, for the two-worker sweep
+        for workers in (2,) if a.smoke else (1, 2):
             s = t / f"w{workers}.toml"
             s.write_text(
                 spec_text(
@@ -140,6 +153,8 @@ def main() -> int:
             wall, _ = run(s, t / f"w{workers}-store")
             curves[workers] = curve(t / f"w{workers}-store")
             fig[f"workers_{workers}_wall_s"] = round(wall, 1)
+        if a.smoke:
+            curves[1] = curve_in_process(t / "w2.toml")
         diff = max(abs(x - y) / y for x, y in zip(curves[1], curves[2]))
         fig["ddp_max_relative_difference"] = diff
         fig["ddp_curves"] = curves
