@@ -1,7 +1,8 @@
 """`depthwidth design SPEC --propose --budget B`: the most powerful plan found within a budget.
 
-Candidates vary the spec's depth cap (depth ≤ m·log3(width)), token budget rule (as given, or one
-fixed budget decoupled from N), seeds and learning-rate points; each within the budget is costed
+Candidates vary the spec's depth cap (depth ≤ m·log3(width)), token budget rule (as given, one
+fixed budget decoupled from N, or three budgets a factor 3 apart shared by every shape), seeds and
+learning-rate points; each within the budget is costed
 by the planner (sweeps/plan.py) and screened on planted replicates, the best are rated in full
 (analysis/power/design.py), and the chosen one is written as a spec `sweep plan` accepts.
 """
@@ -101,6 +102,9 @@ def candidate_docs(doc: dict, tokens: float) -> list[tuple[dict, dict]]:
     ]
     caps = ["as written", 3, 2]
     rules = ["as written", "fixed"] if budget0 else ["as written"]
+    three = three_budgets(doc, tokens)
+    if three:
+        rules.append("three")
     lr_sets = [lrs] + ([[lrs[len(lrs) // 2]]] if len(lrs) >= 3 else [])
     for cap, rule, n_seeds, lr_set in itertools.product(caps, rules, (2, 3, 4, 6), lr_sets):
         d = copy.deepcopy(doc)
@@ -117,15 +121,55 @@ def candidate_docs(doc: dict, tokens: float) -> list[tuple[dict, dict]]:
         if rule == "fixed":
             keep = {k: v for k, v in budget0.items() if k in ("evals", "warmup_fraction")}
             d["budget"] = {"tokens": float(f"{tokens:.3g}"), **keep}
+        elif rule == "three":
+            evals = int((budget0 or {}).get("evals") or 5)
+            d.pop("budget", None)
+            d["grid"]["steps"] = three["steps"]
+            train = d.setdefault("train", {})
+            train.pop("steps", None)  # the axis sets it
+            if int(train.get("eval_every", 10**9)) > min(three["steps"]) // 2:  # keep two evaluations
+                train["eval_every"] = max(1, min(three["steps"]) // evals)
+        labels = {
+            "as written": "as written",
+            "fixed": f"{tokens:.3g} fixed",
+            "three": three and three["label"],
+        }
         what = {
             "depth_cap": cap,
-            "tokens": rule if rule == "as written" else f"{tokens:.3g} fixed",
+            "tokens": labels[rule],
             "seeds": n_seeds,
             "lr_points": len(lr_set),
         }
         if what != out[0][1]:
             out.append((d, what))
     return out
+
+
+def three_budgets(doc: dict, tokens: float) -> dict | None:
+    """Three token budgets a factor 3 apart, the same for every shape, as a `steps` axis: the
+    data term of L(N, D) needs at least three values of D to be told from the floor E, and D
+    must not ride on N. The plan's own steps axis is extended downwards (300, 900 -> 100, 300,
+    900); otherwise the budgets end at the plan's mean tokens per trial. None when the plan
+    already has three shared budgets, or its tokens per step are not fixed."""
+    from depthwidth.config import ModelConfig, TrainConfig
+
+    grid = doc.get("grid", {})
+    if any(k in grid for k in ("batch_size", "train.batch_size", "seq_len", "model.seq_len")):
+        return None
+    steps = sorted({int(s) for s in grid.get("steps", [])})
+    if steps and "budget" not in doc:
+        if len(steps) >= 3:
+            return None
+        while len(steps) < 3:
+            steps.insert(0, max(1, round(steps[0] / 3)))
+    else:
+        batch = int(doc.get("train", {}).get("batch_size", TrainConfig().batch_size))
+        seq = int(doc.get("model", {}).get("seq_len", ModelConfig().seq_len))
+        top = max(1, round(tokens / (batch * seq)))
+        steps = [max(1, round(top / 9)), max(1, round(top / 3)), top]
+    if len(set(steps)) < 3:
+        return None
+    return {"steps": steps, "label": "3 budgets: " + "/".join(map(str, steps)) + " steps"}
 
 
 def _most_seeds(pool: list[dict], limit: int) -> list[dict]:
@@ -377,7 +421,12 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
 
 def _what(c: dict) -> str:
     cap = "depths as written" if c["depth_cap"] == "as written" else f"depth ≤ {c['depth_cap']}·log3(width)"
-    tok = "token budget as written" if c["tokens"] == "as written" else f"{c['tokens']} tokens per trial"
+    if c["tokens"] == "as written":
+        tok = "token budget as written"
+    elif str(c["tokens"]).startswith("3 budgets"):
+        tok = f"{c['tokens']} for every shape"
+    else:
+        tok = f"{c['tokens']} tokens per trial"
     return f"{cap}, {tok}, {c['seeds']} seeds, {c['lr_points']} lr point{'s' if c['lr_points'] != 1 else ''}"
 
 

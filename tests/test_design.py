@@ -312,3 +312,35 @@ def test_propose_keeps_a_relative_data_path_and_a_halving_valid(tmp_path):
     assert (proposed.parent / doc["data"]["path"]).resolve() == (tmp_path / "data" / "text.txt").resolve()
     plan = _cli("sweep", "plan", proposed, cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
+
+
+def test_propose_tries_three_shared_token_budgets():
+    """The search's third token rule: three budgets a factor 3 apart, the same for every shape, so
+    the data term can be told from the floor and D does not ride on N. A spec with a budget tied
+    to N gets budgets ending at its mean tokens per trial; a steps axis of two values is extended
+    downwards, as the CPU study's plan was by hand; a plan with three already gets no such rule."""
+    import tomllib
+
+    from sweeps.design_search import candidate_docs, to_toml
+    from sweeps.plan import plan_rows
+    from sweeps.spec import parse_spec
+
+    doc = tomllib.loads(SPEC.format(depths="[1, 2, 4]", widths="[16, 32]"))
+    mean_tokens = 8 * 32 * 600.0  # batch 8 x seq 32 tokens per step
+    three = [(d, w) for d, w in candidate_docs(doc, mean_tokens) if str(w["tokens"]).startswith("3 budgets")]
+    assert three and {w["tokens"] for _, w in three} == {"3 budgets: 67/200/600 steps"}
+    d, _ = three[0]
+    assert "budget" not in d and d["grid"]["steps"] == [67, 200, 600]
+    spec = parse_spec(to_toml(d), "three.toml")
+    rows = pd.DataFrame(plan_rows(spec))
+    # every shape trains at the same three token budgets: D does not move with N
+    per_shape = rows.groupby(["depth", "width"])["tokens"].apply(lambda t: tuple(sorted(set(t))))
+    assert per_shape.nunique() == 1 and per_shape.iloc[0] == (67 * 256, 200 * 256, 600 * 256)
+    assert min(t.train.steps // t.train.eval_every for t in spec.trials) >= 2  # evaluations to fit
+
+    two = dict(doc, grid=dict(doc["grid"], steps=[300, 900]))
+    two.pop("budget")
+    labels = {w["tokens"] for _, w in candidate_docs(two, 1e5)}
+    assert "3 budgets: 100/300/900 steps" in labels
+    done = dict(two, grid=dict(two["grid"], steps=[100, 300, 900]))
+    assert all(not str(w["tokens"]).startswith("3 budgets") for _, w in candidate_docs(done, 1e5))
