@@ -28,6 +28,15 @@ SHARED_DATA = Path(os.environ.get("DEPTHWIDTH_DATA") or REPO.parent / "shared" /
 os.environ["DEPTHWIDTH_TRIAL_HOOK"] = str(REPO / "tests" / "trial_hook.py")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Files that hold a slow test run first, each file's tests kept together (module fixtures
+    start once): the two xdist workers (`-n 2 --dist worksteal`) then begin with the long
+    end-to-end tests and finish on short ones, instead of one worker idling while the other runs
+    a minute-long test at the end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: the order within stays
+
+
 def free_ports(n: int) -> list[int]:
     socks, ports = [], []
     for _ in range(n):

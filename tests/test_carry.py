@@ -38,6 +38,7 @@ def _cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_a_moved_sweep_takes_its_finished_trials_from_the_table(tmp_path):
     first = tmp_path / "first.toml"
     first.write_text(SPEC.format(widths="[8, 16]"))

@@ -125,6 +125,7 @@ def test_rates_and_the_minimum_detectable_effect():
     assert dz.min_detectable({2.2: 0.1, 3.0: 0.5}) is None
 
 
+@pytest.mark.slow
 def test_design_json_agrees_with_analyze_on_the_same_planted_sweeps(tmp_path):
     """Each replicate of `design` is the sweep the generator plants; `analyze` on that table (as a
     CSV, in a subprocess) reaches the same claim and interval, so design's power is analyze's."""
@@ -223,6 +224,7 @@ def test_a_plan_that_cannot_be_analysed_exits_2(tmp_path):
     assert _cli("design", tmp_path / "missing.toml").returncode == 2
 
 
+@pytest.mark.slow
 def test_propose_writes_a_spec_that_plan_accepts_and_design_rates_as_claimed(tmp_path):
     spec = _spec(tmp_path)
     out = tmp_path / "prop"
@@ -281,6 +283,7 @@ def test_propose_writes_a_spec_that_plan_accepts_and_design_rates_as_claimed(tmp
     assert a["false_claim"]["rate"] == r["false_claim"]
 
 
+@pytest.mark.slow
 def test_propose_keeps_a_relative_data_path_and_a_halving_valid(tmp_path):
     """A spec naming its text by a path relative to its own folder, with a successive halving:
     every candidate reads the same file, the one-lr candidates drop the halving, and the

@@ -193,6 +193,7 @@ def test_bad_halving_is_refused(tmp_path, halving, message):
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.slow
 def test_a_real_sweep_stops_the_losers_at_the_rung(tmp_path):
     store = tmp_path / "store"
     spec = tmp_path / "s.toml"

@@ -89,6 +89,7 @@ def depthwidth(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_sweep_store_and_analysis_on_s3(s3, tmp_path):
     env, query = s3
     fs = make_bucket(query, "sweeps")
