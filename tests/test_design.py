@@ -302,7 +302,7 @@ def test_propose_keeps_a_relative_data_path_and_a_halving_valid(tmp_path):
     spec = tmp_path / "specs" / "text.toml"
     spec.write_text(text)
     out = tmp_path / "elsewhere" / "prop"
-    args = ["--propose", "--budget", "2cpu-h", "--json", "--screen", "1", "--replicates", "2"]
+    args = ["--propose", "--budget", "0.015cpu-h", "--json", "--screen", "1", "--replicates", "2"]
     args += ["--bootstrap", "10", "--candidates", "2", "--finalists", "1", "--jobs", "1", "--out", out]
     res = _cli("design", spec, *args)
     assert res.returncode == 0, res.stderr
