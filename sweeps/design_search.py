@@ -123,12 +123,15 @@ def candidate_docs(doc: dict, tokens: float) -> list[tuple[dict, dict]]:
             d["budget"] = {"tokens": float(f"{tokens:.3g}"), **keep}
         elif rule == "three":
             evals = int((budget0 or {}).get("evals") or 5)
+            frac = (budget0 or {}).get("warmup_fraction")
             d.pop("budget", None)
             d["grid"]["steps"] = three["steps"]
             train = d.setdefault("train", {})
             train.pop("steps", None)  # the axis sets it
             if int(train.get("eval_every", 10**9)) > min(three["steps"]) // 2:  # keep two evaluations
                 train["eval_every"] = max(1, min(three["steps"]) // evals)
+            if frac is not None:  # the budget's warmup fraction, of the shortest run, for every run
+                train["warmup_steps"] = int(round(float(frac) * min(three["steps"])))
         labels = {
             "as written": "as written",
             "fixed": f"{tokens:.3g} fixed",

@@ -341,6 +341,10 @@ def test_propose_tries_three_shared_token_budgets():
     assert per_shape.nunique() == 1 and per_shape.iloc[0] == (67 * 256, 200 * 256, 600 * 256)
     assert min(t.train.steps // t.train.eval_every for t in spec.trials) >= 2  # evaluations to fit
 
+    warm = dict(doc, budget=dict(doc["budget"], warmup_fraction=0.1))  # kept, of the shortest run
+    (d_warm,) = [d for d, w in candidate_docs(warm, mean_tokens)[1:] if str(w["tokens"]).startswith("3")][:1]
+    assert d_warm["train"]["warmup_steps"] == 7
+
     two = dict(doc, grid=dict(doc["grid"], steps=[300, 900]))
     two.pop("budget")
     labels = {w["tokens"] for _, w in candidate_docs(two, 1e5)}
