@@ -143,8 +143,8 @@ class TrainBatches:
 
 @dataclass(frozen=True)
 class Parallel:
-    """Data parallelism for `train()` inside an initialised torch.distributed process group (Ray
-    Train sets one up for each worker). Every rank draws the same global batch of
+    """Data parallelism for `train()` inside an initialised torch.distributed process group (each
+    worker of a Ray Train trial joins one: sweeps/distributed.py). Every rank draws the same global batch of
     `train_cfg.batch_size` rows (a pure function of the seed and step) and trains on its own
     1/world of the rows; gradients are averaged over the ranks (DDP, or FSDP's sharded
     reduction), so the step is that of one worker on the whole batch: the gradient of a mean

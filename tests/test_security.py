@@ -407,51 +407,21 @@ def _own_network_address() -> str | None:
     return None if addr.startswith("127.") else addr
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads listening sockets from Linux's /proc")
-def test_the_embedded_ray_of_a_sweep_listens_on_loopback_only(tmp_path):
-    """`sweep run` without --address starts Ray on this machine: while a trial runs, every TCP
-    port of the driver, the GCS, the raylet, the agents and the workers is bound to 127.0.0.1,
-    and nothing answers on the machine's own network address."""
-    spec = tmp_path / "local.toml"
-    spec.write_text(
-        SPEC.format(
-            data="[train]\nbatch_size = 4\neval_every = 5\neval_batches = 1", storage=tmp_path / "store"
-        )
-    )
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "hold").write_text("")  # every trial waits after its first checkpoint
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env.update(DEPTHWIDTH_TEST_HOOK_DIR=str(hook), RAY_USAGE_STATS_ENABLED="0")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sweeps.cli", "run", str(spec), "--no-analyze"],
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 180
-        while not list(hook.glob("*.pid")):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no trial reached its checkpoint"
-            time.sleep(0.2)
-        listeners = _listeners(_process_tree(proc.pid))
-        names = {name for name, _, _ in listeners}
-        assert {"gcs_server", "raylet"} <= names, listeners  # the whole embedded cluster is seen
-        assert any(name.startswith("ray::") for name in names), listeners  # and its workers
-        assert [x for x in listeners if not _is_loopback(x[1])] == []
-        outside = _own_network_address()
-        if outside is not None:
-            for _, _, port in listeners:
-                with socket.socket() as s:
-                    s.settimeout(2)
-                    assert s.connect_ex((outside, port)) != 0, (outside, port)
-        (hook / "hold").unlink()
-        out, err = proc.communicate(timeout=180)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 0, out + err
+def assert_listens_on_loopback_only(root: int) -> None:
+    """Every TCP port that `root` and its descendants listen on is bound to 127.0.0.1 (or ::1),
+    and nothing answers on the machine's own network address. Called by the tests that hold an
+    embedded Ray's trial mid-run: tests/test_sweep_workers.py (`sweep run` in a subprocess, a
+    trial of two data-parallel workers: the driver, the GCS, the raylet, the agents, the Tune
+    and Train actors, the workers and their process group's store and gloo pairs) and
+    tests/test_ray_compat.py (a Ray started in the test's own process)."""
+    listeners = _listeners(_process_tree(root))
+    names = {name for name, _, _ in listeners}
+    assert {"gcs_server", "raylet"} <= names, listeners  # the whole embedded cluster is seen
+    assert any(name.startswith("ray::") for name in names), listeners  # and its workers
+    assert [x for x in listeners if not _is_loopback(x[1])] == []
+    outside = _own_network_address()
+    if outside is not None:
+        for _, _, port in listeners:
+            with socket.socket() as s:
+                s.settimeout(2)
+                assert s.connect_ex((outside, port)) != 0, (outside, port)

@@ -1,7 +1,8 @@
 """Trials of several data-parallel workers through Ray Train inside Tune (sweeps/distributed.py),
 on CPU with gloo, through the real CLI on embedded Ray: one trial as 2 workers with half the batch
-each, one worker killed after its first checkpoint. Train restarts both workers from that
-checkpoint, the row records 2 workers and the resume, and the stored curve is the curve of one
+each, held after its first checkpoint while every port of the sweep's processes is checked to
+listen on 127.0.0.1 alone (the workers' process group included), then one worker killed. Train
+restarts both workers from that checkpoint, the row records 2 workers and the resume, and the stored curve is the curve of one
 process training the whole batch (tests/test_distributed_train.py holds the tolerance)."""
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from test_distributed_train import RTOL
+from test_security import assert_listens_on_loopback_only
 from test_sweep_ray import hook_env, starts, trial_ids, wait_for
 
 pytest.importorskip("ray")
@@ -42,7 +45,9 @@ max_failures = 2
 """
 
 
-def test_a_two_worker_trial_killed_mid_run_resumes_with_both_workers(tmp_path):
+def test_a_two_worker_trial_listens_on_loopback_only_and_resumes_with_both_workers_when_one_dies(
+    tmp_path,
+):
     spec = tmp_path / "w.toml"
     spec.write_text(SPEC)
     (tid,) = trial_ids(spec)
@@ -70,6 +75,8 @@ def test_a_two_worker_trial_killed_mid_run_resumes_with_both_workers(tmp_path):
             "Ray Train to register the checkpoint",
             proc,
         )
+        if Path("/proc/net/tcp").exists():  # Linux: the listening sockets are read from /proc
+            assert_listens_on_loopback_only(proc.pid)
         os.kill(int((hook / f"{tid}.pid").read_text()), signal.SIGKILL)  # one of the two workers
         (hook / "hold").unlink()
         out, err = proc.communicate(timeout=400)
