@@ -169,7 +169,7 @@ print(json.dumps(dict(trials=len(rows), plan_s=time.perf_counter() - t,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smoke", action="store_true", help="8 trials against 4, no analysis")
+    ap.add_argument("--smoke", action="store_true", help="4 trials against 2, no analysis")
     ap.add_argument("--trials", type=int, default=5000)
     ap.add_argument("--small", type=int, default=100, help="trials of the small sweep")
     ap.add_argument("--steps", type=int, default=2, help="steps per trial")
@@ -178,7 +178,7 @@ def main() -> None:
     ap.add_argument("--out", help="also write the figures as JSON")
     args = ap.parse_args()
     if args.smoke:
-        args.trials, args.small = 8, 4
+        args.trials, args.small = 4, 2
     load = os.getloadavg()[0]
     figures: dict = {"load_before": round(load, 2), "cores": os.cpu_count()}
     with tempfile.TemporaryDirectory() as tmp:
