@@ -60,6 +60,8 @@ def connect(address: str | None, verbose: bool = False) -> bool:
         os.environ["RAY_AUTH_MODE"] = "token"
         if "ray" in sys.modules:  # imported already (a caller inside Python): reload the mode
             _guarded(ray_compat.reload_auth_mode)
+    elif addr and not find_token():
+        ray_compat.short_join_without_token()  # a cluster that needs a token refuses in ~4 s
     if not addr:
         _guarded(ray_compat.loopback_only)
     import ray

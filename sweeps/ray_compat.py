@@ -15,6 +15,7 @@ from typing import Any
 
 LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 HEALTH_CHECK_ENV, HEALTH_CHECK_S = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2"
+GCS_WAIT_ENV, GCS_WAIT_TRIES = "RAY_gcs_server_port_wait_time_s", "4"
 
 
 class RayCompatError(RuntimeError):
@@ -83,19 +84,37 @@ def reload_auth_mode() -> None:
 # -- speed only: warn and fall back --------------------------------------------------------------
 
 
+def _source_has(module: str, name: str) -> bool:
+    """Whether the source of Ray's `module` names `name` (a setting it reads)."""
+    spec = importlib.util.find_spec(module)
+    try:
+        return bool(spec and spec.origin) and name in open(spec.origin, encoding="utf-8").read()
+    except OSError:
+        return False
+
+
 def worker_preload(modules: tuple[str, ...]) -> dict[str, Any]:
     """ray.init's _system_config that makes the workers Ray starts import `modules` before they
     take work, so the first trials start in a warm process (~3 s less per worker on 2 cores,
     docs/bench/sweeps.md, "fixed cost"); {} when this Ray's workers take no such list."""
-    spec = importlib.util.find_spec("ray._private.workers.default_worker")
-    try:
-        source = open(spec.origin, encoding="utf-8").read() if spec and spec.origin else ""
-    except OSError:
-        source = ""
-    if "worker_preload_modules" not in source:
+    if not _source_has("ray._private.workers.default_worker", "worker_preload_modules"):
         _slower("worker preload (--worker-preload-modules)", "workers import torch on their first trial")
         return {}
     return {"preload_python_modules": list(modules)}
+
+
+def short_join_without_token() -> None:
+    """A driver joining a cluster tries its first call to the GCS once a second for 20 s, and
+    goes on trying when the GCS answers at once that the call carries no token (Ray 2.60 turns
+    token authentication on by default): `sweep run --address` without a token waited 20 s for
+    its refusal. Called only when no token is found: either the cluster takes calls without one
+    (the first try answers) or it refuses every try. Ray reads RAY_gcs_server_port_wait_time_s
+    as the number of tries (ray._private.node); 4 here, so the refusal takes about 4 s. A value
+    the user set is kept."""
+    if not _source_has("ray._private.node", GCS_WAIT_ENV):
+        _slower(f"the Ray setting {GCS_WAIT_ENV}", "a join without a token is refused after 20 s")
+        return
+    os.environ.setdefault(GCS_WAIT_ENV, GCS_WAIT_TRIES)
 
 
 def shutdown() -> None:

@@ -101,6 +101,20 @@ def test_worker_preload_finds_its_target_and_warns_when_it_moves(monkeypatch):
         assert ray_compat.worker_preload(("torch",)) == {}
 
 
+def test_short_join_without_token_finds_its_target_and_warns_when_it_moves(monkeypatch):
+    monkeypatch.delenv(ray_compat.GCS_WAIT_ENV, raising=False)
+    ray_compat.short_join_without_token()
+    assert os.environ[ray_compat.GCS_WAIT_ENV] == ray_compat.GCS_WAIT_TRIES
+    monkeypatch.setenv(ray_compat.GCS_WAIT_ENV, "30")
+    ray_compat.short_join_without_token()  # a value the user set is kept
+    assert os.environ[ray_compat.GCS_WAIT_ENV] == "30"
+    monkeypatch.delenv(ray_compat.GCS_WAIT_ENV)
+    monkeypatch.setattr(ray_compat, "GCS_WAIT_ENV", "RAY_gcs_some_other_setting")
+    with pytest.warns(RuntimeWarning, match="RAY_gcs_some_other_setting"):
+        ray_compat.short_join_without_token()
+    assert "RAY_gcs_some_other_setting" not in os.environ
+
+
 def test_shutdown_finds_its_target_and_warns_when_it_moves(monkeypatch):
     assert hasattr(worker, "_global_node")  # the live node's all_processes: test_sweep_startup
     assert not ray.is_initialized()
