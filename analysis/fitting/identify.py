@@ -10,7 +10,7 @@ whether the data bound b on both sides, on one, or on neither.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import chi2
+from scipy.special import chdtri
 
 from analysis.fitting import fitcore
 from analysis.fitting.fitcore import Law
@@ -18,7 +18,7 @@ from analysis.fitting.fitcore import Law
 _EDGE = 1e-4  # within this fraction of the range from a bound counts as on it
 _SPAN = 0.02  # an interval reaching within 2% of the range of both bounds spans it
 PROFILE_POINTS = 24
-CHI2_95 = float(chi2.ppf(0.95, 1))  # 3.84: one parameter profiled
+CHI2_95 = float(chdtri(1, 0.05))  # 3.84, chi-square(1)'s 95% point: one parameter profiled
 
 
 def human_name(law: Law, raw: str) -> str:

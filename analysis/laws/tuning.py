@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy.special import stdtrit
 
 from analysis.readers.inputs import InputError
 
@@ -304,7 +304,7 @@ def _exponent(X: np.ndarray, y: np.ndarray, names: list[str]) -> dict:
     resid = y - A @ coef
     s2 = float(resid @ resid) / dof
     cov = s2 * np.linalg.pinv(A.T @ A)
-    t = stats.t.ppf(0.975, dof)
+    t = stdtrit(dof, 0.975)  # Student t's 97.5% point
     for k, n in enumerate(names, start=1):
         se = math.sqrt(max(cov[k, k], 0.0))
         out[n] = {
