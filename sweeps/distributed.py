@@ -91,7 +91,7 @@ def _own_process_group(backend: str):
     return OwnGroupConfig(backend=backend)  # the backend the workers will name
 
 
-def join_process_group(rank: int, world: int, backend: str, exchange) -> None:
+def join_process_group(rank: int, world: int, backend: str, host: str, exchange) -> None:
     """torch.distributed's default group for this worker, its store listening on this node's
     own address alone. torch's TCPStore binds its server to every interface when it opens the
     port itself, which on an embedded Ray would put a port beyond 127.0.0.1 (tests/
@@ -100,9 +100,7 @@ def join_process_group(rank: int, world: int, backend: str, exchange) -> None:
     `exchange(value)` (rank 0's value, returned on every rank) tells the others where it is. On
     a loopback node gloo and NCCL are kept on the loopback interface too."""
     import torch.distributed as dist
-    from ray.util import get_node_ip_address
 
-    host = get_node_ip_address()
     if ipaddress.ip_address(host).is_loopback:
         loopback = next((name for _, name in socket.if_nameindex() if name.startswith("lo")), None)
         if loopback is not None:
@@ -138,6 +136,7 @@ def worker_loop(config: dict[str, Any]) -> None:
     from ray import train as ray_train
     from ray import tune
     from ray.train.collective import broadcast_from_rank_zero
+    from ray.util import get_node_ip_address
 
     from depthwidth.train import Parallel, load_checkpoint, train
 
@@ -151,7 +150,8 @@ def worker_loop(config: dict[str, Any]) -> None:
         from ray.train.torch import get_device
 
         device = str(get_device())
-    join_process_group(rank, world, "nccl" if device else "gloo", broadcast_from_rank_zero)
+    host = get_node_ip_address()  # 127.0.0.1 on an embedded Ray
+    join_process_group(rank, world, "nccl" if device else "gloo", host, broadcast_from_rank_zero)
     work = tempfile.mkdtemp(prefix=f"depthwidth-{tid}-{rank}-")
     try:
         candidates = [ray_train.get_checkpoint()]  # the Train run's last, after a worker restart
