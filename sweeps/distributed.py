@@ -95,20 +95,20 @@ def join_process_group(rank: int, world: int, backend: str, host: str, exchange)
     """torch.distributed's default group for this worker, its store listening on this node's
     own address alone. torch's TCPStore binds its server to every interface when it opens the
     port itself, which on an embedded Ray would put a port beyond 127.0.0.1 (tests/
-    test_ray_compat.py watches every listener of a local two-worker sweep): rank 0 binds the
+    test_sweep_workers.py watches every listener of a local two-worker sweep): rank 0 binds the
     socket to the node's address (127.0.0.1 there) and gives it to the store, and
     `exchange(value)` (rank 0's value, returned on every rank) tells the others where it is. On
     a loopback node gloo and NCCL are kept on the loopback interface too."""
     import torch.distributed as dist
 
-    if ipaddress.ip_address(host).is_loopback:
+    ip = ipaddress.ip_address(host)
+    if ip.is_loopback:
         loopback = next((name for _, name in socket.if_nameindex() if name.startswith("lo")), None)
         if loopback is not None:
             os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback)
             os.environ.setdefault("NCCL_SOCKET_IFNAME", loopback)
-    store = None
     if rank == 0:
-        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+        family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
         listener = socket.socket(family, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((host, 0))

@@ -101,20 +101,6 @@ def test_worker_preload_finds_its_target_and_warns_when_it_moves(monkeypatch):
         assert ray_compat.worker_preload(("torch",)) == {}
 
 
-def test_short_join_without_token_finds_its_target_and_warns_when_it_moves(monkeypatch):
-    monkeypatch.delenv(ray_compat.GCS_WAIT_ENV, raising=False)
-    ray_compat.short_join_without_token()
-    assert os.environ[ray_compat.GCS_WAIT_ENV] == ray_compat.GCS_WAIT_TRIES
-    monkeypatch.setenv(ray_compat.GCS_WAIT_ENV, "30")
-    ray_compat.short_join_without_token()  # a value the user set is kept
-    assert os.environ[ray_compat.GCS_WAIT_ENV] == "30"
-    monkeypatch.delenv(ray_compat.GCS_WAIT_ENV)
-    monkeypatch.setattr(ray_compat, "GCS_WAIT_ENV", "RAY_gcs_some_other_setting")
-    with pytest.warns(RuntimeWarning, match="RAY_gcs_some_other_setting"):
-        ray_compat.short_join_without_token()
-    assert "RAY_gcs_some_other_setting" not in os.environ
-
-
 def test_shutdown_finds_its_target_and_warns_when_it_moves(monkeypatch):
     assert hasattr(worker, "_global_node")  # the live node's all_processes: test_sweep_startup
     assert not ray.is_initialized()
@@ -142,19 +128,45 @@ def test_lighter_tune_warns_when_a_target_moves(ray_state, monkeypatch, target):
         ray_compat.lighter_tune((StoreWriter, TrackerFeed))
 
 
-def test_train_health_check_finds_its_target_and_warns_when_it_moves(ray_state, monkeypatch):
+def _move_train_health_check(monkeypatch) -> str:
     from ray.train.v2._internal import constants
 
-    ray_compat.fast_train_health_check()
-    assert os.environ[ray_compat.HEALTH_CHECK_ENV] == ray_compat.HEALTH_CHECK_S
-    monkeypatch.setenv(ray_compat.HEALTH_CHECK_ENV, "5")
-    ray_compat.fast_train_health_check()  # a value the user set is kept
-    assert os.environ[ray_compat.HEALTH_CHECK_ENV] == "5"
-    monkeypatch.delenv(ray_compat.HEALTH_CHECK_ENV)
     monkeypatch.setattr(constants, "HEALTH_CHECK_INTERVAL_S_ENV_VAR", "RAY_TRAIN_OTHER")
-    with pytest.warns(RuntimeWarning, match=ray_compat.HEALTH_CHECK_ENV):
-        ray_compat.fast_train_health_check()
-    assert ray_compat.HEALTH_CHECK_ENV not in os.environ
+    return ray_compat.HEALTH_CHECK_ENV  # the setting left unset, named in the warning
+
+
+def _move_gcs_wait(monkeypatch) -> str:
+    monkeypatch.setattr(ray_compat, "GCS_WAIT_ENV", "RAY_gcs_some_other_setting")
+    return "RAY_gcs_some_other_setting"
+
+
+@pytest.mark.parametrize(
+    "patch, env, value, move",
+    [
+        (
+            "fast_train_health_check",
+            ray_compat.HEALTH_CHECK_ENV,
+            ray_compat.HEALTH_CHECK_S,
+            _move_train_health_check,
+        ),
+        ("short_join_without_token", ray_compat.GCS_WAIT_ENV, ray_compat.GCS_WAIT_TRIES, _move_gcs_wait),
+    ],
+)
+def test_a_setting_patch_finds_its_target_keeps_the_users_value_and_warns_when_it_moves(
+    ray_state, monkeypatch, patch, env, value, move
+):
+    apply = getattr(ray_compat, patch)
+    monkeypatch.delenv(env, raising=False)
+    apply()
+    assert os.environ[env] == value
+    monkeypatch.setenv(env, "30")
+    apply()  # a value the user set is kept
+    assert os.environ[env] == "30"
+    monkeypatch.delenv(env)
+    moved = move(monkeypatch)
+    with pytest.warns(RuntimeWarning, match=moved):
+        apply()
+    assert moved not in os.environ
 
 
 # ------------------------------------------------------------- a local Ray, in this process ----
