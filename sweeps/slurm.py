@@ -68,9 +68,9 @@ SHARED_FS = {
     "orangefs",
     "pvfs2",
 }
-_WORD = re.compile(r"^[A-Za-z0-9_.,:=@+/%-]+$")  # an sbatch value that needs no shell quoting
-_MEM = re.compile(r"^[0-9]+[KMGT]?$")
-_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+_WORD = re.compile(r"[A-Za-z0-9_.,:=@+/%-]+")  # an sbatch value that needs no shell quoting
+_MEM = re.compile(r"[0-9]+[KMGT]?")
+_TIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
 
 
 @dataclass
@@ -95,7 +95,7 @@ class JobOptions:
 
 def parse_time(text: str) -> int:
     """SLURM's time formats (minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S) -> minutes, rounded up."""
-    m = _TIME.match(str(text).strip())
+    m = _TIME.fullmatch(str(text))
     if not m:
         raise SpecError(
             f"--time = {text!r} is invalid: give a positive duration as minutes, "
@@ -242,7 +242,7 @@ def check_options(spec, opts: JobOptions) -> None:
             f"--cpus-per-task = {opts.cpus_per_task} is invalid: each trial of "
             f"{spec.source_path} needs {r.cpus * r.workers:g} CPUs."
         )
-    if opts.mem is not None and not _MEM.match(opts.mem):
+    if opts.mem is not None and not _MEM.fullmatch(opts.mem):
         raise SpecError(
             f"--mem = {opts.mem!r} is invalid: give a size such as 16G, 4000M or 0 "
             f"(all of the node's memory)."
@@ -257,13 +257,14 @@ def check_options(spec, opts: JobOptions) -> None:
         raise SpecError(f"--max-concurrent = {opts.max_concurrent} is invalid: it must be at least 1.")
     for name in ("partition", "account", "qos", "constraint"):
         value = getattr(opts, name)
-        if value is not None and not _WORD.match(value):
+        if value is not None and not _WORD.fullmatch(value):
             raise SpecError(
                 f"--{name} = {value!r} is invalid: it may hold only letters, digits "
                 f"and _.,:=@+/%- (no spaces)."
             )
     for arg in opts.sbatch_args:
-        if not arg.startswith("--") or "\n" in arg or "\r" in arg:
+        sbatch_value("--sbatch-arg", arg)
+        if not arg.startswith("--"):
             raise SpecError(
                 f"--sbatch-arg = {arg!r} is invalid: give one long sbatch option per "
                 f"--sbatch-arg, such as --sbatch-arg=--exclusive or "
@@ -273,161 +274,42 @@ def check_options(spec, opts: JobOptions) -> None:
 
 # -- the batch script ---------------------------------------------------------------------------
 
-# @NAME@ fields are filled in by `render`, each already quoted for the shell.
-SCRIPT = r"""#!/bin/bash
-# The sweep @SWEEP@ as a SLURM batch job, written by `depthwidth sweep slurm`.
-# Ray head on the allocation's first node, one Ray worker per other node (srun), then
-# `depthwidth sweep run` against that cluster. Requeued or resubmitted, it resumes from the
-# store: finished trials are never rerun. Each part is explained in docs/cluster.md, "SLURM".
-@SBATCH@
-set -u
-
-PY=@PY@
-RAY=@RAY@
-SPEC=@SPEC@
-STORE=@STORE@
-FOLDER=@FOLDER@
-SWEEP_FLAGS=(@FLAGS@)
-GRACE=@GRACE@
-JOB=${SLURM_JOB_ID:?this script runs under sbatch}
-echo "depthwidth: job $JOB (restart ${SLURM_RESTART_COUNT:-0}) on ${SLURM_JOB_NODELIST:-?} at $(date -u +%FT%TZ)"
-
-# Ports from the job id, so two jobs sharing a node never choose the same ones (Ray #10154, #14098).
-BASE=$(( @PORT_LOW@ + (JOB % @PORT_SLOTS@) * @PORT_BLOCK@ ))
-GCS_PORT=$BASE
-NODE_PORTS="--node-manager-port=$((BASE + 1)) --object-manager-port=$((BASE + 2))
- --runtime-env-agent-port=$((BASE + 3)) --dashboard-agent-grpc-port=$((BASE + 4))
- --dashboard-agent-listen-port=$((BASE + 5)) --metrics-export-port=$((BASE + 6))
- --min-worker-port=$((BASE + 10)) --max-worker-port=$((BASE + @PORT_BLOCK@ - 1))"
-
-# Ray's temp dir: node-local (never the shared filesystem, Ray #3899, #22525) and short enough
-# for its Unix socket paths (107 bytes, Ray #7945).
-RAY_TMP="${DEPTHWIDTH_RAY_TMP_BASE:-/tmp}/dw-$JOB"
-if [ ${#RAY_TMP} -gt @MAX_TEMP_LEN@ ]; then
-  echo "depthwidth: error: Ray's temp dir $RAY_TMP is longer than @MAX_TEMP_LEN@ characters; set DEPTHWIDTH_RAY_TMP_BASE to a short node-local folder." >&2
-  exit 2
-fi
-
-# Token authentication stays on: a fresh token for this job unless one is given.
-export RAY_AUTH_MODE=token
-if [ -z "${RAY_AUTH_TOKEN:-}" ]; then
-  RAY_AUTH_TOKEN=$("$PY" -c 'import secrets; print(secrets.token_hex(32))')
-fi
-export RAY_AUTH_TOKEN
-unset RAY_ADDRESS RAY_AUTH_TOKEN_PATH
-export RAY_USAGE_STATS_ENABLED=0
-# When the sweep is over (or stopped) there is nothing to drain: Ray stops at once, not in 30 s.
-export RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0
-
-# Trials checkpoint at their next evaluation once this file exists (see on_signal).
-export DEPTHWIDTH_CHECKPOINT_REQUEST="$FOLDER/checkpoint-now-$JOB"
-rm -f "$DEPTHWIDTH_CHECKPOINT_REQUEST"
-
-# GPUs: the number SLURM granted each node, given to Ray explicitly rather than detected
-# (Ray #7014); Ray hands them out within the CUDA_VISIBLE_DEVICES that SLURM set.
-NUM_GPUS=@GPUS@
-CPUS=${SLURM_CPUS_PER_TASK:-@CPUS@}
-
-mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
-N=${#NODES[@]}
-if [ "$N" -gt 1 ]; then
-  HEAD_IP=${DEPTHWIDTH_HEAD_IP:-$(hostname -I | awk '{print $1}')}
-else
-  # one node: Ray's switch for a single-machine cluster keeps every port on 127.0.0.1
-  HEAD_IP=127.0.0.1
-  export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
-fi
-ADDRESS="$HEAD_IP:$GCS_PORT"
-
-HEAD_PID="" WORKERS_PID="" DRIVER_PID="" STOPPING=""
-
-stop_ray() {
-  if [ -n "$WORKERS_PID" ]; then kill -TERM "$WORKERS_PID" 2>/dev/null; wait "$WORKERS_PID" 2>/dev/null; fi
-  if [ -n "$HEAD_PID" ]; then
-    # the head's own process group only: another job's Ray on this node is never touched
-    kill -TERM -- "-$HEAD_PID" 2>/dev/null
-    for _ in $(seq 30); do kill -0 -- "-$HEAD_PID" 2>/dev/null || break; sleep 0.5; done
-    kill -KILL -- "-$HEAD_PID" 2>/dev/null
-  fi
-  rm -rf "$RAY_TMP" "$DEPTHWIDTH_CHECKPOINT_REQUEST"
-}
-
-on_signal() {
-  # USR1: the time limit is @GRACE@ s away (--signal=B:USR1@@GRACE@). TERM: preemption,
-  # scancel or scontrol requeue. Running trials checkpoint, then the driver stops.
-  [ -n "$STOPPING" ] && return
-  STOPPING=$1
-  echo "depthwidth: SIG$1: asking running trials for a checkpoint, then stopping the sweep"
-  touch "$DEPTHWIDTH_CHECKPOINT_REQUEST"
-  local wait_s=$(( GRACE / 2 ))
-  [ "$wait_s" -gt 300 ] && wait_s=300
-  for _ in $(seq "$wait_s"); do
-    [ -n "$DRIVER_PID" ] && kill -0 "$DRIVER_PID" 2>/dev/null || break
-    sleep 1
-  done
-  # SIGUSR1 is Ray Tune's graceful stop (SIGINT is ignored by a job started with &)
-  [ -n "$DRIVER_PID" ] && kill -USR1 "$DRIVER_PID" 2>/dev/null
-}
-trap 'on_signal USR1' USR1
-trap 'on_signal TERM' TERM
-
-setsid "$RAY" start --head --block --node-ip-address="$HEAD_IP" --port="$GCS_PORT" \
-  --ray-client-server-port=$((BASE + 7)) $NODE_PORTS --num-cpus="$CPUS" --num-gpus="$NUM_GPUS" \
-  --include-dashboard=false --temp-dir="$RAY_TMP" --disable-usage-stats \
-  > "$FOLDER/ray-head-$JOB.log" 2>&1 &
-HEAD_PID=$!
-
-if [ "$N" -gt 1 ]; then
-  ray_worker() {
-    "$RAY" start --block --address="$ADDRESS" $NODE_PORTS --num-cpus="$CPUS" \
-      --num-gpus="$NUM_GPUS" --temp-dir="$RAY_TMP" --disable-usage-stats
-    rm -rf "$RAY_TMP"
-  }
-  export -f ray_worker
-  export RAY ADDRESS NODE_PORTS CPUS NUM_GPUS RAY_TMP
-  WORKER_NODES=$(IFS=,; echo "${NODES[*]:1}")
-  srun --nodes=$((N - 1)) --ntasks=$((N - 1)) --ntasks-per-node=1 --nodelist="$WORKER_NODES" \
-    --cpus-per-task="$CPUS" bash -c ray_worker > "$FOLDER/ray-workers-$JOB.log" 2>&1 &
-  WORKERS_PID=$!
-fi
-
-# Every node must have joined before the sweep starts: the driver plans on what it sees.
-"$PY" -m sweeps.slurm wait-nodes --address "$ADDRESS" --nodes "$N" --timeout 600 \
-  --head-pid "$HEAD_PID" --head-log "$FOLDER/ray-head-$JOB.log" &
-WAIT_PID=$!
-while :; do
-  wait "$WAIT_PID"
-  CODE=$?
-  kill -0 "$WAIT_PID" 2>/dev/null || break
-  [ -n "$STOPPING" ] && kill "$WAIT_PID" 2>/dev/null
-done
-if [ "$CODE" -ne 0 ] || [ -n "$STOPPING" ]; then
-  stop_ray
-  [ "$STOPPING" = USR1 ] && scontrol requeue "$JOB"
-  exit 1
-fi
-
-# The sweep itself: `sweep run` resumes whatever an earlier run of this job left unfinished.
-"$PY" -m sweeps.cli run "$SPEC" --storage "$STORE" --address "$ADDRESS" "${SWEEP_FLAGS[@]}" &
-DRIVER_PID=$!
-# `wait` returns early when a trapped signal arrives; wait again until the driver has ended
-while :; do
-  wait "$DRIVER_PID"
-  CODE=$?
-  kill -0 "$DRIVER_PID" 2>/dev/null || break
-done
-stop_ray
-if [ "$STOPPING" = USR1 ] && [ "$CODE" -ne 0 ]; then
-  # the time limit, not the scheduler, stopped it: back into the queue to finish the sweep
-  echo "depthwidth: requeueing job $JOB to continue the sweep"
-  scontrol requeue "$JOB"
-fi
-echo "depthwidth: the sweep driver exited with $CODE at $(date -u +%FT%TZ)"
-exit "$CODE"
-"""
+# The script itself is package data (sweeps/templates/slurm.sbatch), so shellcheck reads it as the
+# shell script it is; `render` fills its @NAME@ fields, each refused or quoted for where it lands.
+TEMPLATE = "slurm.sbatch"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# sbatch reads an #SBATCH line with its own small parser: `"` toggles quoting, `\` escapes and an
+# unquoted `#` starts a comment. A value holding any of them is refused rather than guessed at.
+_SBATCH_SPECIAL = ('"', "\\", "#", "'")
 
 
-def sbatch_lines(spec, opts: JobOptions, folder: str) -> list[str]:
+def check_script_value(field_name: str, value: str) -> str:
+    """A value that reaches the batch script may hold no newline or other control character: in a
+    `#SBATCH` comment line a newline would start a shell command of its own."""
+    bad = _CONTROL.search(value)
+    if bad:
+        raise SpecError(
+            f"{field_name} = {value!r} is invalid: it holds the control character "
+            f"{bad.group()!r}, which the batch script cannot carry safely; use a value "
+            f"without newlines, tabs or other control characters."
+        )
+    return value
+
+
+def sbatch_value(field_name: str, value: str) -> str:
+    """`value` as sbatch reads it on an `#SBATCH` line: double-quoted where it holds spaces,
+    refused where it holds a character sbatch's line parser treats specially."""
+    check_script_value(field_name, value)
+    special = [c for c in _SBATCH_SPECIAL if c in value]
+    if special:
+        raise SpecError(
+            f"{field_name} = {value!r} is invalid: an #SBATCH line cannot hold the "
+            f"character {special[0]!r}; choose a value without quotes, backslashes or '#'."
+        )
+    return f'"{value}"' if any(c.isspace() for c in value) else value
+
+
+def sbatch_lines(spec, opts: JobOptions, folder: str, cwd: str) -> list[str]:
     """The #SBATCH header: the options, requeue, the warning signal, and where output goes."""
     lines = [
         f"--job-name=dw-{spec.name}"[:80],
@@ -443,14 +325,16 @@ def sbatch_lines(spec, opts: JobOptions, folder: str) -> list[str]:
     for name in ("partition", "account", "qos", "constraint"):
         if getattr(opts, name):
             lines.append(f"--{name}={getattr(opts, name)}")
+    # --output expands filename patterns (%j is the job id): a literal % in the folder is %%
+    output = sbatch_value("--storage", folder.replace("%", "%%") + "/slurm-%j.out")
     lines += [
         "--requeue",
         f"--signal=B:USR1@{opts.grace_s}",
         "--open-mode=append",
-        f"--output={folder}/slurm-%j.out",
-        f"--chdir={os.getcwd()}",
+        f"--output={output}",
+        f"--chdir={sbatch_value('the working folder', cwd)}",
     ]
-    lines += opts.sbatch_args
+    lines += [sbatch_value("--sbatch-arg", arg) for arg in opts.sbatch_args]
     return [f"#SBATCH {line}" for line in lines]
 
 
@@ -459,31 +343,40 @@ def _ray_executable() -> str:
     return here if os.path.exists(here) else (shutil.which("ray") or "ray")
 
 
-def render(spec, opts: JobOptions, spec_path: str, store: str, folder: str) -> str:
-    """The batch script's text: SCRIPT with every field filled in and quoted."""
+def render(spec, opts: JobOptions, spec_path: str, store: str, folder: str, cwd: str | None = None) -> str:
+    """The batch script's text: the template with every field filled in, refused or quoted."""
+    from importlib.resources import files
+
+    cwd = os.getcwd() if cwd is None else cwd
     flags = ["--no-analyze"] if not opts.analyze else []
     if opts.max_concurrent:
         flags += ["--max-concurrent", str(opts.max_concurrent)]
-    fields = {
-        "@SBATCH@": "\n".join(sbatch_lines(spec, opts, folder)),
-        "@SWEEP@": repr(spec.name),
-        "@PY@": shlex.quote(sys.executable),
-        "@RAY@": shlex.quote(_ray_executable()),
-        "@SPEC@": shlex.quote(spec_path),
-        "@STORE@": shlex.quote(store),
-        "@FOLDER@": shlex.quote(folder),
+    paths = {
+        "@PY@": ("the Python interpreter", sys.executable),
+        "@RAY@": ("the ray executable", _ray_executable()),
+        "@SPEC@": ("spec", spec_path),
+        "@STORE@": ("--storage", store),
+        "@FOLDER@": ("--storage (the job's script folder)", folder),
+    }
+    fields = {key: shlex.quote(check_script_value(*what)) for key, what in paths.items()}
+    fields |= {
+        "@SBATCH@": "\n".join(sbatch_lines(spec, opts, folder, cwd)),
+        "@SWEEP@": repr(check_script_value("name", spec.name)),
         "@FLAGS@": " ".join(shlex.quote(f) for f in flags),
-        "@GRACE@": str(opts.grace_s),
-        "@GPUS@": str(opts.gpus_per_node),
-        "@CPUS@": str(opts.cpus_per_task),
+        "@GRACE@": str(int(opts.grace_s)),
+        "@GPUS@": str(int(opts.gpus_per_node or 0)),
+        "@CPUS@": str(int(opts.cpus_per_task)),
         "@PORT_LOW@": str(PORT_LOW),
         "@PORT_SLOTS@": str(PORT_SLOTS),
         "@PORT_BLOCK@": str(PORT_BLOCK),
         "@MAX_TEMP_LEN@": str(MAX_TEMP_LEN),
     }
-    text = SCRIPT
+    text = (files("sweeps") / "templates" / TEMPLATE).read_text(encoding="utf-8")
     for key, value in fields.items():
         text = text.replace(key, value)
+    left = re.findall(r"@[A-Z_]+@", text)
+    if left:  # a field the template names but render does not fill: a bug, never a script
+        raise RuntimeError(f"{TEMPLATE}: fields {sorted(set(left))} were not filled")
     return text
 
 
@@ -522,15 +415,22 @@ def prepare_job(args: argparse.Namespace) -> tuple[Any, JobOptions, str, str, st
         max_concurrent=args.max_concurrent,
         analyze=not args.no_analyze,
     )
+    check_script_value("spec", args.spec)
     spec = load_spec(args.spec)
     check_options(spec, opts)  # the options first: they need no store
     location = args.storage or spec.storage
+    check_script_value("--storage" if args.storage else f"{args.spec}: storage.path", location)
     notes = []
     if not is_remote(location):
         location = os.path.abspath(local_path(location))
         note = check_shared(location, opts.nodes)
         if note:
             notes.append(note)
+    folder = script_folder(location, spec.name)
+    # every path the script will hold, before anything is written: refused here, not half-written
+    sbatch_value("--storage", folder)
+    sbatch_value("the working folder", os.getcwd())
+    check_script_value("the Python interpreter", sys.executable)
     _, todo, _ = prepare(spec, location)
     if args.submit and shutil.which("sbatch") is None:
         raise SpecError(
@@ -539,9 +439,61 @@ def prepare_job(args: argparse.Namespace) -> tuple[Any, JobOptions, str, str, st
         )
     fill_defaults(spec, opts, len(todo))
     check_options(spec, opts)  # the defaults too (e.g. --grace against the chosen --time)
-    folder = script_folder(location, spec.name)
+    if args.submit:
+        check_partition(opts)
     path = os.path.join(folder, f"{spec.name}.sbatch")
     return spec, opts, location, folder, path, notes
+
+
+def _mem_mb(mem: str) -> int:
+    """sbatch's --mem (a number with an optional K, M, G or T suffix; M without one) in MB."""
+    scale = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+    unit = mem[-1] if mem[-1] in scale else "M"
+    return math.ceil(int(mem.rstrip("KMGT")) * scale[unit])
+
+
+def partition_nodes(partition: str | None) -> list[tuple[int, int]]:
+    """(CPUs, memory in MB) of each node of `partition` (the default partition when None), from
+    sinfo; [] where sinfo cannot tell."""
+    code, out = _run(["sinfo", "-h", "-N", "-o", "%P|%c|%m"])
+    if code != 0:
+        return []
+    nodes = []
+    for line in out.splitlines():
+        name, cpus, mem = (line.split("|") + ["", ""])[:3]
+        default = name.endswith("*")
+        if (partition is None and default) or name.rstrip("*") == partition:
+            try:
+                nodes.append((int(cpus), int(mem)))
+            except ValueError:
+                continue
+    return nodes
+
+
+def check_partition(opts: JobOptions) -> None:
+    """A job asking more CPUs or memory per node than any node of its partition has is accepted by
+    SLURM and then pends for ever (reason PartitionConfig): refuse it before submitting, naming
+    the numbers and the option that fits."""
+    nodes = partition_nodes(opts.partition)
+    if not nodes:
+        return
+    where = f"partition {opts.partition!r}" if opts.partition else "the default partition"
+    cpus = max(c for c, _ in nodes)
+    if opts.cpus_per_task and opts.cpus_per_task > cpus:
+        why = opts.why.get("cpus-per-task")
+        raise SpecError(
+            f"--cpus-per-task = {opts.cpus_per_task} is invalid: the largest node of {where} "
+            f"has {cpus} CPUs, so the job would pend for ever"
+            + (f" (the default came from {why})" if why else "")
+            + f"; give --cpus-per-task {cpus} or fewer, or --max-concurrent 1."
+        )
+    mem = max(m for _, m in nodes)
+    if opts.mem and opts.mem != "0" and _mem_mb(opts.mem) > mem:
+        raise SpecError(
+            f"--mem = {opts.mem} is invalid: the largest node of {where} has {mem} MB of "
+            f"memory, so the job would pend for ever; give --mem {mem}M or less, or "
+            f"--max-concurrent 1."
+        )
 
 
 def write_script(path: str, text: str) -> None:
@@ -700,6 +652,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if not is_remote(location)
         else None
     )
+    if args.job is not None and not re.fullmatch(r"[0-9]+(_[0-9]+)?", args.job):
+        return fail(f"--job = {args.job!r} is invalid: a SLURM job id is a number, such as 12345.")
     if args.job:
         jobs = [args.job]
     else:

@@ -95,7 +95,7 @@ RESOURCE_KEYS = (
 )
 MIN_THROUGHPUT = 1e-6  # gpu_tflops, cpu_gflops: below it FLOPs / throughput can overflow to inf
 SHARDINGS = ("ddp", "fsdp")  # data parallel: replicated weights, or weights sharded over workers
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # whole name: fullmatch
 
 
 @dataclass(frozen=True)
@@ -418,7 +418,7 @@ def _name(doc: Mapping[str, Any], path: str) -> tuple[str, str]:
     name = doc.get("name")
     if name is None:
         raise SpecError(f'{path}: name is missing; every sweep needs a name (e.g. name = "smoke").')
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise fail(path, "name", name, "use 1-100 letters, digits, '-', '_' or '.'")
     description = doc.get("description", "")
     if not isinstance(description, str):

@@ -277,7 +277,9 @@ def _starts(hook: Path) -> list[tuple[str, int]]:
 def _setup(tmp_path: Path, name: str, hold: list[str]) -> tuple[Path, Path, Path, list[str]]:
     from sweeps.spec import load_spec
 
-    store, hook = tmp_path / "store", tmp_path / "hook"
+    # a space in the store's path: sbatch must read the quoted #SBATCH --output line whole, or
+    # the job's output file is not where the waits and assertions below read it
+    store, hook = tmp_path / "the store", tmp_path / "hook"
     hook.mkdir()
     spec = tmp_path / f"{name}.toml"
     spec.write_text(SPEC.format(name=name, storage=store))
@@ -402,6 +404,10 @@ def test_smoke_script_is_valid_and_starts_ray(tmp_path: Path):
     for option in ("--cpus-per-task", "--mem", "--time"):  # the plan's defaults, printed
         assert any(ln.startswith(f"  {option} ") and "(default: " in ln for ln in out.stdout.splitlines())
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is missing: `apt-get install shellcheck` (.ci/run installs it)")
+    lint = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True, check=False)
+    assert lint.returncode == 0, lint.stdout  # every level, info included
     text = script.read_text()
     assert '"$RAY" start --head' in text and "#SBATCH --requeue" in text
     assert "#SBATCH --signal=B:USR1@120" in text and "RAY_AUTH_MODE=token" in text
@@ -570,3 +576,27 @@ def test_time_limit_signal_checkpoints_stops_and_requeues(tmp_path: Path):
     assert log[stop - 1] == "checkpoint-requested"  # the request came before the stop
     assert "ray[head] stopped" in log[stop:] and log[-1] == "scontrol requeue 123"
     assert not list((tmp_path / "store" / "slurm").glob("checkpoint-now-*"))  # cleared again
+
+
+def test_a_request_larger_than_every_node_is_refused_before_submitting(slurm: Slurm, tmp_path: Path):
+    """The test node has 2 CPUs and 16000 MB: a job asking more would pend for ever
+    (PartitionConfig), so `--submit` refuses it, names the numbers and submits nothing. The
+    plan's own default (four trials at once x 1 CPU) is checked the same way."""
+    spec, store, _, _ = _setup(tmp_path, "big", hold=[])
+    queued = slurm.run("squeue", "-h", "-o", "%i").stdout.split()
+    for args, says in (
+        (
+            ["--cpus-per-task", "4"],
+            "--cpus-per-task = 4 is invalid: the largest node of the default partition has 2 CPUs",
+        ),
+        ([], "--cpus-per-task = 4 is invalid: the largest node of the default partition has 2 CPUs"),
+        (
+            ["--cpus-per-task", "2", "--mem", "64G"],
+            "--mem = 64G is invalid: the largest node of the default partition has 16000 MB",
+        ),
+    ):
+        out = _cli("slurm", str(spec), "--submit", *args, env=slurm.env, cwd=tmp_path)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert says in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert not (store / "slurm").exists()
+    assert slurm.run("squeue", "-h", "-o", "%i").stdout.split() == queued
