@@ -33,6 +33,11 @@ PARAMETRIZATIONS = ("standard", "mup", "completep")
 DATA_SOURCES = ("pcfg", "text", "tokens", "copy", "denoise", "digits", "pdigits")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("fp32", "bf16")
+# Learning-rate schedules (docs/science.md §10): cosine to min_lr_ratio over the whole run, or
+# warmup-stable-decay (Hägele et al. 2024; Hu et al. 2024): constant, then a cooldown over the
+# last cooldown_fraction of the run in one of COOLDOWNS' shapes.
+SCHEDULES = ("cosine", "wsd")
+COOLDOWNS = ("1-sqrt", "linear")
 
 
 INT64_LIMIT = 2**63
@@ -255,13 +260,18 @@ class DataConfig(_Serializable):
 
 @dataclass(frozen=True)
 class TrainConfig(_Serializable):
-    """One training run: AdamW, linear warmup then cosine decay to min_lr_ratio·lr."""
+    """One training run: AdamW, linear warmup, then cosine decay to min_lr_ratio·lr or
+    (schedule = "wsd") a constant rate and a cooldown to it over the run's last
+    cooldown_fraction."""
 
     steps: int = 200
     batch_size: int = 32
     lr: float = 3e-3
     min_lr_ratio: float = 0.1
     warmup_steps: int = 20
+    schedule: str = "cosine"
+    cooldown_fraction: float = 0.2
+    cooldown: str = "1-sqrt"
     weight_decay: float = 0.0
     beta1: float = 0.9
     beta2: float = 0.95
@@ -288,6 +298,19 @@ class TrainConfig(_Serializable):
             raise _bad(c, "min_lr_ratio", self.min_lr_ratio, "min_lr_ratio must be in [0, 1]")
         if self.warmup_steps < 0:
             raise _bad(c, "warmup_steps", self.warmup_steps, "warmup_steps must be >= 0")
+        if self.schedule not in SCHEDULES:
+            raise _bad(c, "schedule", self.schedule, f"expected one of {', '.join(SCHEDULES)}")
+        if self.cooldown not in COOLDOWNS:
+            raise _bad(c, "cooldown", self.cooldown, f"expected one of {', '.join(COOLDOWNS)}")
+        if not 0.0 < self.cooldown_fraction <= 1.0:
+            raise _bad(c, "cooldown_fraction", self.cooldown_fraction, "cooldown_fraction must be in (0, 1]")
+        if self.schedule == "wsd" and self.warmup_steps > self.cooldown_start:
+            raise _bad(
+                c,
+                "warmup_steps",
+                self.warmup_steps,
+                f"the warmup must end before the cooldown starts at step {self.cooldown_start}",
+            )
         if self.weight_decay < 0:
             raise _bad(c, "weight_decay", self.weight_decay, "weight_decay must be >= 0")
         for name in ("beta1", "beta2"):
@@ -305,6 +328,12 @@ class TrainConfig(_Serializable):
             raise _bad(c, "precision", self.precision, f"expected one of {', '.join(PRECISIONS)}")
         if self.threads < 0:
             raise _bad(c, "threads", self.threads, "threads must be >= 0 (0 = torch default)")
+
+    @property
+    def cooldown_start(self) -> int:
+        """The first step of a WSD run's cooldown: its last round(cooldown_fraction·steps) steps
+        decay (at least one). A cooldown branch of this budget leaves a longer run here."""
+        return self.steps - max(1, round(self.cooldown_fraction * self.steps))
 
 
 # Named presets: a small ladder of depth x width (model fields only). Sizes chosen so the

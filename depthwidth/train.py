@@ -13,7 +13,8 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,6 +38,11 @@ PROFILES_KEPT = 8  # gradient profiles over training kept in a run's metrics
 # A file whose existence asks every running trial for a checkpoint at its next evaluation (a
 # SLURM job told it will be preempted or reach its time limit, sweeps/slurm.py)
 CHECKPOINT_REQUEST_ENV = "DEPTHWIDTH_CHECKPOINT_REQUEST"
+
+BRANCH_STEM_FILE = "branch-stem.pt"  # the stem's state while a branch runs, where memory is short
+# on_branch(cfg, result, checkpoint): a cooldown branch's budget and result, and the folder of
+# the stem's checkpoint written right after it (None without a checkpoint folder)
+OnBranch = Callable[[TrainConfig, "RunResult", "str | None"], Any]
 
 # report(metrics) after every evaluation, or report(metrics, checkpoint=folder) when that
 # evaluation also wrote a checkpoint: the shape of tune.report.
@@ -79,12 +85,23 @@ class _FromCaller(Exception):
 
 
 def get_lr(step: int, cfg: TrainConfig) -> float:
-    """Learning rate at `step` (0-based): linear warmup to cfg.lr, then cosine to min_lr_ratio·lr."""
+    """Learning rate at `step` (0-based): linear warmup to cfg.lr, then cosine to min_lr_ratio·lr,
+    or (WSD, docs/science.md §10) constant until cfg.cooldown_start and a cooldown to
+    min_lr_ratio·lr over the rest, shaped 1 − sqrt(progress) (Hägele et al. 2024) or linearly.
+    A WSD run and a longer one with the same warmup agree on every step before the shorter one's
+    cooldown: that is what lets a cooldown branch of a long run stand for the short run."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
+    floor = cfg.lr * cfg.min_lr_ratio
+    if cfg.schedule == "wsd":
+        start = cfg.cooldown_start
+        if step < start:
+            return cfg.lr
+        progress = min(1.0, (step - start + 1) / (cfg.steps - start))
+        shape = 1.0 - math.sqrt(progress) if cfg.cooldown == "1-sqrt" else 1.0 - progress
+        return floor + (cfg.lr - floor) * shape
     span = max(1, cfg.steps - cfg.warmup_steps)
     progress = min(1.0, (step - cfg.warmup_steps) / span)
-    floor = cfg.lr * cfg.min_lr_ratio
     return floor + 0.5 * (cfg.lr - floor) * (1.0 + math.cos(math.pi * progress))
 
 
@@ -297,6 +314,19 @@ def _profiles_over_training(curve: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def stem_copy_fits(cfg: ModelConfig, device: torch.device) -> bool:
+    """Whether a second copy of the weights and Adam moments (3 fp32 numbers per parameter) fits
+    in what the device has free now, with a quarter to spare."""
+    need = 1.25 * 3 * 4 * count_params(cfg).n_params_total
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return need < free
+    from depthwidth.accounting import machine_memory_bytes
+
+    free = machine_memory_bytes(available=True)
+    return free is None or need < free
+
+
 def checkpoint_requested() -> bool:
     flag = os.environ.get(CHECKPOINT_REQUEST_ENV)
     return bool(flag) and os.path.exists(flag)
@@ -324,21 +354,30 @@ def train(
     checkpoint_dir: str | os.PathLike | None = None,
     resume_from: str | os.PathLike | None = None,
     parallel: Parallel | None = None,
+    branches: Sequence[TrainConfig] = (),
+    on_branch: OnBranch | None = None,
 ) -> RunResult:
     """Train one model. Never raises for divergence or a failure inside the run: the result's
     status says what happened ("ok", "diverged", "failed" with `error`). With `parallel` (world
     > 1) this process is one of several data-parallel workers; a failure then raises, so the
-    other workers are not left waiting for it."""
+    other workers are not left waiting for it.
+
+    `branches`: shorter WSD budgets of this WSD run (the same run but for `steps` and
+    `eval_every`). At each one's cooldown start the run hands a copy of itself to that budget's
+    cooldown, evaluates it, calls `on_branch(cfg, result, checkpoint)` and goes on where it left
+    off; a checkpoint written then records the branch as done, so a resumed run never takes it
+    again (docs/science.md §10)."""
     t0 = time.perf_counter()
     if train_cfg.threads:
         torch.set_num_threads(train_cfg.threads)
+    check_branches(train_cfg, branches)
     # A checkpoint that cannot be read raises here (the caller may hold an older one); building
     # the model and everything after it happens inside the run, so a model too large for the
     # device ends as a "failed" result rather than an exception.
-    run = _Run(model_cfg, data_cfg, train_cfg, parallel, t0, resume_from)
+    run = _Run(model_cfg, data_cfg, train_cfg, parallel, t0, resume_from, branches)
     try:
         run.build()
-        run.loop(report, checkpoint_dir)
+        run.loop(report, checkpoint_dir, on_branch)
     except _FromCaller as wrapped:
         # the caller's exception exactly as raised (`from` would replace its own cause)
         raise wrapped.exc  # noqa: B904
@@ -349,7 +388,28 @@ def train(
     finally:
         if run.batches is not None:
             run.batches.close()
-    return run.result()
+    result = run.result()
+    if on_branch is not None and run.pending and result.status in ("diverged", "failed"):
+        # a standalone run of a budget not yet branched would have followed this run's steps up
+        # to its cooldown start, past the point where this one ended: it ends the same way
+        for cfg in run.pending:
+            on_branch(cfg, result, None)
+    return result
+
+
+def check_branches(stem: TrainConfig, branches: Sequence[TrainConfig]) -> None:
+    """Each branch is the stem's run but for its length (and evaluation interval): otherwise its
+    cooldown, taken from the stem, would not be the run its budget asks for."""
+    same = {k: v for k, v in stem.to_dict().items() if k not in ("steps", "eval_every")}
+    for b in branches:
+        other = {k: v for k, v in b.to_dict().items() if k not in ("steps", "eval_every")}
+        if stem.schedule != "wsd" or other != same or not 1 <= b.steps < stem.steps:
+            diff = sorted(k for k in same if same[k] != other.get(k))
+            raise ValueError(
+                f"a cooldown branch of {b.steps} steps cannot be taken from this run of "
+                f"{stem.steps} steps (schedule {stem.schedule!r}; differing fields: {diff or 'none'}): "
+                f"branches need schedule 'wsd', fewer steps and otherwise the same settings."
+            )
 
 
 class _Run:
@@ -365,6 +425,7 @@ class _Run:
         parallel: Parallel | None,
         t0: float,
         resume_from: str | os.PathLike | None,
+        branches: Sequence[TrainConfig] = (),
     ):
         self.model_cfg, self.data = resolve(model_cfg, data_cfg)
         self.cfg, self.t0 = train_cfg, t0
@@ -380,9 +441,19 @@ class _Run:
         self.diverge_at = DIVERGENCE_FACTOR * math.log(self.model_cfg.vocab_size)
         self.state = load_checkpoint(resume_from) if resume_from is not None else None
         self.step, self.curve, self.wall_offset = 0, [], 0.0
+        self.branches_done: list[int] = []  # the steps of the branches this run has taken
         if self.state is not None:
             self.step, self.curve = int(self.state["step"]), json.loads(self.state["curve"])
             self.wall_offset = float(self.state["wall_s"])
+            self.branches_done = [int(b) for b in self.state.get("branches_done", [])]
+        self.pending = sorted(
+            (b for b in branches if b.steps not in self.branches_done), key=lambda b: b.cooldown_start
+        )
+        if self.pending and self.pending[0].cooldown_start < self.step:
+            raise ValueError(
+                f"the cooldown branch of {self.pending[0].steps} steps starts at step "
+                f"{self.pending[0].cooldown_start}, before the checkpoint resumed (step {self.step})."
+            )
         self.amp = (
             torch.autocast(self.device.type, dtype=torch.bfloat16)
             if train_cfg.precision == "bf16"
@@ -396,6 +467,11 @@ class _Run:
         self.status, self.error = "ok", ""
         self.last = self.curve[-1] if self.curve else {}
         self.n_evals = len(self.curve)
+        self.acc = (0.0, 0)  # (sum, count) of the train losses since the last evaluation
+        # the last steps' train losses, for a branch whose evaluations fall elsewhere than this
+        # run's: its first reported train loss averages from its own last evaluation point
+        longest = max((b.eval_every for b in self.pending), default=0)
+        self.recent: deque[float] = deque(self.state.get("recent", []) if self.state else [], maxlen=longest)
 
     def scalar(self, t: Any) -> float:
         """A loss as a float; under data parallelism, the mean over every worker's shard."""
@@ -435,12 +511,26 @@ class _Run:
             logits = self.fwd(x)
         return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1)), logits
 
-    def loop(self, report: Report | None, checkpoint_dir: str | os.PathLike | None) -> None:
-        """Steps until the budget, a divergence, or an error; an evaluation every eval_every."""
+    def loop(
+        self,
+        report: Report | None,
+        checkpoint_dir: str | os.PathLike | None,
+        on_branch: OnBranch | None = None,
+    ) -> None:
+        """Steps until the budget, a divergence, or an error; an evaluation every eval_every,
+        and a cooldown branch where each shorter budget's cooldown starts."""
+        while self.step < self.cfg.steps and self.status == "ok":
+            end = self.pending[0].cooldown_start if self.pending else self.cfg.steps
+            if self.step == end:
+                self.branch(self.pending.pop(0), checkpoint_dir, on_branch)
+                continue
+            self.steps_until(end, report, checkpoint_dir)
+
+    def steps_until(self, end: int, report: Report | None, checkpoint_dir: str | os.PathLike | None) -> None:
+        """Train up to step `end` (or the end of the run, a divergence, an error)."""
         cfg, model, opt = self.cfg, self.model, self.opt
-        acc_loss, acc_n = 0.0, 0
         model.train()
-        while self.step < cfg.steps:
+        while self.step < min(end, cfg.steps):
             lr = get_lr(self.step, cfg)
             for g in opt.param_groups:
                 g["lr"] = lr * g["lr_scale"]
@@ -456,12 +546,76 @@ class _Run:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
             self.step += 1
-            acc_loss, acc_n = acc_loss + value, acc_n + 1
+            self.acc = (self.acc[0] + value, self.acc[1] + 1)  # train loss since the last evaluation
+            self.recent.append(value)
             if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
-                self.evaluation(acc_loss / acc_n, lr, report, checkpoint_dir)
-                acc_loss, acc_n = 0.0, 0
+                self.evaluation(self.acc[0] / self.acc[1], lr, report, checkpoint_dir)
+                self.acc = (0.0, 0)
                 if self.status != "ok":
                     return
+
+    def branch(
+        self, cfg: TrainConfig, checkpoint_dir: str | os.PathLike | None, on_branch: OnBranch | None
+    ) -> None:
+        """The cooldown of the shorter budget `cfg` from here, on a copy of this run: trained and
+        evaluated as that budget's own run, then this run's state put back exactly (weights,
+        moments, RNG, curve, the data's position), so the stem goes on as if nothing happened.
+        The copy is held in memory, or on disk where a second copy would not fit."""
+        held = self.hold_state(checkpoint_dir)
+        kept = (self.cfg, len(self.curve), self.last, self.n_evals, self.acc, self.batches.next)
+        self.cfg = cfg
+        since = self.step - (self.step // cfg.eval_every) * cfg.eval_every  # steps since its last evaluation
+        tail = list(self.recent)[max(0, len(self.recent) - since) :] if since else []
+        self.acc = (sum(tail), len(tail))
+        try:
+            self.steps_until(cfg.steps, None, None)
+            result = self.result()
+        finally:
+            self.cfg, n, self.last, self.n_evals, self.acc, self.batches.next = kept
+            del self.curve[n:]
+            self.restore_state(held)
+            self.step, self.status, self.error = cfg.cooldown_start, "ok", ""
+        self.branches_done.append(cfg.steps)
+        saved = None
+        if checkpoint_dir is not None:  # records the branch as taken: a resume never takes it twice
+            saved = self.checkpoint(Path(checkpoint_dir), self.wall_offset + time.perf_counter() - self.t0)
+        if on_branch is not None:
+            try:
+                on_branch(cfg, result, saved)
+            except BaseException as exc:  # the caller's own exception: let it through
+                raise _FromCaller(exc) from exc
+
+    def hold_state(self, checkpoint_dir: str | os.PathLike | None) -> dict[str, Any]:
+        """Weights, moments and RNG of this moment: a copy in memory, or a file where the copy
+        would not fit in what the device has free."""
+        weights, moments = (
+            self.dp.state(self.model, self.opt)
+            if self.dp is not None
+            else (self.model.state_dict(), self.opt.state_dict())
+        )
+        state = {"model": weights, "optimizer": moments, "rng": torch.get_rng_state()}
+        if checkpoint_dir is not None and not stem_copy_fits(self.model_cfg, self.device):
+            path = Path(checkpoint_dir) / BRANCH_STEM_FILE
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_file(path) as f:
+                torch.save(state, f)
+            return {"file": str(path)}
+        import copy
+
+        return copy.deepcopy(state)
+
+    def restore_state(self, held: dict[str, Any]) -> None:
+        if "file" in held:
+            state = torch.load(held["file"], map_location="cpu", weights_only=True)
+            os.unlink(held["file"])
+        else:
+            state = held
+        if self.dp is not None:
+            self.dp.load(self.model, self.opt, state)
+        else:
+            self.model.load_state_dict(state["model"])
+            self.opt.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"])
 
     def evaluation(
         self, train_loss: float, lr: float, report: Report | None, checkpoint_dir: str | os.PathLike | None
@@ -543,6 +697,8 @@ class _Run:
                     "step": self.step,
                     "curve": json.dumps(self.curve),
                     "wall_s": wall_s,
+                    "branches_done": list(self.branches_done),
+                    "recent": list(self.recent),
                 },
             )
             saved = str(folder)
@@ -586,7 +742,7 @@ class _Run:
             depthwidth_version=__version__,
             unigram_entropy=self.unigram,
             vocab_size=cfg.vocab_size,
-            curve=self.curve,
+            curve=list(self.curve),
             metrics=extra,
             error=self.error,
         )

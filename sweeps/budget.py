@@ -14,7 +14,7 @@ from depthwidth.config import DataConfig, ModelConfig, TrainConfig
 from sweeps.errors import SpecError, fail, known_table, number
 
 BUDGET_KINDS = ("steps", "tokens", "compute", "tokens_per_param")
-BUDGET_OPTIONS = ("evals", "min_steps", "warmup_fraction")
+BUDGET_OPTIONS = ("evals", "min_steps", "warmup_fraction", "from_one_run")
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,9 @@ class Budget:
     evals: int | None = None  # evaluations per trial: eval_every = steps // evals
     min_steps: int = 0  # floor for steps derived from tokens / compute / tokens_per_param
     warmup_fraction: float | None = None  # warmup_steps = fraction x steps
+    # every budget of a shape from one WSD run and its cooldown branches (sweeps/branches.py);
+    # kind "" then: the steps come from [train] or the grid's steps axis
+    from_one_run: bool = False
 
 
 def parse_budget(doc: Mapping[str, Any], path: str) -> Budget | None:
@@ -33,12 +36,16 @@ def parse_budget(doc: Mapping[str, Any], path: str) -> Budget | None:
     if table is None:
         return None
     table = known_table(table, path, "budget", BUDGET_KINDS + BUDGET_OPTIONS)
-    kinds = [k for k in BUDGET_KINDS if k in table]
-    if len(kinds) != 1:
-        raise fail(path, "budget", dict(table), f"give exactly one of {', '.join(BUDGET_KINDS)}")
-    kind = kinds[0]
-    value = number(path, f"budget.{kind}", table[kind], integer=(kind == "steps"))
     kw: dict[str, Any] = {}
+    if "from_one_run" in table:
+        if not isinstance(table["from_one_run"], bool):
+            raise fail(path, "budget.from_one_run", table["from_one_run"], "expected true or false")
+        kw["from_one_run"] = table["from_one_run"]
+    kinds = [k for k in BUDGET_KINDS if k in table]
+    if len(kinds) > 1 or (not kinds and not kw.get("from_one_run")):
+        raise fail(path, "budget", dict(table), f"give exactly one of {', '.join(BUDGET_KINDS)}")
+    kind = kinds[0] if kinds else ""
+    value = number(path, f"budget.{kind}", table[kind], integer=(kind == "steps")) if kind else 0.0
     for k in ("evals", "min_steps"):  # at least one evaluation; no floor (0) is the default
         if k in table:
             kw[k] = int(number(path, f"budget.{k}", table[k], positive=(k == "evals"), integer=True))
@@ -54,7 +61,7 @@ def apply_budget(
     model: ModelConfig, data: DataConfig, train: TrainConfig, budget: Budget | None, where: str
 ) -> TrainConfig:
     """Steps from the budget (Kaplan: C ≈ 6·N·D, docs/science.md §2), tokens per step = B·T."""
-    if budget is None:
+    if budget is None or not budget.kind:
         steps = train.steps
     elif budget.kind == "steps":
         steps = int(budget.value)

@@ -20,7 +20,7 @@ from sweeps.outcome import is_oom
 from sweeps.progress import ProgressView
 from sweeps.store import ResultStore, make_curve, make_row
 from sweeps.tracking import Trackers, TrialInfo, eval_metrics
-from sweeps.trainable import FINAL_KEY, RESUME_NOTE_KEY
+from sweeps.trainable import BRANCH_KEY, FINAL_KEY, RESUME_NOTE_KEY
 
 _TUNE_KEYS = (
     "done",
@@ -90,12 +90,24 @@ class StoreWriter(tune.Callback):
         if result.get(RESUME_NOTE_KEY) and tid not in self.noted:  # a damaged checkpoint passed over
             self.noted.add(tid)
             self.view.note(f"trial {self.labels[tid]}: {result[RESUME_NOTE_KEY]}")
+        if result.get(BRANCH_KEY):  # a cooldown branch of this run (sweeps/branches.py)
+            final = json.loads(result[BRANCH_KEY])
+            member = next(b for b in cfg.get("branches", []) if b["trial_id"] == final["trial_id"])
+            self.store_trial({**cfg, **member, "branched_from": tid}, final)
+            result[BRANCH_KEY] = ""
         if FINAL_KEY not in result:
             self.view.progressed(tid, result.get("progress"))
             return
-        if tid in self.written or self.failure is not None:  # a restart repeating its final report
-            return
-        final = json.loads(result[FINAL_KEY])
+        if self.store_trial(cfg, json.loads(result[FINAL_KEY])):
+            result[FINAL_KEY] = ""  # stored: Tune keeps the last result of every trial, not the curve
+
+    def store_trial(self, cfg: dict, final: dict) -> bool:
+        """Record one finished trial (`cfg`: its config as the Tune trial carries it; `final`:
+        final_report's JSON). False when it was stored already (a restart repeating its report)
+        or the store failed."""
+        tid = cfg["trial_id"]
+        if tid in self.written or self.failure is not None:
+            return False
         res = final["result"]
         if "workers" in final:  # the world size that actually trained it (sweeps/distributed.py)
             cfg = {**cfg, "workers": final["workers"]}
@@ -107,14 +119,14 @@ class StoreWriter(tune.Callback):
             self.store.add_trial(row, curve)
         except StoreError as exc:  # e.g. a full disk: keep what is stored, stop the sweep
             self.failure = exc
-            return
+            return False
         self.written.add(tid)
         if self.stored is not None:
             self.stored.append((row, curve))
-        result[FINAL_KEY] = ""  # stored: Tune keeps the last result of every trial, not the curve
         self.view.finished(tid, res["status"], float(res["final_val_loss"]))
         if res["status"] == "failed":
             self.view.note(f"trial {self.labels[tid]} failed: {res['error']}")
+        return True
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         tid = trial.config["trial"]["trial_id"]
@@ -179,7 +191,7 @@ class TrackerFeed(tune.Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         tid = trial.config["trial"]["trial_id"]
-        if FINAL_KEY not in result and "step" in result and tid in self.infos:
+        if FINAL_KEY not in result and BRANCH_KEY not in result and "step" in result and tid in self.infos:
             self.trackers.evaluation(
                 self.infos[tid], int(result["step"]), eval_metrics(result, skip=_TUNE_KEYS)
             )

@@ -31,6 +31,17 @@ def trial_plan(trial: Trial, spec: SweepSpec, gpu_gb: float | None = None) -> di
     r = spec.resources
     gpu_gb = gpu_gb or r.gpu_memory_gb
     need = worker_memory(model, trial.train.batch_size, r.workers, r.sharding)
+    branch_of = spec.one_run.get(trial.trial_id, "")
+    spent = train_flops
+    if spec.one_run:
+        from sweeps.branches import cost_share
+
+        # a run with cooldown branches holds a second copy of its weights and Adam moments while
+        # a branch trains (depthwidth.train: on disk where it would not fit); a branch costs only
+        # its cooldown, the run it leaves pays for the steps before
+        need += 3 * 4 * counts.n_params_total
+        if branch_of:
+            spent = train_flops * cost_share(trial.train)
     mem_gb = need / 1e9
     share, memory, hint = 0.0, 0, None
     if r.auto_gpus:
@@ -57,7 +68,9 @@ def trial_plan(trial: Trial, spec: SweepSpec, gpu_gb: float | None = None) -> di
         "n_params_total": counts.n_params_total,
         "steps": trial.train.steps,
         "tokens": tokens,
-        "flops": train_flops,
+        "flops": spent,  # what running it costs: a cooldown branch's cooldown alone
+        "budget_flops": train_flops,  # the training compute of its budget, as the store records it
+        "branch_of": branch_of,
         "workers": r.workers,
         "sharding": r.sharding,
         "cpus": r.cpus,
@@ -175,6 +188,8 @@ def totals(spec: SweepSpec, rows: list[dict[str, Any]]) -> dict[str, float]:
     r = spec.resources
     flops = float(sum(row["flops"] for row in rows))
     out = {"trials": float(len(rows)), "flops": flops, "pf_days": flops / PF_DAY}
+    if spec.one_run:  # each budget trained on its own, against one run with cooldown branches
+        out["separate_runs_flops"] = float(sum(row["budget_flops"] for row in rows))
     if spec.halving:  # what the successive halving trains of the full grid (sweeps/halving.py)
         from sweeps.halving import expected_flops
 
@@ -245,6 +260,14 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
             f"{', '.join(map(str, h['rungs']))} of the first trial): the losers stop at their rung, so "
             f"the sweep trains {t['flops'] / t['full_grid_flops']:.0%} of the full grid's "
             f"{t['full_grid_flops']:.3g} FLOPs"
+        )
+    if "separate_runs_flops" in t:
+        n_runs = len(rows) - len(spec.one_run)
+        lines.append(
+            f"every budget from one run (budget.from_one_run): {n_runs} WSD runs, each with a "
+            f"cooldown branch per shorter budget ({len(spec.one_run)} branches), train "
+            f"{t['flops'] / t['separate_runs_flops']:.0%} of the "
+            f"{t['separate_runs_flops']:.3g} FLOPs of separate runs; a branch row's FLOPs are its cooldown"
         )
     lines.append(f"total training compute {t['flops']:.3g} FLOPs = {t['pf_days']:.3g} PF-days")
     if "gpu_hours" in t:

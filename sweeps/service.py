@@ -254,7 +254,7 @@ def _tune(
         todo = grouped(todo, halving)
         run.board = f"{BOARD_PREFIX}{run.spec.name}-{os.getpid()}"
         board = start_board(run.board, todo, halving, run.store)  # noqa: F841 (kept alive while Tune runs)
-    trials, resume = _trial_configs(run.store, todo, again, plans, halving)
+    trials, resume = _trial_configs(run.store, todo, again, plans, halving, bool(run.spec.one_run))
     feed = _Feed(run, todo, plans, resume)
     ray_compat.lighter_tune((StoreWriter, TrackerFeed))
     limit = (
@@ -301,12 +301,21 @@ def _trial_configs(
     again: set[str],
     plans: dict[str, dict[str, Any]],
     halving: Mapping[str, Any] | None = None,
+    one_run: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, list]]:
     """Each trial's config as its Tune function reads it, with the checkpoints in the store it
-    may resume from (furthest first); a trial to rerun gets none."""
+    may resume from (furthest first); a trial to rerun gets none. With `one_run`
+    (budget.from_one_run) the budgets still to do of one run are one Tune trial: the longest,
+    carrying the shorter ones as its cooldown branches (sweeps/branches.py)."""
     from sweeps.resume import find_checkpoints
 
-    resume = find_checkpoints(store, [t.trial_id for t in todo if t.trial_id not in again])
+    shares: dict[str, list] = {t.trial_id: [] for t in todo}
+    if one_run:  # one Tune trial per run: the longest budget still to do, and its branches
+        from sweeps.branches import groups
+
+        shares = {stem.trial_id: branches for stem, branches in groups(todo)}
+    runs = [t for t in todo if t.trial_id in shares]
+    resume = find_checkpoints(store, [t.trial_id for t in runs if t.trial_id not in again])
     trials = [
         {
             "trial_id": t.trial_id,
@@ -314,8 +323,17 @@ def _trial_configs(
             "resume_uris": [uri for uri, _ in resume.get(t.trial_id, [])],
             **_asks(plans[t.trial_id]),
             **({"halving": dict(halving[t.trial_id])} if halving else {}),
+            **(
+                {
+                    "branches": [
+                        {"trial_id": b.trial_id, "train": b.train.to_dict()} for b in shares[t.trial_id]
+                    ]
+                }
+                if shares[t.trial_id]
+                else {}
+            ),
         }
-        for t in todo
+        for t in runs
     ]
     return trials, resume
 

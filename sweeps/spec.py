@@ -44,6 +44,7 @@ from typing import Any
 
 from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
 from sweeps import datapath
+from sweeps.branches import check_one_run
 from sweeps.budget import Budget, apply_budget, model_stats, parse_budget, resolve_model
 from sweeps.errors import SpecError, choice, fail, known_table, number, text
 from sweeps.expand import MAX_TRIALS, _cheap_sources, grid_trials
@@ -65,7 +66,10 @@ DEFAULT_OWNER = {"seed": "train"}
 EXECUTION_FIELDS = {"train": ("device", "threads", "compile", "checkpoint_every")}
 # Fields added after stores existed, with the value that reproduces the earlier behaviour: left
 # out of the id at that value, so an existing store's trials keep their ids (and are not rerun).
-LATER_FIELDS = {"model": {"base_depth": 2, "depth_alpha": 1.0}, "train": {"eps": 1e-8}}
+LATER_FIELDS = {
+    "model": {"base_depth": 2, "depth_alpha": 1.0},
+    "train": {"eps": 1e-8, "schedule": "cosine", "cooldown_fraction": 0.2, "cooldown": "1-sqrt"},
+}
 TOP_KEYS = (
     "name",
     "description",
@@ -149,6 +153,9 @@ class SweepSpec:
     tracking: Tracking = Tracking()  # [tracking]: experiment trackers (sweeps/tracking.py)
     # [halving]: trial_id -> its group and rung steps (sweeps/halving.py); empty without one
     halving: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # budget.from_one_run: trial_id of each cooldown branch -> the run it branches from
+    # (sweeps/branches.py); empty without it
+    one_run: Mapping[str, str] = field(default_factory=dict)
 
     def adopt(self, stored: set[str]) -> SweepSpec:
         """The same sweep with each trial that a store holds under an older id (an alias) known
@@ -379,6 +386,8 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
     tracking = parse_tracking(doc, path)
     axes = _axes(doc, path, base)
     _check_budget_owns(budget, base, axes, path)
+    if budget is not None and budget.from_one_run and budget.warmup_fraction is not None:
+        budget = _one_warmup(budget, base, axes, path)
     where = _where(doc, path)
     points = doc.get("points", [])
     if not isinstance(points, list) or not all(isinstance(p, Mapping) for p in points):
@@ -396,6 +405,24 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
     if halving and "adaptive" in doc:
         raise fail(path, "halving", dict(doc["halving"]), "an [adaptive] sweep chooses its own trials")
     halving_plan = plan_halving(trials, halving, path, resolve_axis(halving.axis, path)) if halving else {}
+    one_run = {}
+    if budget is not None and budget.from_one_run:
+        if halving:
+            raise fail(
+                path,
+                "halving",
+                dict(doc["halving"]),
+                "a sweep with budget.from_one_run = true takes every budget from one run; "
+                "choose its learning rate from the full grid",
+            )
+        if resources.workers > 1:
+            raise fail(
+                path,
+                "resources.workers",
+                resources.workers,
+                "budget.from_one_run takes its cooldown branches in one-process trials only",
+            )
+        one_run = check_one_run(trials, path)
     return SweepSpec(
         name,
         description,
@@ -407,7 +434,23 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
         budget,
         tracking,
         halving_plan,
+        one_run,
     )
+
+
+def _one_warmup(budget: Budget, base: dict, axes: Mapping[str, Any], path: str) -> Budget:
+    """budget.warmup_fraction of a sweep whose budgets share one run: a fraction of the shortest
+    budget, the same number of steps for all of them (the stem's warmup is every branch's)."""
+    lengths = [
+        v for name, vals in axes.items() if resolve_axis(name, path) == ("train", "steps") for v in vals
+    ]
+    if budget.kind == "steps":
+        lengths.append(int(budget.value))
+    if not lengths:
+        lengths.append(int(base["train"].get("steps", TrainConfig().steps)))
+    shortest = min(int(v) for v in lengths if isinstance(v, (int, float)))
+    base["train"]["warmup_steps"] = int(round(budget.warmup_fraction * shortest))
+    return replace(budget, warmup_fraction=None)
 
 
 def _name(doc: Mapping[str, Any], path: str) -> tuple[str, str]:
@@ -432,6 +475,8 @@ def _check_budget_owns(
     """A [budget] that sets steps (and warmup) is their only source."""
     for fname, owner_key in (("steps", "kind"), ("warmup_steps", "warmup_fraction")):
         if budget is None or (owner_key == "warmup_fraction" and budget.warmup_fraction is None):
+            continue
+        if owner_key == "kind" and not budget.kind:  # from_one_run alone: the steps are the grid's
             continue
         if fname in base["train"] or any(resolve_axis(a, path) == ("train", fname) for a in axes):
             raise fail(

@@ -254,6 +254,11 @@ def make_row(
         "data_config": json.dumps(d, sort_keys=True),
         "train_config": json.dumps(t, sort_keys=True),
         "metrics": json.dumps({**metrics, **profiles}, sort_keys=True),
+        "schedule": str(t.get("schedule", "cosine")),
+        # budget.from_one_run (sweeps/branches.py): the trial_id of the run this budget's cooldown
+        # branched from ("" for a run of its own), and what it cost: a branch its cooldown alone
+        "branched_from": str(trial.get("branched_from", "")),
+        "flops_spent": float(result["flops"]) * (_branch_share(t) if trial.get("branched_from") else 1.0),
     }
     if trial.get("halving"):  # its rungs and the losses it reached there (sweeps/halving.py)
         from sweeps.halving import row_record
@@ -263,6 +268,13 @@ def make_row(
         if re.fullmatch(r"[a-z][a-z0-9_]*", k) and k not in row:
             row[k] = float(v)
     return row
+
+
+def _branch_share(train: dict[str, Any]) -> float:
+    from depthwidth.config import TrainConfig
+    from sweeps.branches import cost_share
+
+    return cost_share(TrainConfig.from_dict(train))
 
 
 def make_curve(trial_id: str, curve: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -21,6 +21,9 @@ from ray import tune
 from depthwidth.clitools import reason
 
 FINAL_KEY = "final_result"  # the last report of a trial: RunResult.to_dict() as JSON
+# a cooldown branch's result (sweeps/branches.py), reported with the run's checkpoint after it:
+# {"trial_id": the branch's id, **final_report's JSON}
+BRANCH_KEY = "branch_result"
 RESUME_NOTE_KEY = "resume_note"  # why a trial resumed from an older checkpoint than its newest
 # A test harness's hook: a Python file (HOOK_FILE_ENV) whose `started` and `checkpointed` every
 # trial calls with a folder (HOOK_DIR_ENV), so a test sees trials start and holds one at a known
@@ -54,6 +57,7 @@ def train_configs(trial: dict[str, Any], run: dict[str, Any]):
 
 def run_trial(config: dict[str, Any]) -> None:
     """The Tune function of a one-process trial (sweeps/distributed.py runs a trial of several)."""
+    from depthwidth.config import TrainConfig
     from depthwidth.train import STOP, load_checkpoint, train
 
     trial, run = config["trial"], config["run"]
@@ -72,6 +76,45 @@ def run_trial(config: dict[str, Any]) -> None:
             hook.started(run["hook"][1], tid, resumed_step, os.getpid())
         ckpt_dir = os.path.join(work, "checkpoint")
         gate = halving_gate(trial, run, resume_from, load_checkpoint)
+        branches = [
+            TrainConfig.from_dict(b["train"]).replace(threads=train_cfg.threads)
+            for b in trial.get("branches", [])
+        ]
+        ids = {b["train"]["steps"]: b["trial_id"] for b in trial.get("branches", [])}
+        first = min((b.cooldown_start for b in branches), default=None)
+        if first is not None and resumed_step > first:  # a branch still to take lies behind it
+            note = "; ".join(
+                x
+                for x in (
+                    note,
+                    f"its checkpoint at step {resumed_step} is past a cooldown branch still to take, "
+                    "so the run started from step 0",
+                )
+                if x
+            )
+            resume_from, resumed_step = None, 0
+
+        def on_branch(cfg, result, checkpoint: str | None) -> None:
+            metrics = {
+                "trial_id": tid,
+                "step": cfg.cooldown_start if result.status == "ok" else result.steps,
+                "progress": min(1.0, cfg.cooldown_start / train_cfg.steps),
+                RESUME_NOTE_KEY: note,
+                BRANCH_KEY: json.dumps(
+                    {
+                        "trial_id": ids[cfg.steps],
+                        **json.loads(final_report(tid, result, resumed_step, note)[FINAL_KEY]),
+                    }
+                ),
+            }
+            if checkpoint is None:
+                tune.report(metrics)
+            else:
+                c = tune.Checkpoint.from_directory(checkpoint)
+                c.set_metadata({"trial_id": tid, "step": int(cfg.cooldown_start)})
+                tune.report(metrics, checkpoint=c)  # the branch and the checkpoint that records it, together
+                if hook:
+                    hook.checkpointed(run["hook"][1], tid, resumed_step, int(cfg.cooldown_start))
 
         def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
             metrics = {
@@ -93,7 +136,14 @@ def run_trial(config: dict[str, Any]) -> None:
             return None
 
         result = train(
-            model, data, train_cfg, report=report, checkpoint_dir=ckpt_dir, resume_from=resume_from
+            model,
+            data,
+            train_cfg,
+            report=report,
+            checkpoint_dir=ckpt_dir,
+            resume_from=resume_from,
+            branches=branches,
+            on_branch=on_branch,
         )
         if gate is not None:
             gate.ended()

@@ -1,0 +1,102 @@
+"""Every budget from one run on a real Ray (a `ray start --head` on 127.0.0.1, the `ray_cluster`
+fixture): a sweep with `from_one_run = true` stores one row per budget, each branch naming its
+run; the FLOPs it stores equal the plan's; a driver killed between two branches is resumed
+without taking a branch twice. The real CLI in a subprocess throughout."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import pandas as pd
+import pytest
+from test_sweep_ray import cli, hook_env, run_cli, starts, trial_ids, wait_for
+
+pytest.importorskip("ray")
+pytestmark = pytest.mark.slow
+
+SPEC = """name = "onerun"
+[model]
+heads = 2
+seq_len = 16
+[data]
+vocab_size = 16
+[train]
+batch_size = 4
+eval_every = 5
+eval_batches = 1
+warmup_steps = 2
+schedule = "wsd"
+[grid]
+depth = [1]
+width = [8]
+steps = [10, 20, 40]
+[budget]
+from_one_run = true
+[resources]
+cpus = 1
+max_failures = 2
+"""
+
+
+def _stored(store) -> pd.DataFrame:
+    from sweeps.store import ResultStore
+
+    s = ResultStore(str(store))
+    return s.runs() if s.has_runs() else pd.DataFrame(columns=["trial_id"])
+
+
+def test_one_run_stores_every_budget_and_resumes_between_branches(ray_cluster, tmp_path):
+    from sweeps.plan import plan_rows, totals
+    from sweeps.spec import load_spec
+
+    spec = tmp_path / "onerun.toml"
+    spec.write_text(SPEC)
+    short, middle, run = trial_ids(spec)  # 10, 20 and 40 steps: the 40-step run branches twice
+    store, hook = tmp_path / "store", tmp_path / "hook"
+    env = hook_env(ray_cluster.env, hook)
+    # the run waits at the checkpoint written with its second branch (the 20-step budget's
+    # cooldown starts at step 16): both branches are stored, the run is not
+    (hook / "hold").write_text(f"{run}@16")
+    args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"]
+    proc = subprocess.Popen(
+        cli(*args), env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        wait_for(lambda: (hook / f"{run}.pid").exists(), 150, "the run's checkpoint at step 16", proc)
+        wait_for(lambda: {short, middle} <= set(_stored(store)["trial_id"]), 60, "both branches stored", proc)
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver, between the last branch and the run's end
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    (hook / "hold").unlink()
+    before = _stored(store).set_index("trial_id")
+    assert set(before.index) == {short, middle}
+
+    done = run_cli(args, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 trials to run (2 already in the store)" in done.stdout
+    after = _stored(store).set_index("trial_id")
+    assert sorted(after.index) == sorted([short, middle, run])  # one row per budget
+    assert (after["status"] == "ok").all() and list(after.loc[[short, middle, run], "steps"]) == [10, 20, 40]
+    # each branch names its run, was stored once and never taken again
+    assert (
+        list(after.loc[[short, middle], "branched_from"]) == [run, run]
+        and after.loc[run, "branched_from"] == ""
+    )
+    for tid in (short, middle):
+        assert after.loc[tid, "finished_at"] == before.loc[tid, "finished_at"]
+    assert [s for t, s in starts(hook) if t == run] == [0, 16]  # resumed after both branches
+    assert after.loc[run, "resumed_from_step"] == 16
+    # planned FLOPs: the run's 40 steps and each branch's cooldown (2 and 4 steps)
+    plan = totals(load_spec(spec), plan_rows(load_spec(spec)))
+    assert after["flops_spent"].sum() == pytest.approx(plan["flops"])
+    per_step = after.loc[run, "flops"] / 40
+    assert after.loc[short, "flops_spent"] == pytest.approx(2 * per_step)
+    assert after.loc[middle, "flops_spent"] == pytest.approx(4 * per_step)
+    assert after.loc[short, "flops"] == pytest.approx(10 * per_step)  # its budget's own compute
+    curves = pd.read_parquet(store / "curves.parquet")
+    assert list(curves.loc[curves["trial_id"] == middle, "step"]) == [5, 10, 15, 20]
+    assert list(curves.loc[curves["trial_id"] == run, "step"]) == [5, 10, 15, 20, 25, 30, 35, 40]
