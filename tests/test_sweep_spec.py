@@ -127,7 +127,7 @@ BAD_SPECS = [
     (
         sub("steps = 10", "steps = 10\nepochs = 3"),
         "{p}: [budget] has no key 'epochs'; known keys: steps, "
-        "tokens, compute, tokens_per_param, evals, min_steps, warmup_fraction.",
+        "tokens, compute, tokens_per_param, evals, min_steps, warmup_fraction, from_one_run.",
     ),
     (
         sub("[grid]", "[train]\nsteps = 5\n[grid]"),
@@ -410,7 +410,8 @@ def test_trial_id_is_sha256_of_canonical_config_without_execution_knobs():
     parts = {"model": t.model.to_dict(), "data": t.data.to_dict(), "train": t.train.to_dict()}
     for k in ("device", "threads", "compile", "checkpoint_every"):
         del parts["train"][k]
-    for section, k in (("model", "base_depth"), ("model", "depth_alpha"), ("train", "eps")):
+    later = (("model", "base_depth"), ("model", "depth_alpha"), ("train", "eps"), ("train", "schedule"))
+    for section, k in later + (("train", "cooldown_fraction"), ("train", "cooldown")):
         del parts[section][k]  # later fields, at the value that reproduces earlier behaviour
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()
     assert t.trial_id == hashlib.sha256(blob).hexdigest()[:16]
