@@ -32,9 +32,13 @@ CAPTIONS = {
                  "envelope, and any crossover with its 95% interval.",
     "threshold": "Every shape run at (width, depth), filled below the fitted L_th and hollow above "
                  "it, with the fitted L_th = log_b d and its 95% band, the theory's log_3 d, and "
-                 "the transition points found.",
-    "loss_vs_depth": "Loss against depth at each width with the threshold law's curve; L_th is "
-                     "marked, and the side L < L_th shaded, only where it falls inside the depths run.",
+                 "the transition points found, with a line through them only where its base is "
+                 "above 1; a reference curve is drawn only where it falls inside the view, and a "
+                 "note under the axes says what is left out and why.",
+    "loss_vs_depth": "Loss against depth at each width, the runs coloured by token budget, with the "
+                     "threshold law's curve (one per budget, in its colour, when the law has a data "
+                     "term); L_th is marked, and the side L < L_th shaded, only where it falls "
+                     "inside the depths run.",
     "phase_map": "Each shape's loss over the best loss any depth reaches at its N; the theory's "
                  "L_th (and a claimed one) drawn where it falls inside the depths run.",
     "aspect_ratio": "Loss increase against aspect ratio d/L within fixed-N bands (Kaplan et al. "

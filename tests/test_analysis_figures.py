@@ -205,3 +205,174 @@ def test_kaplan_side_by_side_figure(tmp_path):
     fit = report["learning_curves"]["fit"]
     fig = plots.side_by_side(curves, fit, curves, {"status": "not_identified"})
     check_figure("kaplan_side_by_side", fig)
+
+
+# -- the three figures of the study, each case drawn and read back from its artists ---------------
+
+PLANTED_D = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0, B_D=50.0, alpha_D=0.3)
+BUDGETS = (1e5, 3e5, 9e5)
+
+
+def _data_term_report() -> dict:
+    """The two-regime law with a data term, PLANTED_D exactly (centres 0: a = log A)."""
+    p = PLANTED_D
+    fit = {
+        "status": "ok",
+        "name": "two_regime",
+        "formula": "",
+        "terms": ["kappa", "D"],
+        "irreducible": True,
+        "theta": [
+            np.log(p["E"]),
+            np.log(p["A_kappa"]),
+            p["alpha_kappa"],
+            np.log(p["B_D"]),
+            p["alpha_D"],
+            np.log(p["b"]),
+        ],
+        "centres": {"mid_kappa": 0.0, "mid_D": 0.0},
+        "params": {"b": p["b"]},
+    }
+    return {
+        "regimes": {"preferred": "two_regime", "models": {"two_regime": fit}},
+        "threshold": {"base": None},
+    }
+
+
+def _overlaps(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def test_loss_vs_depth_draws_the_data_law_at_each_budget_in_its_colour():
+    runs = synthetic.make_runs(
+        "two_regime", [1, 2, 3, 4, 6], [16, 32, 64, 128], PLANTED_D, noise=0.0, tokens=BUDGETS
+    )
+    fig = plots.loss_vs_depth(runs, _data_term_report())
+    check_figure("loss_vs_depth", fig)
+    panels = [ax for ax in fig.axes if ax.get_title().startswith("width")]
+    assert len(panels) == 4
+    for ax in panels:
+        w = float(ax.get_title().split(":")[0].split()[1])
+        dots = {
+            c.get_label(): c for c in ax.collections if isinstance(c, matplotlib.collections.PathCollection)
+        }
+        curves = [line for line in ax.lines if len(line.get_xdata()) > 2]  # not the vertical markers
+        assert (
+            len(curves) == len(BUDGETS)
+            and len({matplotlib.colors.to_hex(c.get_color()) for c in curves}) == 3
+        )
+        for line in curves:
+            colour = matplotlib.colors.to_hex(line.get_color())
+            # the points of the same colour are that budget's runs, and the curve passes through them
+            same = [
+                c
+                for c in ax.collections
+                if isinstance(c, matplotlib.collections.PathCollection)
+                and matplotlib.colors.to_hex(c.get_facecolor()[0]) == colour
+            ]
+            assert len(same) == 1, (w, colour, list(dots))
+            depth, loss = same[0].get_offsets().T
+            tokens = runs.loc[
+                (runs["width"] == w) & np.isclose(runs["loss"].to_numpy()[:, None], loss).any(1), "tokens"
+            ]
+            assert tokens.nunique() == 1  # one budget per colour
+            on_curve = np.interp(depth, line.get_xdata(), line.get_ydata())
+            assert np.allclose(on_curve, loss, rtol=2e-3), (w, tokens.iloc[0])
+    # one legend for the figure, naming each budget's runs and curve once, off every panel
+    assert not any(ax.get_legend() for ax in fig.axes) and len(fig.legends) == 1
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    for name in ("100k tokens", "300k tokens", "900k tokens"):
+        assert f"runs, {name}" in texts and f"two_regime fit at {name}" in texts
+    renderer = fig.canvas.get_renderer()
+    box = fig.legends[0].get_window_extent(renderer)
+    assert not any(_overlaps(box, ax.get_window_extent(renderer)) for ax in fig.axes)
+
+
+def test_loss_vs_depth_without_a_data_term_draws_one_curve():
+    runs = synthetic.make_runs("two_regime", [1, 2, 3, 4], [16, 32, 64], PLANTED_D, noise=0.0, tokens=BUDGETS)
+    report = _data_term_report()
+    fit = report["regimes"]["models"]["two_regime"]
+    fit.update(terms=["kappa"], theta=[fit["theta"][i] for i in (0, 1, 2, 5)], centres={"mid_kappa": 0.0})
+    fig = plots.loss_vs_depth(runs, report)
+    check_figure("loss_vs_depth", fig)
+    for ax in fig.axes:
+        assert len([line for line in ax.lines if len(line.get_xdata()) > 2]) == 1
+        assert (
+            len(ax.collections)
+            - sum(isinstance(c, matplotlib.collections.PolyCollection) for c in ax.collections)
+            == 3
+        )
+
+
+def _threshold_report(knee_beta: float, base=None) -> dict:
+    knees = [{"width": w, "depth": d} for w, d in ((16.0, 2.2), (32.0, 3.3), (64.0, 2.0), (128.0, 2.0))]
+    none = {"status": "insufficient_data", "points": [], "beta": None}
+    a = np.log(32.0) - knee_beta * 3.0
+    knee = {"status": "ok", "points": knees, "a": a, "beta": knee_beta, "base": float(np.exp(knee_beta))}
+    return {"threshold": {"base": base, "base_ci": None, "transition_fit": none, "knee_fit": knee}}
+
+
+def _texts(fig) -> str:
+    return " ".join(t.get_text() for t in fig.texts)
+
+
+def test_threshold_draws_no_line_whose_base_is_not_a_threshold_base():
+    runs = synthetic.make_runs("two_regime", [1, 2, 3, 4, 6, 8], [16, 32, 64, 128], PLANTED_D, noise=0.0)
+    fig = plots.threshold_plot(runs, _threshold_report(-0.582))  # base 0.559: L_th falls with width
+    check_figure("threshold", fig)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert "transition points (knees)" in labels
+    assert not any(lab.startswith("line through them") for lab in labels)
+    assert "no line through the knees: its base 0.559 is not above 1" in _texts(fig)
+    # a base above 1 is a threshold base: its line is drawn, and no note is needed
+    fig = plots.threshold_plot(runs, _threshold_report(0.9))
+    check_figure("threshold", fig)
+    assert "line through them: base 2.46" in fig.axes[0].get_legend_handles_labels()[1]
+    assert "no line through" not in _texts(fig)
+    # the headline's own base at or below 1: no fitted L_th, and a note says why
+    fig = plots.threshold_plot(runs, _threshold_report(0.9, base=0.8))
+    check_figure("threshold", fig)
+    assert not any("fitted L_th" in lab for lab in fig.axes[0].get_legend_handles_labels()[1])
+    assert "the fitted base b = 0.8 is not above 1" in _texts(fig)
+
+
+def test_threshold_names_a_reference_only_where_it_falls_inside_the_view():
+    levine = "Levine et al. empirical d*(L)"
+    # widths 16-128, depths to 8: Levine's d*(L) reaches the view only past width 150, in a corner
+    runs = synthetic.make_runs("two_regime", [1, 2, 4, 8], [16, 32, 64, 128], PLANTED_D, noise=0.0)
+    fig = plots.threshold_plot(runs, _threshold_report(0.9))
+    check_figure("threshold", fig)
+    assert levine not in fig.axes[0].get_legend_handles_labels()[1]
+    assert not any(line.get_label() == levine for line in fig.axes[0].lines)
+    assert f"{levine} falls inside this view only at widths" in _texts(fig)
+    # widths 128-512: it crosses the view, so it is drawn and named
+    runs = synthetic.make_runs("two_regime", [1, 2, 4, 8], [128, 256, 512], PLANTED_D, noise=0.0)
+    fig = plots.threshold_plot(runs, _threshold_report(0.9))
+    check_figure("threshold", fig)
+    assert levine in fig.axes[0].get_legend_handles_labels()[1] and levine not in _texts(fig)
+
+
+def test_power_figure_ticks_the_effects_and_puts_the_null_beside_the_axis():
+    from analysis.power.design import power_figure
+
+    bs = (2.2, 3.0, 4.5)
+    summary = {
+        "power": {str(b): p for b, p in zip(bs, (0.9, 1.0, 1.0))},
+        "power_mc": {str(b): {"ci": [0.8, 1.0]} for b in bs},
+        "false_claim": {"rate": 0.0, "ci": [0.0, 0.13]},
+    }
+    fig = power_figure(summary, "plan")
+    check_figure("power", fig)
+    null, ax = fig.axes
+    assert ax.get_xscale() == "log"
+    ticks = [(t.get_position()[0], t.get_text()) for t in ax.get_xticklabels() if t.get_text()]
+    assert ticks == [(2.2, "2.2"), (3.0, "3"), (4.5, "4.5")]  # plain numbers, at the effects only
+    assert all(not t.label1.get_visible() or not t.label1.get_text() for t in ax.xaxis.get_minor_ticks())
+    # the null's marker is in its own panel, at no b; the b axis holds the effects' rates alone
+    (bar,) = null.containers
+    assert bar[0].get_ydata()[0] == 0.0 and "null" in null.get_xticklabels()[0].get_text()
+    assert [list(c[0].get_xdata()) for c in ax.containers] == [list(bs)]
+    # without a null: one panel
+    fig = power_figure({**summary, "false_claim": None}, "plan")
+    check_figure("power", fig)
+    assert len(fig.axes) == 1

@@ -183,6 +183,93 @@ def test_page_in_headless_chromium(analysed):
         browser.stop(driver, profile)
 
 
+def _expected_structure(md: str) -> tuple[list[str], int, list[tuple[bool, list[str]]]]:
+    """From report.md by its lines: the section headings the page's Fits section shows, the
+    number of tables there, and each list as (whether it directly follows a paragraph line, with
+    no blank line between as CommonMark allows; its items)."""
+    headings, tables, lists, section = [], 0, [], ""
+    lines = md.splitlines()
+    for i, line in enumerate(lines):
+        prev = lines[i - 1] if i else ""
+        if line.startswith("## "):
+            section = line[3:].strip()
+            if section.lower() != "figures" and "what the data say" not in section.lower():
+                headings.append(section.replace("`", ""))
+        elif section.lower() == "figures":
+            continue
+        elif line.startswith("|") and not prev.startswith("|"):
+            tables += 1
+        elif line.startswith("- ") and not prev.startswith("- "):
+            items = [line]
+            for nxt in lines[i + 1 :]:
+                if not nxt.startswith("- "):
+                    break
+                items.append(nxt)
+            direct = bool(prev.strip()) and not prev.startswith(("|", "#"))
+            lists.append((direct, [re.sub(r"[`*]", "", it[2:]).strip() for it in items]))
+    return headings, tables, lists
+
+
+def test_page_structure_in_headless_chromium(analysed):
+    """The page's structure as a browser builds it: report.md's lists as <ul>/<li> (also a list
+    straight after a paragraph), its tables as <table>, its sections under <h2>/<h3>."""
+    found = find_browser()
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the browser test: chromium and chromedriver are missing")
+        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
+    pytest.importorskip("selenium")
+    import browser
+    from selenium.webdriver.common.by import By
+
+    store, html_path = analysed
+    headings, n_tables, lists = _expected_structure((store / "analysis" / "report.md").read_text())
+    assert any(direct for direct, _ in lists), "this store's report.md has a list straight after a paragraph"
+    driver, profile = browser.start()
+    try:
+        driver.get(html_path.as_uri())
+        sections = [h.text for h in driver.find_elements(By.CSS_SELECTOR, "section > h2")]
+        assert sections == ["What the data say about L_th", "Figures", "Fits", "Runs", "Learning curves"]
+        assert [h.text for h in driver.find_elements(By.CSS_SELECTOR, "#fits h3")] == headings
+        tables = driver.find_elements(By.CSS_SELECTOR, "#fits div.scroll > table.fit")
+        assert len(tables) == n_tables >= 2
+        for t in tables:
+            assert t.find_elements(By.CSS_SELECTOR, "thead th") and t.find_elements(
+                By.CSS_SELECTOR, "tbody tr"
+            )
+        shown = driver.execute_script(
+            "return [...document.querySelectorAll('#fits ul')].map(u => ["
+            "u.previousElementSibling && u.previousElementSibling.tagName,"
+            "[...u.children].map(li => li.tagName + ':' + li.textContent.trim())])"
+        )
+        assert all(li.startswith("LI:") for _, items in shown for li in items)
+        assert [[li[3:] for li in items] for _, items in shown] == [items for _, items in lists]
+        for (prev, _), (direct, items) in zip(shown, lists):
+            assert prev == "P" or not direct, items[0]  # the paragraph it follows ends before it
+        # no item is run into a paragraph's text
+        paragraphs = [p.text for p in driver.find_elements(By.CSS_SELECTOR, "#fits p")]
+        assert not any(f"- {items[0][:30]}" in p for p in paragraphs for _, items in lists)
+    finally:
+        browser.stop(driver, profile)
+
+
+def test_markdown_lists_after_a_paragraph_tables_and_escaping():
+    """The converter alone: CommonMark lists (straight after a paragraph too), tables in their
+    scroll box, headings one level down, images and the Figures section left out, raw HTML escaped."""
+    md = (
+        "# title\n\n## What the data say about L_th\n\nThe **verdict** here.\n\n## Input\n\n"
+        "Read as the store layout.\n- first `note`\n- second <b>note</b>\n\n"
+        "| a | b |\n|---|---|\n| 1 | 2 |\n\n## Figures\n\n![x](x.png)\n\nNot drawn: y.\n"
+    )
+    verdict, body = page.markdown_html(md)
+    assert verdict == "The <strong>verdict</strong> here."
+    assert "<h3>Input</h3>" in body and "title" not in body and "Figures" not in body
+    assert "<p>Read as the store layout.</p>\n<ul>\n<li>first <code>note</code></li>" in body
+    assert "<li>second &lt;b&gt;note&lt;/b&gt;</li>" in body
+    assert '<div class="scroll"><table class="fit">' in body and "<td>2</td>" in body
+    assert "<img" not in body and "Not drawn" not in body
+
+
 def test_plot_rewrites_the_page(analysed):
     store, html_path = analysed
     html_path.unlink()

@@ -12,12 +12,16 @@ import math
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from analysis.fitting.fitcore import log_kappa
 from analysis.readers.halving import decide
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 DEFAULT_EFFECTS = (2.2, 3.0, 4.5)
 DEFAULT_NOISE = 0.02  # Kaplan et al. 2020 report a seed-to-seed spread of about 2%
@@ -590,16 +594,37 @@ def model_from_pilot(runs: pd.DataFrame, model: PlantModel) -> tuple[PlantModel,
     return m, found
 
 
-def plot_power(summary: dict, path: str, title: str = "") -> None:
-    """Power against b with Monte Carlo 95% intervals, the 80% line and the null's false-claim
-    rate, written as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def power_figure(summary: dict, title: str = "") -> Figure:
+    """Power against b with Monte Carlo 95% intervals and the 80% line, the log b axis ticked in
+    plain numbers at the effects simulated; the null's false-claim rate in its own panel beside
+    that axis, since the null has no b to stand at."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import NullLocator
 
     bs = sorted(float(k) for k in summary["power"])
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    fc = summary.get("false_claim")
+    has_null = bool(fc and fc["rate"] is not None)
+    fig = Figure(figsize=(6.2, 3.9), layout="constrained")
+    if has_null:
+        null, ax = fig.subplots(1, 2, sharey=True, width_ratios=(1, 6))
+        null.errorbar(
+            [0.0],
+            [fc["rate"]],
+            yerr=[[fc["rate"] - fc["ci"][0]], [fc["ci"][1] - fc["rate"]]],
+            marker="s",
+            color="C3",
+            capsize=3,
+            label="false claims under the null",
+        )
+        null.set_xlim(-1, 1)
+        null.set_xticks([0.0], ["null\n(no L_th)"])
+        null.axhline(TARGET_POWER, color="grey", ls="--", lw=0.8)
+        null.set_ylabel("rate over replicates")
+        ax.tick_params(labelleft=False)
+    else:
+        ax = fig.add_subplot()
+        ax.set_ylabel("rate over replicates")
     p = [summary["power"][str(b)] for b in bs]
     ci = np.array([summary["power_mc"][str(b)]["ci"] for b in bs])
     ax.errorbar(
@@ -610,26 +635,23 @@ def plot_power(summary: dict, path: str, title: str = "") -> None:
         capsize=3,
         label="power (claimed, interval holds b)",
     )
-    fc = summary.get("false_claim")
-    if fc and fc["rate"] is not None:
-        ax.errorbar(
-            [min(bs) * 0.9],
-            [fc["rate"]],
-            yerr=[[fc["rate"] - fc["ci"][0]], [fc["ci"][1] - fc["rate"]]],
-            marker="s",
-            color="C3",
-            capsize=3,
-            label="false claims under the null",
-        )
-    ax.axhline(TARGET_POWER, color="grey", ls="--", lw=0.8)
-    ax.axvline(3.0, color="grey", ls=":", lw=0.8)
+    ax.axhline(TARGET_POWER, color="grey", ls="--", lw=0.8, label=f"{TARGET_POWER:.0%} power")
     ax.set_xscale("log")
+    ax.set_xlim(min(bs) / 1.2, max(bs) * 1.2)
+    if min(bs) / 1.2 <= 3.0 <= max(bs) * 1.2:
+        ax.axvline(3.0, color="grey", ls=":", lw=0.8, label="theory b = 3")
     ax.set_xticks(bs, [f"{b:g}" for b in bs])
+    ax.xaxis.set_minor_locator(NullLocator())  # no 2×10^0 between the effects
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("planted threshold base b (L_th = log_b width)")
-    ax.set_ylabel("rate over replicates")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    fig.suptitle(title, fontsize=9)
+    pairs = [hl for a in fig.axes[::-1] for hl in zip(*a.get_legend_handles_labels())]
+    pairs.sort(key=lambda hl: isinstance(hl[0], Line2D))  # the rates first, then the reference lines
+    handles, labels = [h for h, _ in pairs], [lab for _, lab in pairs]
+    fig.legend(handles, labels, fontsize=7, loc="outside lower center", ncol=2, frameon=False)
+    return fig
+
+
+def plot_power(summary: dict, path: str, title: str = "") -> None:
+    """power_figure, written as a PNG."""
+    power_figure(summary, title).savefig(path, dpi=120)

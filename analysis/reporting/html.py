@@ -2,9 +2,10 @@
 fit tables, a sortable and filterable runs table and each shape's learning curves, all inline
 (PNG figures as data URIs, CSS and JS in the page; no network, no CDN).
 
-The text and tables are report.md's own (analysis/reporting/markdown.py), converted here, so the page and
-report.md never disagree. Curves are downsampled for display (at most CURVE_POINTS per run, the
-first and last kept); the page says so, and curves.parquet keeps every evaluation.
+The text and tables are report.md's own (analysis/reporting/markdown.py), read as CommonMark with
+tables by markdown-it-py, so the page and report.md never disagree. Curves are downsampled for
+display (at most CURVE_POINTS per run, the first and last kept); the page says so, and
+curves.parquet keeps every evaluation.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import base64
 import html
 import json
 import math
-import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from markdown_it import MarkdownIt
 
 from depthwidth.results import atomic_file
 
@@ -48,54 +49,57 @@ _ASSETS = Path(__file__).with_name("html_assets")
 # -- report.md, as HTML ---------------------------------------------------------------------------
 
 
+_MD = MarkdownIt("commonmark", {"html": False}).enable("table")  # raw HTML in the text is escaped
+
+
 def _inline(text: str) -> str:
-    out = html.escape(text, quote=False)
-    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+    return _MD.renderInline(text)
+
+
+def _blocks(tokens: list) -> list[list]:
+    """The top-level blocks of a token stream, each its opening token to its closing one."""
+    out, depth = [], 0
+    for t in tokens:
+        if depth == 0:
+            out.append([])
+        out[-1].append(t)
+        depth += t.nesting if t.level == 0 else 0
+    return out
+
+
+def _only_images(block: list) -> bool:
+    """A paragraph of images alone (report.md's figure lines)."""
+    if block[0].type != "paragraph_open":
+        return False
+    kids = block[1].children or []
+    images = [c for c in kids if c.type == "image"]
+    rest = [c for c in kids if c.type != "image" and (c.type != "text" or c.content.strip())]
+    return bool(images) and all(c.type == "softbreak" for c in rest)
 
 
 def markdown_html(md: str) -> tuple[str, str]:
-    """(the verdict paragraph, the rest) of report.md as HTML: headings, paragraphs and tables.
-    Image lines are left out: the page shows the figures itself."""
-    blocks: list[list[str]] = []
-    for line in md.splitlines():
-        if not line.strip():
-            blocks.append([])
-        elif (
-            blocks
-            and blocks[-1]
-            and (line.startswith("|") == blocks[-1][0].startswith("|"))
-            and not line.startswith("#")
-        ):
-            blocks[-1].append(line)
-        else:
-            blocks.append([line])
+    """(the verdict paragraph, the rest) of report.md as HTML, read as CommonMark with tables
+    (markdown-it-py): headings, paragraphs, lists and tables. Image paragraphs are left out, and
+    the report's title, verdict and Figures sections too: the page shows those itself."""
     parts, verdict, heading = [], "", ""
-    for b in (b for b in blocks if b):
-        first = b[0]
-        if first.startswith("!["):
-            continue
-        if first.startswith("#"):
-            depth = len(first) - len(first.lstrip("#"))
-            heading = first.lstrip("#").strip()
+    for block in _blocks(_MD.parse(md)):
+        first = block[0]
+        if first.type == "heading_open":
+            depth = int(first.tag[1])
+            heading = block[1].content.strip()
             if depth == 1 or heading.lower() == "figures" or "what the data say" in heading.lower():
                 continue  # the page's own title, verdict box and figure gallery stand for these
-            parts.append(f"<h{min(depth + 1, 4)}>{_inline(heading)}</h{min(depth + 1, 4)}>")
-        elif first.startswith("|") and len(b) >= 2:
-            rows = [[c.strip() for c in r.strip().strip("|").split("|")] for r in b]
-            head = "".join(f"<th>{_inline(c)}</th>" for c in rows[0])
-            body = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in rows[2:])
-            parts.append(
-                f'<div class="scroll"><table class="fit"><thead><tr>{head}</tr></thead>'
-                f"<tbody>{body}</tbody></table></div>"
-            )
+            tag = f"h{min(depth + 1, 4)}"
+            parts.append(f"<{tag}>{_inline(heading)}</{tag}>")
+        elif heading.lower() == "figures" or _only_images(block):
+            continue
+        elif not verdict and "what the data say" in heading.lower() and first.type == "paragraph_open":
+            verdict = _MD.renderer.renderInline(block[1].children, _MD.options, {})
+        elif first.type == "table_open":
+            first.attrSet("class", "fit")
+            parts.append(f'<div class="scroll">{_MD.renderer.render(block, _MD.options, {})}</div>')
         else:
-            text = " ".join(b)
-            if not verdict and "what the data say" in heading.lower():
-                verdict = _inline(text)
-                continue
-            if heading.lower() != "figures":
-                parts.append(f"<p>{_inline(text)}</p>")
+            parts.append(_MD.renderer.render(block, _MD.options, {}).strip())
     return verdict, "\n".join(parts)
 
 

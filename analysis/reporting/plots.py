@@ -7,6 +7,8 @@ reads the data and the stored report only, so `depthwidth plot` redraws without 
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib
 import matplotlib.ticker
 
@@ -186,30 +188,45 @@ def _fitted_lth(ax, w: np.ndarray, thr: dict, ylim: tuple) -> list[str]:
     return notes
 
 
-def threshold_plot(runs: pd.DataFrame, report: dict) -> Figure:
-    """Which shapes lie on which side of the threshold: every shape run at (width, depth), filled
-    below L_th and hollow above it (under the fitted b, or b = 3 when there is none), the fitted
-    L_th = log_b d with its 95% band, the theory's log_3 d, and the transition points found with
-    their fitted line. Lines wholly outside the view are named in a note, not in the legend."""
-    fig = Figure(figsize=(7, 4.8))
-    ax = fig.add_subplot()
-    thr = report["threshold"]
-    shapes = runs.groupby(["depth", "width"], as_index=False).size()
-    widths = np.sort(shapes["width"].unique()).astype(float)
-    w = np.logspace(np.log10(widths.min() / 1.25), np.log10(widths.max() * 1.25), 100)
-    b = thr.get("base")
-    top = float(shapes["depth"].max()) + 1
-    if b:
-        top = max(top, min(1.1 * np.log(widths.max()) / np.log(b), 4 * top))
-    ylim = (0, top)
-    _shape_sides(ax, shapes, b)
-    notes = _fitted_lth(ax, w, thr, ylim) if b else []
-    theory = np.log(w) / np.log(THEORY_BASE)
-    if _visible(theory, *ylim):
-        ax.plot(w, theory, "k:", lw=1.2, label="theory L_th = log_3 d (Levine et al. 2020)")
-    levine = (np.log(w) - LEVINE_INTERCEPT) / LEVINE_SLOPE
-    if _visible(levine, *ylim):
-        ax.plot(w, levine, color="grey", ls="-.", lw=1, label="Levine et al. empirical d*(L)")
+def _share_inside(y: np.ndarray, lo: float, hi: float) -> float:
+    """The share of a curve's samples (evenly spaced along the view's x) inside [lo, hi]."""
+    y = np.asarray(y, float)
+    return float(np.mean(np.isfinite(y) & (y >= lo) & (y <= hi)))
+
+
+def _references(ax, w: np.ndarray, ylim: tuple) -> list[str]:
+    """The theory's log_3 d and Levine et al.'s empirical d*(L), each drawn (and named in the
+    legend) only where a tenth of it or more lies inside the view; otherwise a note says so."""
+    notes = []
+    for y, style, name in (
+        (
+            np.log(w) / np.log(THEORY_BASE),
+            dict(color="k", ls=":", lw=1.2),
+            "theory L_th = log_3 d (Levine et al. 2020)",
+        ),
+        (
+            (np.log(w) - LEVINE_INTERCEPT) / LEVINE_SLOPE,
+            dict(color="grey", ls="-.", lw=1),
+            "Levine et al. empirical d*(L)",
+        ),
+    ):
+        inside = np.isfinite(y) & (y >= ylim[0]) & (y <= ylim[1])
+        if _share_inside(y, *ylim) >= 0.1:
+            ax.plot(w, y, label=name, **style)
+        elif inside.any():
+            notes.append(
+                f"{name} falls inside this view only at widths {w[inside].min():.3g}-{w[inside].max():.3g}: not drawn"
+            )
+        else:
+            notes.append(f"{name} lies {'below' if np.nanmax(y) < ylim[0] else 'above'} this view: not drawn")
+    return notes
+
+
+def _transition_lines(ax, thr: dict, w: np.ndarray, ylim: tuple) -> list[str]:
+    """The transition points found, and the line log d = a + beta·L through them where its base
+    e^beta is a threshold base (> 1); a base at or below 1 would make L_th fall as the width
+    grows, which no L_th = log_b d does, so a note says why no line is drawn."""
+    notes = []
     for fit_, colour, name in (
         (thr["transition_fit"], "tab:green", "crossovers"),
         (thr["knee_fit"], "tab:purple", "knees"),
@@ -225,12 +242,46 @@ def threshold_plot(runs: pd.DataFrame, report: dict) -> Figure:
                 zorder=5,
                 label=f"transition points ({name})",
             )
-        if fit_.get("status") == "ok" and fit_.get("beta"):
-            line = (np.log(w) - fit_["a"]) / fit_["beta"]
-            if _visible(line, *ylim):
-                ax.plot(w, line, color=colour, lw=1, label=f"line through them: base {fit_['base']:.3g}")
-    if notes:
-        ax.text(0.02, 0.97, "; ".join(notes), transform=ax.transAxes, va="top", fontsize=7)
+        if fit_.get("status") != "ok" or not fit_.get("beta"):
+            continue
+        if not fit_["base"] > 1:
+            notes.append(
+                f"no line through the {name}: its base {fit_['base']:.3g} is not above 1, so L_th would "
+                f"fall as the width grows; that is no threshold of L_th = log_b d"
+            )
+            continue
+        line = (np.log(w) - fit_["a"]) / fit_["beta"]
+        if _visible(line, *ylim):
+            ax.plot(w, line, color=colour, lw=1, label=f"line through them: base {fit_['base']:.3g}")
+        else:
+            notes.append(f"the line through the {name} (base {fit_['base']:.3g}) lies outside this view")
+    return notes
+
+
+def threshold_plot(runs: pd.DataFrame, report: dict) -> Figure:
+    """Which shapes lie on which side of the threshold: every shape run at (width, depth), filled
+    below L_th and hollow above it (under the fitted b, or b = 3 when there is none), the fitted
+    L_th = log_b d with its 95% band, the theory's log_3 d, and the transition points found with
+    their fitted line. A base at or below 1 is not a threshold base: it is not drawn, and a note
+    under the axes says why. Lines outside the view are named in a note, not in the legend."""
+    thr = report["threshold"]
+    shapes = runs.groupby(["depth", "width"], as_index=False).size()
+    widths = np.sort(shapes["width"].unique()).astype(float)
+    w = np.logspace(np.log10(widths.min() / 1.25), np.log10(widths.max() * 1.25), 100)
+    b, notes = thr.get("base"), []
+    if b is not None and not b > 1:
+        notes.append(f"the fitted base b = {b:.3g} is not above 1, so it is no threshold base: no L_th drawn")
+        b = None
+    top = float(shapes["depth"].max()) + 1
+    if b:
+        top = max(top, min(1.1 * np.log(widths.max()) / np.log(b), 4 * top))
+    ylim = (0, top)
+    fig = Figure(figsize=(7, 4.8))
+    ax = fig.add_subplot()
+    _shape_sides(ax, shapes, b)
+    notes += _fitted_lth(ax, w, {**thr, "base": b}, ylim) if b else []
+    notes += _references(ax, w, ylim)
+    notes += _transition_lines(ax, thr, w, ylim)
     ax.set_xscale("log")
     ax.set_xlim(w[0], w[-1])
     ax.set_ylim(*ylim)
@@ -241,7 +292,10 @@ def threshold_plot(runs: pd.DataFrame, report: dict) -> Figure:
     ax.set_ylabel("depth L")
     ax.set_title("Shapes run against the depth threshold L_th = log_b d", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.tight_layout()
+    lines = [line for n in notes for line in textwrap.wrap(n, 110, subsequent_indent="  ")]
+    if lines:
+        fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, va="bottom", ha="left", color="dimgrey")
+    fig.tight_layout(rect=(0, (0.13 * len(lines) + 0.08) / fig.get_figheight() if lines else 0, 1, 1))
     return fig
 
 
@@ -251,51 +305,118 @@ def _kappa_fit(report: dict) -> FitResult | None:
     return _fit(reg["models"].get(name))
 
 
-def _depth_panel(ax, g: pd.DataFrame, w: float, f: FitResult | None) -> None:
-    """One width's panel: the runs, the threshold law's curve, and each L_th inside the view
-    (the double-exponential side shaded only where L_th falls inside it)."""
-    ax.scatter(g["depth"], g["loss"], s=12, color="k", zorder=3, label="runs")
+def _tokens_text(t: float) -> str:
+    """A token count in a few characters: 102k, 1.2M, 100B."""
+    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if t >= div:
+            return f"{t / div:.3g}{unit}"
+    return f"{t:.3g}"
+
+
+def token_budgets(runs: pd.DataFrame, most: int = 6) -> tuple[np.ndarray, list[tuple[str, float]]]:
+    """Each run's token budget: (index per run, [(name, tokens)]): one budget per distinct count,
+    or, past `most` counts, up to 4 bands equal in log tokens, each at its geometric mean. Runs
+    without a token count share one budget with NaN tokens."""
+    t = runs["tokens"].to_numpy(float) if "tokens" in runs.columns else np.full(len(runs), np.nan)
+    known = np.isfinite(t) & (t > 0)
+    values = np.unique(t[known])
+    if len(values) <= most:
+        band = np.searchsorted(values, t)
+        at = values
+    else:
+        edges = np.geomspace(values[0], values[-1], 5)
+        band = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, 3)
+        at = {k: np.exp(np.log(t[known & (band == k)]).mean()) for k in np.unique(band[known])}
+    used = np.unique(band[known])
+    index = np.full(len(runs), -1)
+    names = []
+    for i, k in enumerate(used):
+        index[known & (band == k)] = i
+        names.append((("" if len(values) <= most else "~") + f"{_tokens_text(at[k])} tokens", float(at[k])))
+    if (~known).any():
+        index[~known] = len(names)
+        names.append(("no token count", np.nan))
+    return index, names
+
+
+def _once(named: set, text: str) -> str | None:
+    """A legend label the first time it is drawn: the figure has one legend for all its panels."""
+    if text in named:
+        return None
+    named.add(text)
+    return text
+
+
+def _depth_panel(ax, g: pd.DataFrame, w: float, f: FitResult | None, budgets: list, named: set) -> None:
+    """One width's panel: the runs coloured by token budget, the threshold law's curve (one per
+    budget, in its colour, when the law has a data term), and each L_th inside the view (the
+    double-exponential side shaded only where L_th falls inside it)."""
     lo, Lmax = 0.5, 1.04 * g["depth"].max() + 0.5  # room for the deepest run's marker
-    off = []
+    L = np.linspace(0.6, Lmax, 120)
+    per_layer = float(np.mean(g["n_params"] / g["depth"]))  # N grows linearly in depth
+    cols = dict(N=per_layer * L, depth=L, width=np.full_like(L, w))
+    data_term = f is not None and "D" in f.law.terms
+    for k, (name, tokens, colour) in enumerate(budgets):
+        mine = g[g["_budget"] == k]
+        if mine.empty:
+            continue
+        runs_label = "runs" if len(budgets) == 1 else f"runs, {name}"
+        ax.scatter(mine["depth"], mine["loss"], s=12, color=colour, zorder=3, label=_once(named, runs_label))
+        if data_term and np.isfinite(tokens):  # the data-aware law, drawn at this budget's tokens
+            curve = "tab:red" if len(budgets) == 1 else colour
+            y = f.predict(**cols, D=np.full_like(L, tokens))
+            ax.plot(L, y, color=curve, lw=1.2, label=_once(named, f"{f.name} fit at {name}"))
+    if f is not None and not data_term:
+        ax.plot(L, f.predict(**cols), color="tab:red", lw=1.2, label=_once(named, f"{f.name} fit"))
+    shown, off = [], []
     if f is not None:
         b = f.params["b"]
-        L = np.linspace(0.6, Lmax, 120)
-        per_layer = float(np.mean(g["n_params"] / g["depth"]))  # N grows linearly in depth
-        cols = dict(N=per_layer * L, depth=L, width=np.full_like(L, w))
-        if "D" in f.law.terms:  # the data-aware law, drawn at these runs' final tokens
-            cols["D"] = np.full_like(L, float(g["tokens"].mean()))
-        if np.all(np.isfinite(cols.get("D", [1.0]))):
-            ax.plot(L, f.predict(**cols), color="tab:red", lw=1.2, label=f"{f.name} fit")
         lth = np.log(w) / np.log(b)
         if lo < lth < Lmax:
-            ax.axvspan(lo, lth, color="tab:orange", alpha=0.12, lw=0, label="L < L_th")
-            ax.axvline(lth, color="tab:red", ls="--", lw=1, label=f"L_th = log_{b:.2g} d = {lth:.2g}")
+            ax.axvspan(lo, lth, color="tab:orange", alpha=0.12, lw=0, label=_once(named, "L < L_th"))
+            ax.axvline(lth, color="tab:red", ls="--", lw=1, label=_once(named, f"L_th = log_{b:.2g} d"))
+            shown.append(f"L_th = {lth:.2g}")
         else:
             off.append(f"L_th = {lth:.2g} (b = {b:.2g})")
     l3 = np.log(w) / np.log(THEORY_BASE)
     if lo < l3 < Lmax:
-        ax.axvline(l3, color="k", ls=":", lw=1, label=f"log_3 d = {l3:.2g}")
+        ax.axvline(l3, color="k", ls=":", lw=1, label=_once(named, "log_3 d (theory)"))
+        shown.append(f"log_3 d = {l3:.2g}")
     else:
         off.append(f"log_3 d = {l3:.2g}")
     ax.set_xlim(lo, Lmax)
-    ax.set_title(f"width {w:g}" + (f"\n(off view: {'; '.join(off)})" if off else ""), fontsize=8)
+    title = f"width {w:g}" + (f": {', '.join(shown)}" if shown else "")
+    ax.set_title(title + (f"\n(off view: {'; '.join(off)})" if off else ""), fontsize=8)
     ax.set_xlabel("depth L")
     ax.set_ylabel("loss")
-    ax.legend(fontsize=6)
 
 
 def loss_vs_depth(runs: pd.DataFrame, report: dict, max_panels: int = 6) -> Figure:
-    """Loss vs depth at fixed widths with the two-regime fit; each width's L_th marked where it
-    falls inside the depths drawn, the double-exponential side (L < L_th) shaded up to it."""
+    """Loss vs depth at fixed widths with the two-regime fit, the runs coloured by token budget
+    and, when the law has a data term, its curve drawn at each budget in that budget's colour;
+    each width's L_th marked where it falls inside the depths drawn, the double-exponential side
+    (L < L_th) shaded up to it. One legend, beside the panels, off the points."""
     widths = np.sort(runs["width"].unique())
     if len(widths) > max_panels:
         widths = widths[np.unique(np.linspace(0, len(widths) - 1, max_panels).round().astype(int))]
     ncol = min(3, len(widths))
     nrow = int(np.ceil(len(widths) / ncol))
-    fig = Figure(figsize=(4 * ncol, 3.4 * nrow + 0.8))
+    free = nrow * ncol - len(widths)  # empty slots in the last row hold the legend; else beside
+    side = 0.0 if free else 2.4  # inches beside the panels for the legend
+    fig = Figure(figsize=(4 * ncol + side, 3.4 * nrow + 0.8))
     f = _kappa_fit(report)
+    index, names = token_budgets(runs)
+    runs = runs.assign(_budget=index)
+    cmap = matplotlib.colormaps["viridis"]
+    budgets = [
+        (name, t, "k" if len(names) == 1 else cmap(0.8 * i / max(1, len(names) - 1)))
+        for i, (name, t) in enumerate(names)
+    ]
+    named: set = set()
+    axes = []
     for k, w in enumerate(widths):
-        _depth_panel(fig.add_subplot(nrow, ncol, k + 1), runs[runs["width"] == w], float(w), f)
+        axes.append(fig.add_subplot(nrow, ncol, k + 1))
+        _depth_panel(axes[-1], runs[runs["width"] == w], float(w), f, budgets, named)
     fig.suptitle("Loss vs depth at fixed width", fontsize=10)
     if f is None:
         fig.text(
@@ -307,7 +428,15 @@ def loss_vs_depth(runs: pd.DataFrame, report: dict, max_panels: int = 6) -> Figu
             fontsize=8,
             color="grey",
         )
-    fig.tight_layout(rect=(0, 0.04 if f is None else 0, 1, 1))
+    right = 1 - side / fig.get_figwidth()
+    fig.tight_layout(rect=(0, 0.04 if f is None else 0, right, 1))
+    handles = [h for ax in axes for h in ax.get_legend_handles_labels()[0]]
+    labels = [lab for ax in axes for lab in ax.get_legend_handles_labels()[1]]
+    if free:
+        box = axes[0].get_subplotspec().get_gridspec()[nrow - 1, ncol - free :].get_position(fig)
+        fig.legend(handles, labels, fontsize=7, loc="center", bbox_to_anchor=box.bounds)
+    else:
+        fig.legend(handles, labels, fontsize=7, loc="center left", bbox_to_anchor=(right + 0.005, 0.5))
     return fig
 
 
