@@ -1,8 +1,9 @@
 """`depthwidth design SPEC --propose --budget B`: the most powerful plan found within a budget.
 
 Candidates vary the spec's depth cap (depth ≤ m·log3(width)), token budget rule (as given, one
-fixed budget decoupled from N, or three budgets a factor 3 apart shared by every shape), seeds and
-learning-rate points; each within the budget is costed
+fixed budget decoupled from N, three budgets a factor 3 apart shared by every shape, or five a
+factor 2 apart taken as cooldown branches of one WSD run per shape), seeds and learning-rate
+points; each within the budget is costed
 by the planner (sweeps/plan.py) and screened on planted replicates, the best are rated in full
 (analysis/power/design.py), and the chosen one is written as a spec `sweep plan` accepts.
 """
@@ -105,6 +106,9 @@ def candidate_docs(doc: dict, tokens: float) -> list[tuple[dict, dict]]:
     three = three_budgets(doc, tokens)
     if three:
         rules.append("three")
+    five = five_from_one_run(doc, tokens)
+    if five:
+        rules.append("one run")
     lr_sets = [lrs] + ([[lrs[len(lrs) // 2]]] if len(lrs) >= 3 else [])
     for cap, rule, n_seeds, lr_set in itertools.product(caps, rules, (2, 3, 4, 6), lr_sets):
         d = copy.deepcopy(doc)
@@ -122,20 +126,14 @@ def candidate_docs(doc: dict, tokens: float) -> list[tuple[dict, dict]]:
             keep = {k: v for k, v in budget0.items() if k in ("evals", "warmup_fraction")}
             d["budget"] = {"tokens": float(f"{tokens:.3g}"), **keep}
         elif rule == "three":
-            evals = int((budget0 or {}).get("evals") or 5)
-            frac = (budget0 or {}).get("warmup_fraction")
-            d.pop("budget", None)
-            d["grid"]["steps"] = three["steps"]
-            train = d.setdefault("train", {})
-            train.pop("steps", None)  # the axis sets it
-            if int(train.get("eval_every", 10**9)) > min(three["steps"]) // 2:  # keep two evaluations
-                train["eval_every"] = max(1, min(three["steps"]) // evals)
-            if frac is not None:  # the budget's warmup fraction, of the shortest run, for every run
-                train["warmup_steps"] = int(round(float(frac) * min(three["steps"])))
+            _steps_axis(d, three["steps"], budget0)
+        elif rule == "one run":
+            _one_run(d, five["steps"], budget0)
         labels = {
             "as written": "as written",
             "fixed": f"{tokens:.3g} fixed",
             "three": three and three["label"],
+            "one run": five and five["label"],
         }
         what = {
             "depth_cap": cap,
@@ -146,6 +144,54 @@ def candidate_docs(doc: dict, tokens: float) -> list[tuple[dict, dict]]:
         if what != out[0][1]:
             out.append((d, what))
     return out
+
+
+def _steps_axis(d: dict, steps: list[int], budget0: dict | None) -> None:
+    """The plan's budgets as a `steps` axis shared by every shape, in place of its [budget]."""
+    evals = int((budget0 or {}).get("evals") or 5)
+    frac = (budget0 or {}).get("warmup_fraction")
+    d.pop("budget", None)
+    d["grid"]["steps"] = steps
+    train = d.setdefault("train", {})
+    train.pop("steps", None)  # the axis sets it
+    if int(train.get("eval_every", 10**9)) > min(steps) // 2:  # keep two evaluations
+        train["eval_every"] = max(1, min(steps) // evals)
+    if frac is not None:  # the budget's warmup fraction, of the shortest run, for every run
+        train["warmup_steps"] = int(round(float(frac) * min(steps)))
+
+
+def _one_run(d: dict, steps: list[int], budget0: dict | None) -> None:
+    """The budgets as cooldown branches of one WSD run per shape (sweeps/branches.py): the
+    schedule, from_one_run, no halving (a one-run plan trains its learning rates in full), and a
+    warmup that ends before the shortest budget's cooldown starts."""
+    _steps_axis(d, steps, budget0)
+    d["budget"] = {"from_one_run": True}
+    d.pop("halving", None)
+    train = d["train"]
+    train["schedule"] = "wsd"
+    cooldown = float(train.get("cooldown_fraction", 0.2))
+    room = min(steps) - max(1, round(cooldown * min(steps)))
+    if int(train.get("warmup_steps", 20)) > room:
+        train["warmup_steps"] = max(0, min(steps) // 10)
+
+
+def five_from_one_run(doc: dict, tokens: float) -> dict | None:
+    """Five token budgets a factor 2 apart up to the plan's longest (the top of three_budgets),
+    each a cooldown branch of one run per shape: more values of D for L(N, D) at about the cost
+    of the longest run alone (docs/science.md §10). None where three_budgets finds no top, or
+    the plan already takes its budgets from one run."""
+    if (doc.get("budget") or {}).get("from_one_run"):
+        return None
+    grid = doc.get("grid", {})
+    steps = sorted({int(s) for s in grid.get("steps", [])})
+    three = three_budgets(doc, tokens) if not (steps and len(steps) >= 3) else {"steps": steps}
+    if not three:
+        return None
+    top = max(three["steps"])
+    five = sorted({max(1, round(top / 2**k)) for k in range(5)})
+    if len(five) < 5 or five[0] < 10:
+        return None
+    return {"steps": five, "label": "5 budgets from one run: " + "/".join(map(str, five)) + " steps"}
 
 
 def three_budgets(doc: dict, tokens: float) -> dict | None:
@@ -426,7 +472,7 @@ def _what(c: dict) -> str:
     cap = "depths as written" if c["depth_cap"] == "as written" else f"depth ≤ {c['depth_cap']}·log3(width)"
     if c["tokens"] == "as written":
         tok = "token budget as written"
-    elif str(c["tokens"]).startswith("3 budgets"):
+    elif str(c["tokens"]).startswith(("3 budgets", "5 budgets")):
         tok = f"{c['tokens']} for every shape"
     else:
         tok = f"{c['tokens']} tokens per trial"

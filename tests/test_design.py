@@ -351,3 +351,30 @@ def test_propose_tries_three_shared_token_budgets():
     assert "3 budgets: 100/300/900 steps" in labels
     done = dict(two, grid=dict(two["grid"], steps=[100, 300, 900]))
     assert all(not str(w["tokens"]).startswith("3 budgets") for _, w in candidate_docs(done, 1e5))
+
+
+def test_propose_tries_five_budgets_from_one_run():
+    """The search's fourth token rule: five budgets a factor 2 apart up to the plan's longest,
+    each a cooldown branch of one WSD run per shape (sweeps/branches.py). It is costed as it runs:
+    the run once and each branch by its cooldown, less than the three separate budgets."""
+    import tomllib
+
+    from sweeps.design_search import candidate_docs, to_toml
+    from sweeps.plan import plan_rows, totals
+    from sweeps.spec import parse_spec
+
+    doc = tomllib.loads(SPEC.format(depths="[1, 2, 4]", widths="[16, 32]"))
+    two = dict(doc, grid=dict(doc["grid"], steps=[300, 900]))
+    two.pop("budget")
+    found = {w["tokens"]: d for d, w in candidate_docs(two, 1e5)}
+    d = found["5 budgets from one run: 56/112/225/450/900 steps"]
+    assert d["budget"] == {"from_one_run": True} and d["train"]["schedule"] == "wsd" and "halving" not in d
+    one = parse_spec(to_toml(d), "one.toml")
+    three = parse_spec(to_toml(found["3 budgets: 100/300/900 steps"]), "three.toml")
+    assert len(one.one_run) == 4 * len(one.trials) // 5  # four branches of each run
+    t1, t3 = totals(one, plan_rows(one)), totals(three, plan_rows(three))
+    # per shape and seed: 900 + 0.2 x (56 + 112 + 225 + 450) = 1068.6 steps against 1300
+    steps_one = 900 + sum(round(0.2 * s) for s in (56, 112, 225, 450))
+    assert t1["flops"] / t3["flops"] == pytest.approx(steps_one / 1300, rel=1e-6)
+    already = dict(d)
+    assert all(not str(w["tokens"]).startswith("5 budgets") for _, w in candidate_docs(already, 1e5))
