@@ -41,7 +41,8 @@ CHECKPOINT_REQUEST_ENV = "DEPTHWIDTH_CHECKPOINT_REQUEST"
 
 BRANCH_STEM_FILE = "branch-stem.pt"  # the stem's state while a branch runs, where memory is short
 # on_branch(cfg, result, checkpoint): a cooldown branch's budget and result, and the folder of
-# the stem's checkpoint written right after it (None without a checkpoint folder)
+# the stem's checkpoint written right after it (None without a checkpoint folder); answering STOP
+# ends the run there with status "stopped"
 OnBranch = Callable[[TrainConfig, "RunResult", "str | None"], Any]
 
 # report(metrics) after every evaluation, or report(metrics, checkpoint=folder) when that
@@ -442,10 +443,12 @@ class _Run:
         self.state = load_checkpoint(resume_from) if resume_from is not None else None
         self.step, self.curve, self.wall_offset = 0, [], 0.0
         self.branches_done: list[int] = []  # the steps of the branches this run has taken
+        self.branch_losses: list[float] = []  # and each one's final validation loss
         if self.state is not None:
             self.step, self.curve = int(self.state["step"]), json.loads(self.state["curve"])
             self.wall_offset = float(self.state["wall_s"])
             self.branches_done = [int(b) for b in self.state.get("branches_done", [])]
+            self.branch_losses = [float(v) for v in self.state.get("branch_losses", [])]
         self.pending = sorted(
             (b for b in branches if b.steps not in self.branches_done), key=lambda b: b.cooldown_start
         )
@@ -576,14 +579,17 @@ class _Run:
             self.restore_state(held)
             self.step, self.status, self.error = cfg.cooldown_start, "ok", ""
         self.branches_done.append(cfg.steps)
+        self.branch_losses.append(result.final_val_loss)
         saved = None
         if checkpoint_dir is not None:  # records the branch as taken: a resume never takes it twice
             saved = self.checkpoint(Path(checkpoint_dir), self.wall_offset + time.perf_counter() - self.t0)
         if on_branch is not None:
             try:
-                on_branch(cfg, result, saved)
+                answer = on_branch(cfg, result, saved)
             except BaseException as exc:  # the caller's own exception: let it through
                 raise _FromCaller(exc) from exc
+            if answer == STOP:  # e.g. a halving rung judged on this branch (sweeps/halving.py)
+                self.status = "stopped"
 
     def hold_state(self, checkpoint_dir: str | os.PathLike | None) -> dict[str, Any]:
         """Weights, moments and RNG of this moment: a copy in memory, or a file where the copy
@@ -698,6 +704,7 @@ class _Run:
                     "curve": json.dumps(self.curve),
                     "wall_s": wall_s,
                     "branches_done": list(self.branches_done),
+                    "branch_losses": list(self.branch_losses),
                     "recent": list(self.recent),
                 },
             )

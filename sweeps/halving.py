@@ -94,17 +94,42 @@ def plan(trials: Sequence, h: Halving, path: str, field: tuple[str, str]) -> dic
         rungs = rung_steps(t.train.steps, t.train.eval_every, h, path)
         group = group_of(t.config_dict(), *field)
         out[t.trial_id] = {"axis": h.axis, "eta": h.eta, "rungs": rungs, "group": group}
+        if t.train.schedule == "wsd":  # each rung judged on a cooldown branch, a complete short run
+            try:
+                out[t.trial_id]["cooldowns"] = rung_cooldowns(rungs, t.train)
+            except ValueError as exc:  # a rung too early for the warmup to end before its cooldown
+                raise SpecError(
+                    f'{path}: halving.rungs = {h.rungs} is invalid with schedule = "wsd": '
+                    f"the rung at step {rungs[0]} of a {t.train.steps}-step run is judged on a "
+                    f"cooldown branch, and {exc}"
+                ) from None
     return out
 
 
-def steps_share(n: int, rungs: Sequence[int], steps: int, eta: int) -> float:
+def steps_share(
+    n: int, rungs: Sequence[int], steps: int, eta: int, cooldowns: Sequence[int] | None = None
+) -> float:
     """The share of its full grid's steps a group of n uses when every rung is decided on time:
-    all n train to the first rung, ⌈n/eta⌉ of them to the next, and so on to the end."""
+    all n train to the first rung, ⌈n/eta⌉ of them to the next, and so on to the end. With
+    `cooldowns` (a WSD run's rungs, judged on cooldown branches: sweeps/halving.py's docstring),
+    each member leaves its run `cooldown` steps before the rung and trains that cooldown on a
+    branch; the survivors go on from where they left."""
     alive, done, total = n, 0, 0
-    for r in list(rungs) + [steps]:
-        total += alive * (r - done)
-        done, alive = r, max(1, math.ceil(alive / eta))
+    for k, r in enumerate(list(rungs) + [steps]):
+        if cooldowns is not None and k < len(rungs):
+            start = r - cooldowns[k]
+            total += alive * (start - done) + alive * cooldowns[k]
+            done = start
+        else:
+            total += alive * (r - done)
+            done = r
+        alive = max(1, math.ceil(alive / eta))
     return total / (n * steps)
+
+
+def rung_cooldowns(rungs: Sequence[int], train) -> list[int]:
+    """Each rung's cooldown on a WSD run: the cooldown of a run as long as the rung."""
+    return [r - train.replace(steps=r).cooldown_start for r in rungs]
 
 
 def expected_flops(rows: Sequence[Mapping[str, Any]], halving: Mapping[str, Mapping[str, Any]]) -> float:
@@ -118,7 +143,11 @@ def expected_flops(rows: Sequence[Mapping[str, Any]], halving: Mapping[str, Mapp
     total = 0.0
     for row in rows:
         h = halving.get(row["trial_id"])
-        share = 1.0 if h is None else steps_share(size[h["group"]], h["rungs"], int(row["steps"]), h["eta"])
+        share = (
+            1.0
+            if h is None
+            else steps_share(size[h["group"]], h["rungs"], int(row["steps"]), h["eta"], h.get("cooldowns"))
+        )
         total += float(row["flops"]) * share
     return total
 
@@ -143,9 +172,13 @@ def rung_losses(curve: Sequence[Mapping[str, Any]], rungs: Sequence[int]) -> lis
     return out
 
 
-def row_record(halving: Mapping[str, Any], curve: Sequence[Mapping[str, Any]]) -> str:
-    """The row's `halving` column (analysis/readers/halving.py reads it)."""
-    return json.dumps({**halving, "losses": rung_losses(curve, halving["rungs"])}, sort_keys=True)
+def row_record(
+    halving: Mapping[str, Any], curve: Sequence[Mapping[str, Any]], losses: Sequence[float] | None = None
+) -> str:
+    """The row's `halving` column (analysis/readers/halving.py reads it): the rung losses read
+    off the curve, or those of the rungs' cooldown branches (`losses`) for a WSD run."""
+    got = list(losses) if losses is not None else rung_losses(curve, halving["rungs"])
+    return json.dumps({**halving, "losses": got}, sort_keys=True)
 
 
 class Board:
@@ -206,25 +239,50 @@ def start_board(name: str, trials: Sequence, plans: Mapping[str, Mapping[str, An
 
 
 class Gate:
-    """A trial's side of the board: report each rung's loss, and ask after each evaluation."""
+    """A trial's side of the board: report each rung's loss, and ask after each evaluation. On a
+    WSD run (`by_branch`) a rung's loss is that of its cooldown branch (`branch_done`), not the
+    loss the run passes at that step mid-schedule."""
 
-    def __init__(self, tid: str, halving: Mapping[str, Any], board_name: str, earlier: Sequence = ()):
+    def __init__(
+        self,
+        tid: str,
+        halving: Mapping[str, Any],
+        board_name: str,
+        earlier: Sequence = (),
+        by_branch: bool = False,
+    ):
         import ray
 
         self.tid, self.rungs = tid, list(halving["rungs"])
         self.board = ray.get_actor(board_name)
-        self.sent = 0
-        for loss in rung_losses(earlier, self.rungs):  # a resumed trial's rungs behind it
-            self.board.report.remote(tid, self.sent, loss)
-            self.sent += 1
+        self.sent, self.by_branch, self.losses = 0, by_branch, []
+        # a resumed trial's rungs behind it: read off its curve, or its branches' losses
+        for loss in earlier if by_branch else rung_losses(earlier, self.rungs):
+            self.report(loss)
+
+    def report(self, loss: float) -> None:
+        self.board.report.remote(self.tid, self.sent, float(loss))
+        self.losses.append(float(loss))
+        self.sent += 1
 
     def after_eval(self, step: int, val_loss: float) -> bool:
         """Report a rung reached; True when the board says this trial stops here."""
+        if not self.by_branch and self.sent < len(self.rungs) and step == self.rungs[self.sent]:
+            self.report(val_loss)
+        return self.stopped()
+
+    def rung_branches(self, train) -> list:
+        """The cooldown branches that judge the rungs still ahead of this run (WSD)."""
+        return [train.replace(steps=r, eval_every=min(train.eval_every, r)) for r in self.rungs[self.sent :]]
+
+    def branch_done(self, val_loss: float) -> bool:
+        """A rung's cooldown branch ended with this loss; True when this trial stops here."""
+        self.report(val_loss)
+        return self.stopped()
+
+    def stopped(self) -> bool:
         import ray
 
-        if self.sent < len(self.rungs) and step == self.rungs[self.sent]:
-            self.board.report.remote(self.tid, self.sent, val_loss)
-            self.sent += 1
         if self.sent == 0:
             return False
         return ray.get(self.board.verdict.remote(self.tid, self.sent - 1)) == "stop"

@@ -263,7 +263,7 @@ def make_row(
     if trial.get("halving"):  # its rungs and the losses it reached there (sweeps/halving.py)
         from sweeps.halving import row_record
 
-        row["halving"] = row_record(trial["halving"], result.get("curve") or [])
+        row["halving"] = row_record(trial["halving"], result.get("curve") or [], raw.get("rung_losses"))
     for k, v in metrics.items():  # e.g. copy-task `accuracy` as its own column
         if re.fullmatch(r"[a-z][a-z0-9_]*", k) and k not in row:
             row[k] = float(v)

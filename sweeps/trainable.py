@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import replace
 from typing import Any
 
 import ray
@@ -29,6 +30,7 @@ RESUME_NOTE_KEY = "resume_note"  # why a trial resumed from an older checkpoint 
 # trial calls with a folder (HOOK_DIR_ENV), so a test sees trials start and holds one at a known
 # checkpoint (tests/trial_hook.py). Unset in normal use; the driver forwards both to the trials.
 HOOK_FILE_ENV, HOOK_DIR_ENV = "DEPTHWIDTH_TRIAL_HOOK", "DEPTHWIDTH_TEST_HOOK_DIR"
+RUNG_LOSSES_KEY = "rung_losses"  # a WSD run's halving: its rungs' cooldown-branch losses, in its metrics
 
 
 def train_configs(trial: dict[str, Any], run: dict[str, Any]):
@@ -81,6 +83,8 @@ def run_trial(config: dict[str, Any]) -> None:
             for b in trial.get("branches", [])
         ]
         ids = {b["train"]["steps"]: b["trial_id"] for b in trial.get("branches", [])}
+        rungs = gate.rung_branches(train_cfg) if gate is not None and gate.by_branch else []
+        branches += rungs
         first = min((b.cooldown_start for b in branches), default=None)
         if first is not None and resumed_step > first:  # a branch still to take lies behind it
             note = "; ".join(
@@ -94,7 +98,9 @@ def run_trial(config: dict[str, Any]) -> None:
             )
             resume_from, resumed_step = None, 0
 
-        def on_branch(cfg, result, checkpoint: str | None) -> None:
+        def on_branch(cfg, result, checkpoint: str | None):
+            if cfg in rungs:  # a halving rung judged on its cooldown branch: a complete short run
+                return rung_branch(cfg, result, checkpoint)
             metrics = {
                 "trial_id": tid,
                 "step": cfg.cooldown_start if result.status == "ok" else result.steps,
@@ -115,6 +121,23 @@ def run_trial(config: dict[str, Any]) -> None:
                 tune.report(metrics, checkpoint=c)  # the branch and the checkpoint that records it, together
                 if hook:
                     hook.checkpointed(run["hook"][1], tid, resumed_step, int(cfg.cooldown_start))
+            return None
+
+        def rung_branch(cfg, result, checkpoint: str | None):
+            metrics = {
+                "trial_id": tid,
+                "step": cfg.cooldown_start,
+                "progress": cfg.cooldown_start / train_cfg.steps,
+            }
+            if checkpoint is None:
+                tune.report(metrics)
+            else:
+                c = tune.Checkpoint.from_directory(checkpoint)
+                c.set_metadata({"trial_id": tid, "step": int(cfg.cooldown_start)})
+                tune.report(metrics, checkpoint=c)
+            if result.status != "ok":
+                return None  # the run itself ends the same way
+            return STOP if gate.branch_done(result.final_val_loss) else None
 
         def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
             metrics = {
@@ -147,6 +170,8 @@ def run_trial(config: dict[str, Any]) -> None:
         )
         if gate is not None:
             gate.ended()
+            if gate.by_branch:  # the rung losses its cooldown branches reached, for its row
+                result = replace(result, metrics={**result.metrics, RUNG_LOSSES_KEY: list(gate.losses)})
         tune.report(final_report(tid, result, resumed_step, note))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -169,13 +194,21 @@ def final_report(tid: str, result, resumed_step: int, note: str, workers: int | 
 
 
 def halving_gate(trial: dict[str, Any], run: dict[str, Any], resume_from: str | None, load):
-    """The trial's side of a successive halving (sweeps/halving.py), or None outside one."""
+    """The trial's side of a successive halving (sweeps/halving.py), or None outside one. A WSD
+    run's rungs are judged on cooldown branches, whose losses a resumed run's checkpoint keeps."""
     if not trial.get("halving") or not run.get("halving_board"):
         return None
     from sweeps.halving import Gate
 
-    earlier = json.loads(load(resume_from)["curve"]) if resume_from else []
-    return Gate(trial["trial_id"], trial["halving"], run["halving_board"], earlier)
+    by_branch = trial["train"].get("schedule") == "wsd"
+    state = load(resume_from) if resume_from else {}
+    if by_branch:
+        rungs = set(trial["halving"]["rungs"])
+        done = zip(state.get("branches_done", []), state.get("branch_losses", []))
+        earlier = [float(loss) for steps, loss in done if int(steps) in rungs]
+    else:
+        earlier = json.loads(state["curve"]) if state else []
+    return Gate(trial["trial_id"], trial["halving"], run["halving_board"], earlier, by_branch=by_branch)
 
 
 def first_loadable(candidates: list, work: str, load) -> tuple[str | None, int, str]:

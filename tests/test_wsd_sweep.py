@@ -5,6 +5,7 @@ without taking a branch twice. The real CLI in a subprocess throughout."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -100,3 +101,71 @@ def test_one_run_stores_every_budget_and_resumes_between_branches(ray_cluster, t
     curves = pd.read_parquet(store / "curves.parquet")
     assert list(curves.loc[curves["trial_id"] == middle, "step"]) == [5, 10, 15, 20]
     assert list(curves.loc[curves["trial_id"] == run, "step"]) == [5, 10, 15, 20, 25, 30, 35, 40]
+
+
+RUNG = """name = "wsdrung"
+[model]
+heads = 2
+seq_len = 16
+[data]
+vocab_size = 16
+[train]
+batch_size = 4
+eval_every = 5
+eval_batches = 1
+warmup_steps = 2
+schedule = "wsd"
+[grid]
+depth = [1]
+width = [8]
+lr = [3e-3, 3e-2, 0.3]
+[budget]
+steps = 30
+[halving]
+axis = "lr"
+eta = 3
+rungs = 1
+[resources]
+cpus = 0.5            # the group's three runs side by side on the 2-CPU test cluster
+max_concurrent = 3
+max_failures = 2
+"""
+
+
+def test_a_wsd_halving_judges_its_rung_on_a_cooldown_branch(ray_cluster, tmp_path):
+    """The rung at step 10 of a 30-step WSD run is judged on the cooldown branch 8 -> 10: each
+    learning rate's rung loss is that of a complete 10-step WSD run, not the loss the run passes
+    at step 10 at its full rate. The losers stop where they branched; the plan counts the
+    branches."""
+    from analysis.readers.halving import finals
+    from depthwidth.train import train
+    from sweeps.plan import plan_rows, totals
+    from sweeps.spec import load_spec
+
+    spec = tmp_path / "wsdrung.toml"
+    spec.write_text(RUNG)
+    store = tmp_path / "store"
+    args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"]
+    done = run_cli(args, ray_cluster.env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = _stored(store).set_index("trial_id")
+    assert len(runs) == 3
+    loaded = load_spec(spec)
+    rung_loss = {}
+    for t in loaded.trials:
+        own = t.train.replace(steps=10, threads=1)  # the rung's own WSD run, trained alone
+        rung_loss[t.trial_id] = train(t.model, t.data, own).final_val_loss
+        rec = json.loads(runs.loc[t.trial_id, "halving"])
+        assert list(rec["rungs"]) == [10] and list(rec["cooldowns"]) == [2]
+        assert rec["losses"][0] == pytest.approx(rung_loss[t.trial_id], abs=1e-6)
+    best = min(rung_loss, key=rung_loss.get)
+    assert runs.loc[best, "status"] == "ok" and runs.loc[best, "steps"] == 30
+    # a loser stops where it branched once the board has every rung loss; one that finished
+    # before the decision came is set aside by the analysis, which applies the rule again
+    for tid in set(rung_loss) - {best}:
+        assert (runs.loc[tid, "status"], runs.loc[tid, "steps"]) in (("stopped", 8), ("ok", 30))
+    keep, _ = finals(runs.reset_index())
+    assert list(runs.reset_index().loc[keep, "trial_id"]) == [best]
+    t = totals(loaded, plan_rows(loaded))
+    # each of 3 runs to step 8 plus its 2-step cooldown, the winner on from 8 to 30: 3 x 10 + 22
+    assert t["flops"] / t["full_grid_flops"] == pytest.approx((3 * 10 + 22) / 90)
