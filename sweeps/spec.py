@@ -13,6 +13,8 @@ A sweep is a grid of depth x width (x any other config field) in the sense of Le
     [[points]] depth = 8, width = 16                  # explicit extra points (where not applied)
     [budget] steps = 300 | tokens = 2e6 | compute = 1e15 | tokens_per_param = 20;
              evals = 10, min_steps = 500, warmup_fraction = 0.05   # optional
+             from_one_run = true  # with [train] schedule = "wsd": a steps axis from one run
+                                  # and its cooldown branches (sweeps/branches.py)
     [resources] cpus = 1, gpus = 0.25 | "auto", workers = 1, sharding = "ddp" | "fsdp",
                 max_concurrent = 2, max_failures = 3, gpu_memory_gb = 80, gpu_tflops = 100,
                 cpu_gflops = 10               # cpus and gpus are per worker
