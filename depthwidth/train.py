@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from depthwidth import __version__
 from depthwidth.accounting import count_params, flops_per_token, train_flops_per_token
 from depthwidth.config import RECURRENT_FAMILIES, DataConfig, ModelConfig, TrainConfig
+from depthwidth.copyprobe import copy_metrics, probe_batch
 from depthwidth.data import DataSource, resolve
 from depthwidth.models import build_model
 from depthwidth.results import atomic_file
@@ -328,6 +329,13 @@ def stem_copy_fits(cfg: ModelConfig, device: torch.device) -> bool:
     return free is None or need < free
 
 
+COPY_PROBE_SOURCES = ("text", "tokens")  # natural-language data: the probe is on by default
+
+
+def copy_probe_on(model_cfg: ModelConfig, data_cfg: DataConfig) -> bool:
+    return model_cfg.family == "transformer" and data_cfg.source in COPY_PROBE_SOURCES
+
+
 def checkpoint_requested() -> bool:
     flag = os.environ.get(CHECKPOINT_REQUEST_ENV)
     return bool(flag) and os.path.exists(flag)
@@ -467,6 +475,12 @@ class _Run:
         # Kerg et al. 2020's claim that ρ governs gradient stability is about training: the
         # recurrent families measure ‖∂L/∂h_t‖ at every evaluation, not only at the end.
         self.probe_during = self.model_cfg.family in RECURRENT_FAMILIES
+        # a transformer on text: the copying probe at every evaluation (depthwidth.copyprobe)
+        self.copy_probe = (
+            probe_batch(self.model_cfg.vocab_size, self.model_cfg.seq_len)
+            if copy_probe_on(self.model_cfg, data_cfg)
+            else None
+        )
         self.status, self.error = "ok", ""
         self.last = self.curve[-1] if self.curve else {}
         self.n_evals = len(self.curve)
@@ -679,10 +693,17 @@ class _Run:
             losses.append(self.scalar(loss))
             extra = self.data.extra_metrics(logits.float(), y)
             extras.append({k: self.scalar(v) for k, v in extra.items()} if self.dp is not None else extra)
-        self.model.train()
         out = {"val_loss": sum(losses) / len(losses)}
         for k in extras[0]:
             out[k] = sum(e[k] for e in extras) / len(extras)
+        if self.copy_probe is not None:
+            x, y = (t.to(self.device) for t in self.copy_probe)
+            if self.rows is not None:
+                x, y = self.rows(x), self.rows(y)
+            with self.amp:
+                logits = self.fwd(x)
+            out.update({k: self.scalar(v) for k, v in copy_metrics(logits, y).items()})
+        self.model.train()
         return out
 
     def checkpoint(self, folder: Path, wall_s: float) -> str | None:

@@ -38,6 +38,8 @@ LAST_WORDS = {
     "analysis_rows.py": "report: ",
     "plan_scale.py": "load average after:",
     "design.py": "adaptive vs grid done in",
+    "copy_probe.py": "| depth 1 x width 16 |",
+    "wsd.py": "smoke: planted difference -0.0200, measured",
 }
 NEEDS_BROWSER = {"report_html.py"}
 

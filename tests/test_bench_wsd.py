@@ -4,11 +4,9 @@ difference and its interval, and the WSD rung's choice against the full grid."""
 from __future__ import annotations
 
 import importlib.util
-import itertools
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "wsd.py"
@@ -21,23 +19,10 @@ def _bench():
     return module
 
 
-def _table(shift: float, best_lr: float, noise: float, seed: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    rows = []
-    for (d, w), steps, lr, s in itertools.product(
-        [(1, 32), (4, 64)], [100, 300, 900], [1e-3, 3e-3, 1e-2], range(3)
-    ):
-        loss = 3.0 - 0.3 * np.log10(steps) + 0.05 * np.log(lr / best_lr) ** 2 + shift + noise * rng.normal()
-        rows.append(
-            dict(depth=d, width=w, steps=steps, lr=lr, seed=s, final_val_loss=loss, flops=steps * 1e9)
-        )
-    return pd.DataFrame(rows)
-
-
 def test_each_schedule_is_compared_at_its_own_best_rate():
     b = _bench()
-    cos = _table(0.0, best_lr=1e-2, noise=0.002, seed=0)
-    wsd = _table(-0.02, best_lr=3e-3, noise=0.002, seed=1)  # better by 0.02 nats, at a lower rate
+    cos = b.planted(0.0, best_lr=1e-2, seed=0)
+    wsd = b.planted(-0.02, best_lr=3e-3, seed=1)  # better by 0.02 nats, at a lower rate
     cells, s = b.branch_vs_cosine(wsd, cos)
     assert len(cells) == 2 * 3 * 3
     assert set(cells["lr_wsd"]) == {3e-3} and set(cells["lr_cosine"]) == {1e-2}
@@ -48,7 +33,7 @@ def test_each_schedule_is_compared_at_its_own_best_rate():
 
 def test_the_rung_is_read_off_the_complete_short_runs():
     b = _bench()
-    study = _table(0.0, best_lr=3e-3, noise=0.0, seed=0)
+    study = b.planted(0.0, best_lr=3e-3, seed=0, noise=0.0)
     # at 100 steps the best rate is 1e-2, at 300 and 900 it is 3e-3: the rung for 300 (read at
     # 100) misses, the rung for 900 (read at 300) keeps the best
     study.loc[(study["steps"] == 100) & (study["lr"] == 1e-2), "final_val_loss"] -= 0.5
