@@ -11,6 +11,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from depthwidth.data.tokenmeta import meta_beside
@@ -20,10 +21,33 @@ SMALL_FILE = 64 * 2**20  # hashed whole; a larger file by its size and its first
 _SAMPLE = 2**20
 
 
+class UnsetVariable(ValueError):
+    """A data path names an environment variable that is not set."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+def expand(path: str) -> str:
+    """`$VAR` and `${VAR}` in a data path replaced by the environment's value, so a bundled spec
+    can name a corpus that lives anywhere (sweeps/threshold-gpu-text.toml); an unset one raises."""
+    if "$" not in path:
+        return path
+    out = os.path.expandvars(path)
+    if (m := re.search(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", out)) is not None:
+        raise UnsetVariable(m.group(1))
+    return out
+
+
 def resolve(path: str, base_dir: str | None) -> str:
-    """`path` as an absolute, normalised local path: a relative one is taken from `base_dir` (the
-    spec file's folder). URIs, empty paths and a spec without a folder are left as written."""
-    if not path or is_remote(path) or base_dir is None:
+    """`path` as an absolute, normalised local path: environment variables expanded, a relative
+    one taken from `base_dir` (the spec file's folder). URIs, empty paths and a spec without a
+    folder are left as written."""
+    if not path or is_remote(path):
+        return path
+    path = expand(path)
+    if base_dir is None:
         return path
     p = os.path.expanduser(path)
     return os.path.normpath(p if os.path.isabs(p) else os.path.join(base_dir, p))

@@ -222,10 +222,10 @@ def _check_splits(splits: dict[str, dict[str, Any]], req: Request) -> None:
             )
 
 
-def build(req: Request, tmp: Path, say=None) -> dict[str, Any]:
+def build(req: Request, tmp: Path, stream=None) -> dict[str, Any]:
     """Prepare the corpus into the folder `tmp` (train.bin, val.bin, tokenizer.json, meta.json)."""
     corpus = Corpus(req.corpus, req.field)
-    progress = Progress(corpus.bytes, say)
+    progress = Progress(corpus.bytes, stream)
     if req.tokenizer:
         tok = load_tokenizer(req.tokenizer)
         shutil.copyfile(Path(req.tokenizer).expanduser(), tmp / TOKENIZER)
@@ -265,7 +265,7 @@ def build(req: Request, tmp: Path, say=None) -> dict[str, Any]:
     return meta
 
 
-def prepare(req: Request, say=None) -> dict[str, Any]:
+def prepare(req: Request, stream=None) -> dict[str, Any]:
     """Build into a hidden folder beside `req.out`, then move each file into place, meta.json
     last; on any failure the hidden folder (and any folder made for it) goes: nothing is written."""
     out = Path(req.out).expanduser().absolute()
@@ -277,7 +277,7 @@ def prepare(req: Request, say=None) -> dict[str, Any]:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp.mkdir()
     try:
-        meta = build(req, tmp, say)
+        meta = build(req, tmp, stream)
     except BaseException:
         shutil.rmtree(made or tmp, ignore_errors=True)
         raise
