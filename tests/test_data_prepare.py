@@ -203,3 +203,72 @@ def test_bad_input_is_refused_with_one_sentence_and_nothing_written(tmp_path):
     assert (done / "meta.json").read_text() == meta
     r = cli("data", "prepare", good, "--out", done, "--vocab", 270, "--val-fraction", 0.3, "--force")
     assert r.returncode == 0 and json.loads((done / "meta.json").read_text())["vocab_size"] == 270
+
+
+SWEEP = """name = "shakespeare-bpe"
+[model]
+heads = 2
+seq_len = 32
+parametrization = "completep"
+base_width = 16
+base_depth = 1
+[data]
+source = "tokens"
+path = "prepared"
+[train]
+batch_size = 8
+eval_every = 10
+eval_batches = 1
+warmup_steps = 2
+[grid]
+depth = [1, 2]
+width = [16]
+[budget]
+steps = 20
+[resources]
+cpus = 1
+"""
+
+
+@pytest.mark.slow
+def test_tiny_shakespeare_with_a_1024_symbol_bpe_trains_in_a_sweep_on_embedded_ray(shared_data, tmp_path):
+    import pandas as pd
+
+    text = shared_data / "tinyshakespeare.txt"
+    if not text.is_file():
+        pytest.skip(f"{text} is absent (docs/data.md)")
+    r = cli("data", "prepare", text, "--out", tmp_path / "prepared", "--vocab", 1024, "--val-fraction", 0.1)
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((tmp_path / "prepared" / "meta.json").read_text())
+    assert meta["vocab_size"] == 1024 and meta["documents"] > 5000 and meta["val"]["tokens"] > 10_000
+    # about 2.5 bytes per token: the BPE merges well beyond single bytes
+    assert 2.0 < text.stat().st_size / meta["tokens"] < 3.5
+    (tmp_path / "bpe.toml").write_text(SWEEP)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # the embedded Ray
+    store = tmp_path / "store"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeps.cli",
+            "run",
+            str(tmp_path / "bpe.toml"),
+            "--storage",
+            str(store),
+            "--no-analyze",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = pd.read_parquet(store / "runs.parquet")
+    assert sorted(runs["status"]) == ["ok", "ok"], runs.get("error")
+    assert all(json.loads(c)["path"] == str(tmp_path / "prepared") for c in runs["data_config"])
+    assert (runs["final_val_loss"] < np.log(1024)).all()  # below a uniform guess over the vocabulary
+    from sweeps.spec import load_spec
+
+    ids = {t.trial_id for t in load_spec(tmp_path / "bpe.toml").trials}
+    assert ids == set(runs["trial_id"])  # the ids name the prepared corpus by its meta.json hash
