@@ -60,6 +60,8 @@ def test_sweep_specs_lists_each_bundled_spec_with_its_purpose_and_cost(tmp_path)
     smoke = by_name["smoke"]
     assert "36 trials" in smoke and "CPU core-h" in smoke and "synthetic PCFG language" in smoke
     assert "GPU-h" in by_name["threshold-gpu"] and "cannot plan" not in r.stdout
+    gpu_text = by_name["threshold-gpu-text"]
+    assert "GPU-h" in gpu_text and ("not here yet" in gpu_text or "prepared" in gpu_text)
 
 
 def test_a_plan_works_before_its_data_is_prepared_and_a_run_does_not(tmp_path):
