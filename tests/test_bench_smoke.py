@@ -38,6 +38,7 @@ LAST_WORDS = {
     "analysis_rows.py": "report: ",
     "plan_scale.py": "load average after:",
     "design.py": "adaptive vs grid done in",
+    "data_prepare.py": "`data prepare` / encode_batch_fast",
 }
 NEEDS_BROWSER = {"report_html.py"}
 
