@@ -30,7 +30,14 @@ from depthwidth.config import (
     from_name,
 )
 
-SUBCOMMAND_MODULES = ("sweeps.cli", "sweeps.export", "sweeps.design", "analysis.cli", "depthwidth.theory_cli")
+SUBCOMMAND_MODULES = (
+    "sweeps.cli",
+    "sweeps.export",
+    "sweeps.design",
+    "analysis.cli",
+    "depthwidth.theory_cli",
+    "depthwidth.data_cli",
+)
 
 
 def parse_data(spec: str, seed: int) -> DataConfig:

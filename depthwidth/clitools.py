@@ -91,3 +91,14 @@ def check_output_file(path: str | os.PathLike, flag: str, force: bool = False) -
         raise OutputError(f"{flag} = {str(path)!r} is invalid: the folder {str(parent)!r} does not exist.")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"{flag} = {str(path)!r} is invalid: the folder {str(parent)!r} is not writable.")
+
+
+def store_containing(path: str | os.PathLike) -> Path | None:
+    """The results store that `path` is, or lies inside, or None: a folder that will hold
+    something other than a store's own files (prepared data, say) may not sit in one."""
+    p = Path(path).expanduser().absolute()
+    p = p.parent.resolve() / p.name if not p.is_symlink() else p.resolve()
+    for folder in (p, *p.parents):
+        if folder.is_dir() and any((folder / m).exists() for m in _STORE_MARKS):
+            return folder
+    return None

@@ -221,7 +221,8 @@ class DataConfig(_Serializable):
 
     pcfg: the embedded default, an infinite seeded random PCFG language (vocab_size,
     pcfg_depth, branching, n_nonterminals). text: a UTF-8 file or folder as bytes. tokens: a
-    nanoGPT-style uint16 file. copy/denoise: the Kerg et al. 2020 tasks with delay `task_length` (T).
+    nanoGPT-style uint16 file, or a folder `depthwidth data prepare` wrote (uint16 or uint32).
+    copy/denoise: the Kerg et al. 2020 tasks with delay `task_length` (T).
     digits/pdigits: the UCI digits pixel by pixel (T = 64), split by `seed` and `val_fraction`.
     """
 

@@ -6,7 +6,10 @@ attention-context term; docs/science.md §2), with D = steps x batch_size x seq_
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,17 +101,59 @@ def model_stats(model: ModelConfig, data: DataConfig) -> tuple[int, int, float]:
     from depthwidth.accounting import count_params, train_flops_per_token
 
     key = model.to_json() + data.to_json()
-    if key not in _STATS_CACHE:
-        resolved = resolve_model(model, data)
-        _STATS_CACHE[key] = (
-            count_params(resolved).n_params,
-            resolved.seq_len,
-            train_flops_per_token(resolved),
-        )
-    return _STATS_CACHE[key]
+    if key in _STATS_CACHE:
+        return _STATS_CACHE[key]
+    resolved = resolve_model(model, data)
+    stats = (count_params(resolved).n_params, resolved.seq_len, train_flops_per_token(resolved))
+    if not (data.path and not os.path.exists(data.path)):
+        _STATS_CACHE[key] = stats  # planned without its data: not kept for when the data is here
+    return stats
 
 
 _RESOLVE_CACHE: dict[tuple, tuple[int, int]] = {}
+
+
+_MISSING: ContextVar[set[str] | None] = ContextVar("missing_data", default=None)
+
+
+_PLANNED_WITHOUT: set[str] = set()  # paths a spec loaded with missing data allowed named: its
+# plan rows (sweeps/plan.py) are then sized the same way after the load
+
+
+@contextmanager
+def missing_data_allowed() -> Iterator[set[str]]:
+    """Within it, a data path that does not exist yet is planned without its data (as
+    `_without_data` says) and collected in the set it yields, instead of refused."""
+    missing: set[str] = set()
+    token = _MISSING.set(missing)
+    try:
+        yield missing
+    finally:
+        _MISSING.reset(token)
+        _PLANNED_WITHOUT.update(missing)
+
+
+def planning_without_data() -> bool:
+    """Whether missing data is being planned without (within `missing_data_allowed`)."""
+    return _MISSING.get() is not None
+
+
+def _without_data(model: ModelConfig, data: DataConfig) -> ModelConfig | None:
+    """The model planned for data not on this machine yet: bytes of text have 256 symbols, and a
+    token corpus as many as the spec's model.vocab_size says; None where that is not enough."""
+    missing = _MISSING.get()
+    if missing is None and data.path in _PLANNED_WITHOUT:
+        missing = set()
+    if missing is None or not data.path or os.path.exists(data.path):
+        return None
+    if data.source == "text":
+        out = model if model.vocab_size else model.replace(vocab_size=256)
+    elif data.source == "tokens" and model.vocab_size:
+        out = model
+    else:
+        return None
+    missing.add(data.path)
+    return out
 
 
 def resolve_model(model: ModelConfig, data: DataConfig) -> ModelConfig:
@@ -116,9 +161,14 @@ def resolve_model(model: ModelConfig, data: DataConfig) -> ModelConfig:
     Cached on everything data.resolve reads, so a 500-point grid builds its data source once."""
     key = (data.to_json(), model.seq_len, model.vocab_size, model.family, model.nu)
     if key not in _RESOLVE_CACHE:
-        from depthwidth.data import resolve
+        from depthwidth.data import DataError, resolve
 
-        resolved = resolve(model, data)[0]
+        try:
+            resolved = resolve(model, data)[0]
+        except DataError:
+            if (planned := _without_data(model, data)) is None:
+                raise
+            return planned
         _RESOLVE_CACHE[key] = (resolved.vocab_size, resolved.seq_len)
     vocab_size, seq_len = _RESOLVE_CACHE[key]
     if (vocab_size, seq_len) == (model.vocab_size, model.seq_len):

@@ -190,13 +190,42 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from sweeps.store import ResultStore
 
         _check_storage(args)
-        spec = load_spec(args.spec)
+        spec = load_spec(args.spec, allow_missing_data=True)
         store = ResultStore(args.storage or spec.storage)
         finished = store.finished_ids() if store.has_runs() else None
         spec = spec.adopt(finished) if finished else spec
         print((plan_json if args.json else plan_text)(spec, finished))
     except _errors() as exc:
         return _fail(str(exc))
+    return 0
+
+
+def spec_line(name: str, path) -> str:
+    """One line of `sweep specs`: the name, its planned cost (sweeps/plan.py totals) and what it
+    is for (the spec's description); a spec whose data is not here is costed all the same."""
+    from sweeps.plan import plan_rows, totals
+    from sweeps.spec import SpecError, load_spec
+
+    try:
+        spec = load_spec(path, allow_missing_data=True)
+        t = totals(spec, plan_rows(spec))
+        cost = f"{t['gpu_hours']:.3g} GPU-h" if "gpu_hours" in t else f"{t['cpu_core_hours']:.3g} CPU core-h"
+        cost = f"{int(t['trials']):>5} trials {cost:>16}"
+        what = spec.description or "(no description)"
+        if spec.missing_data:
+            what += f" [data not here yet: {', '.join(spec.missing_data)}]"
+    except (SpecError, ValueError) as exc:
+        cost, what = f"{'':>5} trials {'?':>16}", f"cannot plan it here: {exc}"
+    return f"{name:<24} {cost}  {what}"
+
+
+def cmd_specs(args: argparse.Namespace) -> int:
+    from sweeps.bundled import bundled_specs
+
+    specs = bundled_specs()
+    print(f"{len(specs)} bundled specs (run one by name, e.g. `depthwidth sweep plan smoke`):")
+    for name, path in specs.items():
+        print(spec_line(name, path), flush=True)
     return 0
 
 
@@ -212,7 +241,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         description="Run every trial of SPEC that the store lacks on Ray Tune; "
         "finished trials are never rerun, interrupted ones resume.",
     )
-    p.add_argument("spec", help="sweep spec (TOML)")
+    p.add_argument("spec", help="sweep spec (TOML), or the name of a bundled one (sweep specs)")
     common(p)
     p.add_argument("--max-concurrent", type=int, help="at most N trials at once")
     p.add_argument("--no-analyze", action="store_true", help="skip the analysis at the end")
@@ -276,7 +305,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_results)
 
     p = sub.add_parser("plan", help="the expanded trial table and estimated cost; runs nothing")
-    p.add_argument("spec")
+    p.add_argument("spec", help="sweep spec (TOML), or the name of a bundled one (sweep specs)")
     p.add_argument("--storage", help="mark trials already in this store (default: the spec's)")
     p.add_argument(
         "--json",
@@ -284,6 +313,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="one JSON object per trial and line (size, memory, GPU share, Ray resources)",
     )
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser(
+        "specs",
+        help="list the bundled sweep specs, what each is for and its planned cost",
+        description="The sweep specs that ship with depthwidth: each runs by name from any "
+        "folder (a local file of the same name wins).",
+    )
+    p.set_defaults(func=cmd_specs)
 
     from sweeps.slurm import add_commands as add_slurm_commands
 
@@ -295,7 +332,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "sweep",
         help="run depth x width sweeps on Ray Tune",
-        description="Sweeps of depth x width on Ray Tune: run, submit, status, logs, results, plan.",
+        description="Sweeps of depth x width on Ray Tune: run, submit, status, logs, results, plan, specs.",
     )
     sub = p.add_subparsers(dest="sweep_command", metavar="SUBCOMMAND")
     add_commands(sub)

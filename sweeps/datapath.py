@@ -1,26 +1,53 @@
 """Data paths in a spec: a relative path is read from the spec file's folder (as config tools do),
 and a trial's id names the data by its content, not by the path string, so one id never points at
 two different files and the same file under another mount keeps its id (docs/design.md, "Outputs
-and inputs"). Ids computed the old way stay valid as aliases, so existing stores resume.
+and inputs"); a prepared corpus is named by its meta.json's hash, so two corpora never share an
+id. Ids computed the old way stay valid as aliases, so existing stores resume.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
+import re
 from pathlib import Path
 
+from depthwidth.data.tokenmeta import meta_beside
 from depthwidth.results import is_remote
 
 SMALL_FILE = 64 * 2**20  # hashed whole; a larger file by its size and its first and last MiB
 _SAMPLE = 2**20
 
 
+class UnsetVariable(ValueError):
+    """A data path names an environment variable that is not set."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+def expand(path: str) -> str:
+    """`$VAR` and `${VAR}` in a data path replaced by the environment's value, so a bundled spec
+    can name a corpus that lives anywhere (sweeps/threshold-gpu-text.toml); an unset one raises."""
+    if "$" not in path:
+        return path
+    out = os.path.expandvars(path)
+    if (m := re.search(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", out)) is not None:
+        raise UnsetVariable(m.group(1))
+    return out
+
+
 def resolve(path: str, base_dir: str | None) -> str:
-    """`path` as an absolute, normalised local path: a relative one is taken from `base_dir` (the
-    spec file's folder). URIs, empty paths and a spec without a folder are left as written."""
-    if not path or is_remote(path) or base_dir is None:
+    """`path` as an absolute, normalised local path: environment variables expanded, a relative
+    one taken from `base_dir` (the spec file's folder). URIs, empty paths and a spec without a
+    folder are left as written."""
+    if not path or is_remote(path):
+        return path
+    path = expand(path)
+    if base_dir is None:
         return path
     p = os.path.expanduser(path)
     return os.path.normpath(p if os.path.isabs(p) else os.path.join(base_dir, p))
@@ -53,12 +80,31 @@ def _identity(path: str, stamp: tuple) -> str:
     return "sha256-folder:" + h.hexdigest()
 
 
+def _prepared(path: str) -> str | None:
+    """A prepared corpus (`depthwidth data prepare`) is named by its meta.json's `hash`, the
+    identity of its tokens and tokenizer; one of its token files read alone adds the file's name
+    (it is then split by position). None for data without a meta.json: a bare token file or text
+    keeps the content hash its stores' ids were made from."""
+    meta = meta_beside(path)
+    if meta is None:
+        return None
+    try:
+        digest = json.loads(meta.read_text(encoding="utf-8")).get("hash")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None  # the reader's own check reports a damaged meta.json
+    if not isinstance(digest, str):
+        return None
+    return f"prepared:{digest}" + ("" if os.path.isdir(path) else f":{os.path.basename(path)}")
+
+
 def identity(path: str) -> str:
-    """What a trial's id hashes for its data: the content's SHA-256 (sampled above SMALL_FILE),
-    or the path as written when it cannot be read here (a URI, or a file missing on this machine,
-    which the data's own check then reports)."""
+    """What a trial's id hashes for its data: a prepared corpus's meta.json hash, else the
+    content's SHA-256 (sampled above SMALL_FILE), or the path as written when it cannot be read
+    here (a URI, or a file missing on this machine, which the data's own check then reports)."""
     if not path or is_remote(path):
         return path
+    if (prepared := _prepared(path)) is not None:
+        return prepared
     try:
         st = os.stat(path)
         stamp = (st.st_size, st.st_mtime_ns, st.st_ino)  # a changed file is hashed again

@@ -184,7 +184,7 @@ def cmd_design(args: argparse.Namespace) -> int:
             raise SpecError(
                 "--budget is invalid without --propose: it bounds the plans that --propose searches."
             )
-        spec = load_spec(args.spec)
+        spec = load_spec(args.spec, allow_missing_data=True)
         trials, totals = trials_frame(spec)
         model, noise = build_model(spec, trials, args)
         if args.out:

@@ -10,6 +10,7 @@ by the planner (sweeps/plan.py) and screened on planted replicates, the best are
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import json
@@ -22,6 +23,7 @@ import tomllib
 
 from depthwidth.clitools import fail
 from depthwidth.results import is_remote
+from sweeps.budget import missing_data_allowed
 from sweeps.spec import SpecError, parse_spec
 
 UNITS = {"gpu-h": "gpu_hours", "cpu-h": "cpu_core_hours", "flops": "flops", "pf-days": "pf_days"}
@@ -312,7 +314,7 @@ def propose(args, effects) -> int:
     from sweeps.spec import load_spec
 
     try:
-        spec = load_spec(args.spec)
+        spec = load_spec(args.spec, allow_missing_data=True)
         base_trials, base_totals = trials_frame(spec)
         budget = parse_budget_value(args.budget, spec.resources)
         _, noise = build_model(spec, base_trials, args)
@@ -326,7 +328,8 @@ def propose(args, effects) -> int:
     for i, (doc, what) in enumerate(candidate_docs(tomllib.loads(spec.text), tokens)):
         c = {"id": i, "doc": doc, **what, "stage": "rejected", "note": ""}
         try:
-            s = parse_spec(to_toml(doc), spec.source_path, base_dir=_spec_dir(spec))
+            with missing_data_allowed() if spec.missing_data else contextlib.nullcontext():
+                s = parse_spec(to_toml(doc), spec.source_path, base_dir=_spec_dir(spec))
             c["trials"], tot = trials_frame(s)
             c["spec"] = s
         except SpecError as exc:

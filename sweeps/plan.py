@@ -283,6 +283,13 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
     if finished is not None:
         todo = sum(1 for row in rows if row["trial_id"] not in finished)
         lines.append(f"{len(rows) - todo} trials already in the store, {todo} to run")
+    for path in spec.missing_data:
+        unset = " (an environment variable that is not set)" if "$" in path else ""
+        lines.append(
+            f"data: {path}{unset} is not here yet; the plan counts it as the spec says (model.vocab_size), "
+            f"but the sweep runs only once it exists (depthwidth data prepare CORPUS --out {path}), "
+            f"and the trial ids then change to name its content"
+        )
     lines.append(
         f"what this plan can detect before it runs: depthwidth design {spec.source_path} "
         f"(docs/design-power.md)"

@@ -41,13 +41,20 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any
 
 from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
 from sweeps import datapath
 from sweeps.branches import check_one_run
-from sweeps.budget import Budget, apply_budget, model_stats, parse_budget, resolve_model
+from sweeps.budget import (
+    Budget,
+    apply_budget,
+    missing_data_allowed,
+    model_stats,
+    parse_budget,
+    planning_without_data,
+    resolve_model,
+)
 from sweeps.errors import SpecError, choice, fail, known_table, number, text
 from sweeps.expand import MAX_TRIALS, _cheap_sources, grid_trials
 from sweeps.halving import parse_halving
@@ -158,6 +165,8 @@ class SweepSpec:
     # budget.from_one_run: trial_id of each cooldown branch -> the run it branches from
     # (sweeps/branches.py); empty without it
     one_run: Mapping[str, str] = field(default_factory=dict)
+    # data paths not on this machine yet, planned without them (load_spec(allow_missing_data=True))
+    missing_data: tuple[str, ...] = ()
 
     def adopt(self, stored: set[str]) -> SweepSpec:
         """The same sweep with each trial that a store holds under an older id (an alias) known
@@ -302,7 +311,14 @@ def _make_trial(
         axes.append((name, value))
     written = cfg["data"].get("path")
     if isinstance(written, str):
-        cfg["data"]["path"] = datapath.resolve(written, base_dir)
+        try:
+            cfg["data"]["path"] = datapath.resolve(written, base_dir)
+        except datapath.UnsetVariable as exc:
+            if not planning_without_data():  # a plan names the path as written (budget.py)
+                raise SpecError(
+                    f"{where}: data.path = {written!r} is invalid: the environment variable "
+                    f"{exc.name} is not set; set it to the data's folder (docs/data.md)."
+                ) from None
     label = ", ".join(f"{k}={v!r}" for k, v in axes) or "the fixed config"
     try:
         model = ModelConfig.from_dict(cfg["model"])
@@ -588,12 +604,28 @@ def _check_workers(trials: list[Trial], resources: Resources, path: str) -> None
             )
 
 
-def load_spec(path: str | os.PathLike) -> SweepSpec:
-    p = Path(path)
-    if not p.is_file():
+def load_spec(path: str | os.PathLike, allow_missing_data: bool = False) -> SweepSpec:
+    """The spec file `path` names, or the bundled spec of that name (sweeps/bundled.py), parsed.
+    `allow_missing_data`: plan a spec whose data is not prepared yet (`sweep plan`, `design`):
+    text is known to have 256 symbols and a token corpus the spec's model.vocab_size; the spec's
+    `missing_data` lists those paths, and its trial ids name them by path until they exist."""
+    from sweeps.bundled import bundled_specs, resolve_spec_path
+
+    p = resolve_spec_path(path)
+    if not p.is_file() and os.sep in str(path):
         raise SpecError(f"spec = {str(path)!r} is invalid: no such file.")
+    if not p.is_file():
+        names = ", ".join(bundled_specs())
+        raise SpecError(
+            f"spec = {str(path)!r} is invalid: no such file, and no bundled spec has that name "
+            f"(bundled: {names}; `depthwidth sweep specs` lists them)."
+        )
     try:
         text = p.read_text(encoding="utf-8-sig")  # editors on Windows may start it with a BOM
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"spec = {str(path)!r} is invalid: cannot read it ({exc}).") from None
-    return parse_spec(text, str(path), base_dir=str(p.absolute().parent))
+    if not allow_missing_data:
+        return parse_spec(text, str(p), base_dir=str(p.absolute().parent))
+    with missing_data_allowed() as missing:
+        spec = parse_spec(text, str(p), base_dir=str(p.absolute().parent))
+    return replace(spec, missing_data=tuple(sorted(missing)))

@@ -40,6 +40,7 @@ LAST_WORDS = {
     "design.py": "adaptive vs grid done in",
     "copy_probe.py": "| depth 1 x width 16 |",
     "wsd.py": "smoke: planted difference -0.0200, measured",
+    "data_prepare.py": "`data prepare` / encode_batch_fast",
 }
 NEEDS_BROWSER = {"report_html.py"}
 

@@ -5,6 +5,7 @@ one-sentence message, exit code 2, and writes nothing. No Ray is started here.""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import subprocess
@@ -501,6 +502,26 @@ SHIPPED_SPECS = sorted((REPO / "sweeps").glob("*.toml"))
 
 # specs that read the reference data (../shared/data, relative to the repository root)
 READS_SHARED_DATA = {"threshold-cpu"}
+# specs that read a prepared corpus named by DEPTHWIDTH_CORPUS (`depthwidth data prepare`)
+READS_PREPARED_CORPUS = {"threshold-gpu-text", "threshold-gpu-text-pilot"}
+
+
+@pytest.fixture(scope="module")
+def prepared_corpus(tmp_path_factory):
+    """A small corpus prepared as a user would (a 300-symbol BPE, within the specs' vocabulary)."""
+    pytest.importorskip("tokenizers")
+    from depthwidth.data.prepare import Request, prepare
+
+    folder = tmp_path_factory.mktemp("corpus")
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+    (folder / "c.txt").write_text(
+        "\n\n".join(" ".join(words[(i + j) % 10] for j in range(200)) for i in range(40))
+    )
+    prepare(
+        Request(str(folder / "c.txt"), str(folder / "prepared"), vocab=300, val_fraction=0.3),
+        stream=io.StringIO(),  # no progress lines
+    )
+    return folder / "prepared"
 
 
 @pytest.mark.parametrize("path", SHIPPED_SPECS, ids=[p.stem for p in SHIPPED_SPECS])
@@ -510,6 +531,8 @@ def test_every_shipped_spec_parses_keeps_its_text_and_plans(path, capsys, reques
     if path.stem in READS_SHARED_DATA:
         request.getfixturevalue("shared_data")  # skips where the reference data is absent
         monkeypatch.chdir(REPO)  # the spec's relative data path is read from the repository root
+    if path.stem in READS_PREPARED_CORPUS:
+        monkeypatch.setenv("DEPTHWIDTH_CORPUS", str(request.getfixturevalue("prepared_corpus")))
     spec = load_spec(path)
     assert spec.name == path.stem and spec.trials
     assert tomllib.loads(spec.text) == tomllib.loads(path.read_text(encoding="utf-8"))

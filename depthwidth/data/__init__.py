@@ -1,6 +1,6 @@
 """Data sources: the embedded synthetic PCFG language (default), text files as bytes,
-nanoGPT-style uint16 token files, the copy/denoise tasks of Kerg et al. 2020, and the UCI digits
-read pixel by pixel (digits, pdigits)."""
+nanoGPT-style token files (and the corpora `depthwidth data prepare` writes, prepare.py), the
+copy/denoise tasks of Kerg et al. 2020, and the UCI digits read pixel by pixel (digits, pdigits)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,13 @@
-"""Real corpora: UTF-8 text as byte-level tokens, and nanoGPT-style uint16 token files.
+"""Real corpora: UTF-8 text as byte-level tokens, and nanoGPT-style token files.
 
 Text: one file, or every file under a folder (sorted by relative path, hidden names skipped,
 concatenated as-is, held in memory), tokenised as raw bytes: vocabulary 256 (loss scales
 depend on the tokenizer, so compare exponents with Kaplan et al. 2020, not losses; docs/science.md
 §2). Tokens: a flat little-endian uint16 array (nanoGPT's `train.bin` format) read through
-np.memmap; vocabulary = max token + 1. Both split by position (the last `val_fraction` is
-validation) and draw uniformly random windows of seq_len + 1 tokens inside one split.
+np.memmap, vocabulary = max token + 1; or a folder that `depthwidth data prepare` wrote, whose
+meta.json gives the dtype (uint16 or uint32) and vocabulary and whose train.bin and val.bin are
+already split by document. Otherwise both split by position (the last `val_fraction` is
+validation); both draw uniformly random windows of seq_len + 1 tokens inside one split.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 from depthwidth.config import DataConfig
 from depthwidth.data.base import DataError, DataSource, entropy_of_counts
 from depthwidth.data.pcfg import _check_request
+from depthwidth.data.tokenmeta import DTYPES, META, SPLIT_FILES, meta_beside, read_meta
 
 _CHUNK = 1 << 24  # tokens per pass when scanning a memmap, to bound memory on large files
 
@@ -31,13 +34,16 @@ class _WindowSource(DataSource):
 
     kind = "tokens"
 
-    def _setup(self, cfg: DataConfig, seq_len: int, tokens: np.ndarray, vocab_size: int) -> None:
+    def _setup(
+        self, cfg: DataConfig, seq_len: int, tokens: np.ndarray, vocab_size: int, splits: dict | None = None
+    ) -> None:
+        """`splits`: the two splits as given (a prepared folder's), else `tokens` split by position."""
         if seq_len < 1:
             raise DataError(f"seq_len = {seq_len!r} is invalid: it must be at least 1.")
         self.cfg, self.seq_len, self.seed, self.vocab_size = cfg, seq_len, cfg.seed, vocab_size
         n = len(tokens)
         n_val = int(round(n * cfg.val_fraction))
-        self.splits = {"train": tokens[: n - n_val], "val": tokens[n - n_val :]}
+        self.splits = splits or {"train": tokens[: n - n_val], "val": tokens[n - n_val :]}
         for split, arr in self.splits.items():
             if len(arr) < seq_len + 1:
                 raise DataError(
@@ -86,7 +92,7 @@ def _existing(cfg: DataConfig) -> Path:
     if p.suffix.lower() in PICKLE_SUFFIXES:
         raise DataError(
             f"DataConfig.path = {cfg.path!r} is a serialised-object file ({p.suffix}); "
-            f"depthwidth reads only UTF-8 text or raw uint16 token files and never "
+            f"depthwidth reads only UTF-8 text or raw token files and never "
             f"unpickles data."
         )
     return p
@@ -147,26 +153,43 @@ class TextSource(_WindowSource):
 
 
 class TokenFileSource(_WindowSource):
-    """A nanoGPT-style flat uint16 token file, memory-mapped; vocabulary = max token + 1."""
+    """nanoGPT-style flat token files, memory-mapped. A folder that `depthwidth data prepare`
+    wrote: its train.bin and val.bin are the two splits, its meta.json gives the dtype (uint16 or
+    uint32) and the vocabulary. One file: split by position; uint16 with vocabulary = max token + 1,
+    unless a meta.json beside it gives the dtype and vocabulary."""
 
     def __init__(self, cfg: DataConfig, seq_len: int):
         p = _existing(cfg)
-        if p.is_dir():
+        meta_path = meta_beside(p)
+        self.meta = read_meta(meta_path) if meta_path is not None else None
+        if p.is_dir() and self.meta is None:
             raise DataError(
-                f"DataConfig.path = {cfg.path!r} is a folder; source 'tokens' needs one uint16 token file."
+                f"DataConfig.path = {cfg.path!r} is a folder without a {META}; source 'tokens' needs "
+                f"one token file or a folder that `depthwidth data prepare` wrote."
             )
-        size = p.stat().st_size
+        if p.is_dir():
+            dtype = DTYPES[self.meta["dtype"]]
+            splits = {s: np.memmap(p / name, dtype=dtype, mode="r") for s, name in SPLIT_FILES.items()}
+            self._setup(cfg, seq_len, splits["train"], self.meta["vocab_size"], splits=splits)
+            return
+        dtype = DTYPES[self.meta["dtype"]] if self.meta else "<u2"
+        size, width = p.stat().st_size, np.dtype(dtype).itemsize
         if size == 0:
             raise DataError(f"DataConfig.path = {cfg.path!r} is an empty file.")
-        if size % 2:
+        if size % width:
             raise DataError(
-                f"DataConfig.path = {cfg.path!r} has {size} bytes, not a multiple of 2 "
-                "as a uint16 token file needs."
+                f"DataConfig.path = {cfg.path!r} has {size} bytes, not a multiple of {width} "
+                f"as a {np.dtype(dtype).name} token file needs."
             )
-        tokens = np.memmap(p, dtype="<u2", mode="r")
-        top = max(int(tokens[lo : lo + _CHUNK].max()) for lo in range(0, len(tokens), _CHUNK))
-        # At least 2 so a model can be built even for a file of one repeated token.
-        self._setup(cfg, seq_len, tokens, max(2, top + 1))
+        tokens = np.memmap(p, dtype=dtype, mode="r")
+        if self.meta:
+            vocab = self.meta["vocab_size"]
+        else:
+            top = max(int(tokens[lo : lo + _CHUNK].max()) for lo in range(0, len(tokens), _CHUNK))
+            vocab = max(2, top + 1)  # at least 2 so a model can be built for one repeated token
+        self._setup(cfg, seq_len, tokens, vocab)
 
     def describe(self) -> str:
-        return f"uint16 tokens from {self.cfg.path}: {self._sizes()}, vocab {self.vocab_size}"
+        dtype = self.meta["dtype"] if self.meta else "uint16"
+        what = "prepared tokens" if self.meta and Path(self.cfg.path).is_dir() else f"{dtype} tokens"
+        return f"{what} from {self.cfg.path}: {self._sizes()}, vocab {self.vocab_size}"

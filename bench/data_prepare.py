@@ -1,0 +1,145 @@
+"""Benchmark: `depthwidth data prepare`'s encoding throughput against `tokenizers`' own batch
+encoding, and its peak memory on a corpus of generated text larger than 200 MB.
+
+Run by hand:  python bench/data_prepare.py [--mb 200] [--sample-mb 20] [--out docs/bench/data-prepare.md] [--smoke]
+The corpus (Zipf-distributed words in sentences and paragraphs, one document per paragraph) is
+generated into a temporary folder under /tmp and removed afterwards. Throughput: tokens per second
+of the whole command with a given tokenizer.json (reading, splitting, encoding, writing) on the
+sample, against `Tokenizer.encode_batch` and `encode_batch_fast` on the same documents already in
+memory (the reference: Rust threads on every core, nothing read or written). Memory: the peak RSS
+of the command preparing the whole corpus, BPE training included (getrusage of the child).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+EXE = [sys.executable, "-m", "depthwidth.cli"]
+
+
+def cpu_model() -> str:
+    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    return next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), "?")
+
+
+def generate(path: Path, megabytes: float, seed: int = 0) -> int:
+    """A text file of about `megabytes` MB: 50,000 made-up words drawn by Zipf's law, sentences of
+    5-25 words, paragraphs of 1-6 sentences separated by blank lines. Returns the bytes written."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("etaoinshrdlcumwfgypbvkjxqz"))
+    lengths = rng.integers(2, 10, size=50_000)
+    words = np.array(["".join(rng.choice(letters, size=n)) for n in lengths])
+    target, written = int(megabytes * 1e6), 0
+    with open(path, "w", encoding="utf-8") as f:
+        while written < target:
+            ranks = np.minimum(rng.zipf(1.2, size=200_000), len(words)) - 1
+            chunk, i = [], 0
+            while i < len(ranks):
+                para = []
+                for _ in range(int(rng.integers(1, 7))):
+                    n = int(rng.integers(5, 26))
+                    para.append(" ".join(words[ranks[i : i + n]]).capitalize() + ".")
+                    i += n
+                chunk.append(" ".join(para) + "\n\n")
+            text = "".join(chunk)
+            f.write(text)
+            written += len(text.encode())
+    return written
+
+
+def run_prepare(args: list[str]) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS in MB of the child, stdout) of one `data prepare` command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    r = subprocess.run([*EXE, "data", "prepare", *args], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"data prepare failed: {r.stderr}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB, the largest child so far
+    return wall, max(peak, before) / 1024, r.stdout
+
+
+def reference(sample: Path, tokenizer: Path) -> dict[str, float]:
+    """Tokens per second of tokenizers' own batch encoding on the sample's paragraphs."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer))
+    docs = [d for d in sample.read_text(encoding="utf-8").split("\n\n") if d.strip()]
+    out = {}
+    for name in ("encode_batch", "encode_batch_fast"):
+        batches = [docs[i : i + 20_000] for i in range(0, len(docs), 20_000)]
+        t0 = time.perf_counter()
+        n = sum(len(e.ids) for b in batches for e in getattr(tok, name)(b, add_special_tokens=False))
+        out[name] = n / (time.perf_counter() - t0)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mb", type=float, default=200.0, help="size of the generated corpus (MB)")
+    ap.add_argument("--sample-mb", type=float, default=20.0, help="size of the throughput sample (MB)")
+    ap.add_argument("--vocab", type=int, default=32768)
+    ap.add_argument("--out", help="write the results page here (markdown)")
+    ap.add_argument("--smoke", action="store_true", help="a seconds-long run; writes nothing")
+    args = ap.parse_args()
+    if args.smoke:
+        args.mb, args.sample_mb, args.vocab, args.out = 2.0, 1.0, 512, None
+    tmp = Path(tempfile.mkdtemp(prefix="dw-bench-prepare-", dir="/tmp"))
+    try:
+        rows = measure(args, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    lines = [
+        f"machine: {cpu_model()}, {len(os.sched_getaffinity(0))} cores; {datetime.date.today()}",
+        "",
+        "| measurement | value |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in rows.items()),
+    ]
+    print("\n".join(lines))
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+def measure(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
+    sample, big = tmp / "sample.txt", tmp / "big.txt"
+    generate(sample, args.sample_mb, seed=1)
+    t0 = time.perf_counter()
+    size = generate(big, args.mb)
+    gen_s = time.perf_counter() - t0
+    wall, peak, _ = run_prepare(
+        [str(big), "--out", str(tmp / "big"), "--vocab", str(args.vocab), "--val-fraction", "0.01"]
+    )
+    meta = json.loads((tmp / "big" / "meta.json").read_text())
+    tokenizer = tmp / "big" / "tokenizer.json"
+    s_wall, s_peak, _ = run_prepare(
+        [str(sample), "--out", str(tmp / "s"), "--tokenizer", str(tokenizer), "--val-fraction", "0.01"]
+    )
+    s_tokens = json.loads((tmp / "s" / "meta.json").read_text())["tokens"]
+    ref = reference(sample, tokenizer)
+    return {
+        "generated corpus": f"{size / 1e6:,.0f} MB, {meta['documents']:,} documents (generated in {gen_s:.0f} s)",
+        f"prepare, {args.vocab:,}-symbol BPE trained on it": f"{wall:.0f} s wall, {meta['tokens']:,} tokens",
+        "prepare, peak RSS (whole corpus, BPE training included)": f"{peak:,.0f} MB",
+        f"throughput sample ({args.sample_mb:g} MB, given tokenizer.json)": f"{s_tokens:,} tokens",
+        "`data prepare`, whole command (read, split, encode, write)": f"{s_tokens / s_wall:,.0f} tokens/s ({s_wall:.1f} s, peak RSS {s_peak:,.0f} MB)",
+        "reference: `Tokenizer.encode_batch`, in memory": f"{ref['encode_batch']:,.0f} tokens/s",
+        "reference: `Tokenizer.encode_batch_fast`, in memory": f"{ref['encode_batch_fast']:,.0f} tokens/s",
+        "`data prepare` / encode_batch_fast": f"{s_tokens / s_wall / ref['encode_batch_fast']:.2f}",
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Bundled sweep specs reachable by name from any folder (`sweep plan smoke`, `smoke.toml`), a local
+file of the same name winning, each saying on stderr which file it read; `sweep specs` listing
+them with their purpose and planned cost; and a plan for data that is not prepared yet. All
+through the real `depthwidth` console script in a subprocess, run from a folder outside the
+repository."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+EXE = str(Path(sys.executable).parent / "depthwidth")
+SWEEPS = Path(__file__).resolve().parent.parent / "sweeps"
+
+
+def cli(*args, cwd) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [EXE, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd, env=env
+    )
+
+
+def test_a_bundled_spec_plans_by_name_from_any_folder(tmp_path):
+    for arg in ("smoke", "smoke.toml"):
+        r = cli("sweep", "plan", arg, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("sweep 'smoke': 36 trials")
+        assert r.stderr.strip().splitlines() == [
+            f"sweep: using the bundled spec 'smoke' ({SWEEPS / 'smoke.toml'})"
+        ]
+    assert not list(tmp_path.iterdir())  # a plan writes nothing
+
+
+def test_a_local_file_of_the_same_name_wins_and_says_so(tmp_path):
+    text = (SWEEPS / "smoke.toml").read_text().replace('name = "smoke"', 'name = "mine"')
+    text = text.replace("depth = [1, 2, 3, 4]", "depth = [1]")
+    (tmp_path / "smoke.toml").write_text(text)
+    for arg in ("smoke", "smoke.toml"):
+        r = cli("sweep", "plan", arg, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("sweep 'mine': 9 trials")
+        note = r.stderr.strip().splitlines()
+        assert len(note) == 1 and note[0].startswith("sweep: using the local file smoke.toml")
+        assert str(SWEEPS / "smoke.toml") in note[0]
+    r = cli("sweep", "plan", "nosuch", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "spec = 'nosuch' is invalid: no such file" in r.stderr and "smoke" in r.stderr
+
+
+def test_sweep_specs_lists_each_bundled_spec_with_its_purpose_and_cost(tmp_path):
+    r = cli("sweep", "specs", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    names = sorted(p.stem for p in SWEEPS.glob("*.toml"))
+    assert lines[0].startswith(f"{len(names)} bundled specs") and len(lines) == len(names) + 1
+    by_name = {line.split()[0]: line for line in lines[1:]}
+    assert sorted(by_name) == names
+    smoke = by_name["smoke"]
+    assert "36 trials" in smoke and "CPU core-h" in smoke and "synthetic PCFG language" in smoke
+    assert "GPU-h" in by_name["threshold-gpu"] and "cannot plan" not in r.stdout
+    gpu_text = by_name["threshold-gpu-text"]
+    assert "GPU-h" in gpu_text and ("not here yet" in gpu_text or "prepared" in gpu_text)
+
+
+def test_a_plan_works_before_its_data_is_prepared_and_a_run_does_not(tmp_path):
+    spec = tmp_path / "later.toml"
+    spec.write_text(
+        'name = "later"\n[model]\nheads = 2\nseq_len = 16\nvocab_size = 512\n'
+        '[data]\nsource = "tokens"\npath = "corpus"\n[grid]\ndepth = [1, 2]\nwidth = [16]\n'
+        "[budget]\ntokens = 1e5\n"
+    )
+    r = cli("sweep", "plan", spec, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "2 trials" in r.stdout and f"data: {tmp_path / 'corpus'} is not here yet" in r.stdout
+    r = cli("sweep", "run", spec, "--no-analyze", cwd=tmp_path)
+    assert r.returncode == 2 and "does not exist" in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "results").exists()
+    # without model.vocab_size the plan cannot size the embedding, and says why
+    spec.write_text(spec.read_text().replace("vocab_size = 512\n", ""))
+    r = cli("sweep", "plan", spec, cwd=tmp_path)
+    assert r.returncode == 2 and "does not exist" in r.stderr
