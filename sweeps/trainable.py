@@ -60,7 +60,7 @@ def train_configs(trial: dict[str, Any], run: dict[str, Any]):
 def run_trial(config: dict[str, Any]) -> None:
     """The Tune function of a one-process trial (sweeps/distributed.py runs a trial of several)."""
     from depthwidth.config import TrainConfig
-    from depthwidth.train import STOP, load_checkpoint, train
+    from depthwidth.train import load_checkpoint, train
 
     trial, run = config["trial"], config["run"]
     tid = trial["trial_id"]
@@ -76,97 +76,27 @@ def run_trial(config: dict[str, Any]) -> None:
         hook = trial_hook(run)
         if hook:
             hook.started(run["hook"][1], tid, resumed_step, os.getpid())
-        ckpt_dir = os.path.join(work, "checkpoint")
         gate = halving_gate(trial, run, resume_from, load_checkpoint)
         branches = [
             TrainConfig.from_dict(b["train"]).replace(threads=train_cfg.threads)
             for b in trial.get("branches", [])
         ]
-        ids = {b["train"]["steps"]: b["trial_id"] for b in trial.get("branches", [])}
         rungs = gate.rung_branches(train_cfg) if gate is not None and gate.by_branch else []
-        branches += rungs
-        first = min((b.cooldown_start for b in branches), default=None)
+        first = min((b.cooldown_start for b in branches + rungs), default=None)
         if first is not None and resumed_step > first:  # a branch still to take lies behind it
-            note = "; ".join(
-                x
-                for x in (
-                    note,
-                    f"its checkpoint at step {resumed_step} is past a cooldown branch still to take, "
-                    "so the run started from step 0",
-                )
-                if x
-            )
+            why = f"its checkpoint at step {resumed_step} is past a cooldown branch still to take, so the run started from step 0"
+            note = "; ".join(x for x in (note, why) if x)
             resume_from, resumed_step = None, 0
-
-        def on_branch(cfg, result, checkpoint: str | None):
-            if cfg in rungs:  # a halving rung judged on its cooldown branch: a complete short run
-                return rung_branch(cfg, result, checkpoint)
-            metrics = {
-                "trial_id": tid,
-                "step": cfg.cooldown_start if result.status == "ok" else result.steps,
-                "progress": min(1.0, cfg.cooldown_start / train_cfg.steps),
-                RESUME_NOTE_KEY: note,
-                BRANCH_KEY: json.dumps(
-                    {
-                        "trial_id": ids[cfg.steps],
-                        **json.loads(final_report(tid, result, resumed_step, note)[FINAL_KEY]),
-                    }
-                ),
-            }
-            if checkpoint is None:
-                tune.report(metrics)
-            else:
-                c = tune.Checkpoint.from_directory(checkpoint)
-                c.set_metadata({"trial_id": tid, "step": int(cfg.cooldown_start)})
-                tune.report(metrics, checkpoint=c)  # the branch and the checkpoint that records it, together
-                if hook:
-                    hook.checkpointed(run["hook"][1], tid, resumed_step, int(cfg.cooldown_start))
-            return None
-
-        def rung_branch(cfg, result, checkpoint: str | None):
-            metrics = {
-                "trial_id": tid,
-                "step": cfg.cooldown_start,
-                "progress": cfg.cooldown_start / train_cfg.steps,
-            }
-            if checkpoint is None:
-                tune.report(metrics)
-            else:
-                c = tune.Checkpoint.from_directory(checkpoint)
-                c.set_metadata({"trial_id": tid, "step": int(cfg.cooldown_start)})
-                tune.report(metrics, checkpoint=c)
-            if result.status != "ok":
-                return None  # the run itself ends the same way
-            return STOP if gate.branch_done(result.final_val_loss) else None
-
-        def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
-            metrics = {
-                **metrics,
-                "trial_id": tid,
-                "progress": metrics["step"] / train_cfg.steps,
-                RESUME_NOTE_KEY: note,
-            }
-            if checkpoint is None:
-                tune.report(metrics)
-            else:
-                c = tune.Checkpoint.from_directory(checkpoint)
-                c.set_metadata({"trial_id": tid, "step": int(metrics["step"])})
-                tune.report(metrics, checkpoint=c)  # persisted to the store's tune/ before returning
-                if hook:
-                    hook.checkpointed(run["hook"][1], tid, resumed_step, int(metrics["step"]))
-            if gate is not None and gate.after_eval(int(metrics["step"]), float(metrics["val_loss"])):
-                return STOP
-            return None
-
+        out = _Reporter(trial, run, train_cfg, hook, gate, note, resumed_step, rungs)
         result = train(
             model,
             data,
             train_cfg,
-            report=report,
-            checkpoint_dir=ckpt_dir,
+            report=out.report,
+            checkpoint_dir=os.path.join(work, "checkpoint"),
             resume_from=resume_from,
-            branches=branches,
-            on_branch=on_branch,
+            branches=branches + rungs,
+            on_branch=out.on_branch,
         )
         if gate is not None:
             gate.ended()
@@ -175,6 +105,55 @@ def run_trial(config: dict[str, Any]) -> None:
         tune.report(final_report(tid, result, resumed_step, note))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+class _Reporter:
+    """A trial's reports to Tune: each evaluation (with its checkpoint when one was written), each
+    cooldown branch of a one-run sweep (its result, with the checkpoint that records it as
+    taken), and each halving rung judged on a branch."""
+
+    def __init__(self, trial, run, train_cfg, hook, gate, note: str, resumed_step: int, rungs: list):
+        self.tid, self.run, self.steps = trial["trial_id"], run, train_cfg.steps
+        self.hook, self.gate, self.note, self.resumed_step, self.rungs = hook, gate, note, resumed_step, rungs
+        self.ids = {b["train"]["steps"]: b["trial_id"] for b in trial.get("branches", [])}
+
+    def send(self, metrics: dict[str, Any], checkpoint: str | None, step: int) -> None:
+        metrics = {
+            **metrics,
+            "trial_id": self.tid,
+            "progress": min(1.0, step / self.steps),
+            RESUME_NOTE_KEY: self.note,
+        }
+        if checkpoint is None:
+            tune.report(metrics)
+            return
+        c = tune.Checkpoint.from_directory(checkpoint)
+        c.set_metadata({"trial_id": self.tid, "step": int(step)})
+        tune.report(metrics, checkpoint=c)  # persisted to the store's tune/ before returning
+        if self.hook:
+            self.hook.checkpointed(self.run["hook"][1], self.tid, self.resumed_step, int(step))
+
+    def report(self, metrics: dict[str, Any], checkpoint: str | None = None):
+        from depthwidth.train import STOP
+
+        self.send(metrics, checkpoint, int(metrics["step"]))
+        if self.gate is not None and self.gate.after_eval(int(metrics["step"]), float(metrics["val_loss"])):
+            return STOP
+        return None
+
+    def on_branch(self, cfg, result, checkpoint: str | None):
+        from depthwidth.train import STOP
+
+        step = cfg.cooldown_start if result.status == "ok" else result.steps
+        if cfg in self.rungs:  # a halving rung judged on its cooldown branch: a complete short run
+            self.send({"step": step}, checkpoint, step)
+            if result.status != "ok":
+                return None  # the run itself ends the same way
+            return STOP if self.gate.branch_done(result.final_val_loss) else None
+        final = json.loads(final_report(self.tid, result, self.resumed_step, self.note)[FINAL_KEY])
+        branch = json.dumps({"trial_id": self.ids[cfg.steps], **final})
+        self.send({"step": step, BRANCH_KEY: branch}, checkpoint, step)  # with the checkpoint recording it
+        return None
 
 
 def final_report(tid: str, result, resumed_step: int, note: str, workers: int | None = None) -> dict:

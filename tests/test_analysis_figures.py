@@ -376,3 +376,41 @@ def test_power_figure_ticks_the_effects_and_puts_the_null_beside_the_axis():
     fig = power_figure({**summary, "false_claim": None}, "plan")
     check_figure("power", fig)
     assert len(fig.axes) == 1
+
+
+def test_the_copying_figure_shows_each_width_and_each_run():
+    """Drawn from the runs' copy_gain at each shape's largest budget: one line per width through
+    the seed means by depth, and every run in the loss-against-copying panel."""
+    import numpy as np
+    import pandas as pd
+
+    from analysis.reporting.copying import copying_plot, has_probe
+
+    rows = []
+    for depth in (1, 2, 4):
+        for width in (32, 64):
+            for seed in range(3):
+                for tokens in (1e5, 9e5):
+                    gain = (0.05 if depth == 1 else 1.5) + 0.01 * seed
+                    loss = 2.0 - 0.2 * (depth > 1) - 0.01 * seed + (0.3 if tokens < 5e5 else 0)
+                    rows.append(
+                        dict(
+                            depth=depth,
+                            width=width,
+                            seed=seed,
+                            tokens=tokens,
+                            copy_gain=gain,
+                            final_val_loss=loss,
+                        )
+                    )
+    runs = pd.DataFrame(rows)
+    assert has_probe(runs) and not has_probe(runs.drop(columns="copy_gain"))
+    fig = copying_plot(runs)
+    left, right = fig.axes
+    lines = [ln for ln in left.get_lines() if ln.get_label().startswith("width")]
+    assert [ln.get_label() for ln in lines] == ["width 32", "width 64"]
+    for ln in lines:
+        assert list(ln.get_xdata()) == [1, 2, 4]
+        assert np.allclose(ln.get_ydata(), [0.06, 1.51, 1.51])  # seed means at the largest budget
+    points = sum(len(c.get_offsets()) for c in right.collections)
+    assert points == 3 * 2 * 3  # every run at its shape's largest budget, none at the smaller

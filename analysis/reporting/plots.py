@@ -803,4 +803,8 @@ def make_all(
         figs["lr_curves"] = lr_curves(tuning)
     else:
         skipped["lr_curves"] = "no learning-rate axis was swept"
+    from analysis.reporting.copying import copying_plot, has_probe
+
+    if has_probe(runs):  # the copying probe of text runs (depthwidth/copyprobe.py)
+        figs["copying"] = copying_plot(runs)
     return figs, skipped
