@@ -390,9 +390,9 @@ def test_the_copying_figure_shows_each_width_and_each_run():
     for depth in (1, 2, 4):
         for width in (32, 64):
             for seed in range(3):
-                for tokens in (1e5, 9e5):
+                for budget in (1e5, 9e5):
                     gain = (0.05 if depth == 1 else 1.5) + 0.01 * seed
-                    loss = 2.0 - 0.2 * (depth > 1) - 0.01 * seed + (0.3 if tokens < 5e5 else 0)
+                    loss = 2.0 - 0.2 * (depth > 1) - 0.01 * seed + (0.3 if budget < 5e5 else 0)
                     rows.append(
                         dict(
                             depth=depth,
