@@ -77,8 +77,11 @@ def build_model(spec, trials, args):
         from analysis.readers.inputs import InputError, load
 
         try:
-            runs = load(args.pilot).runs
-            model, found = model_from_pilot(runs, model)
+            ds = load(args.pilot)
+            if not ds.has_shape:
+                missing = "depth" if "depth" not in ds.all_runs.columns else "width"
+                raise ValueError(f"it has no {missing!r} column; a pilot's runs need depth and width.")
+            model, found = model_from_pilot(ds.runs, model)
         except (InputError, ValueError, KeyError) as exc:
             raise SpecError(f"--pilot = {args.pilot!r} is invalid: {exc}") from None
         return model, {"value": model.noise, "source": "pilot", "pilot": args.pilot, **found}
