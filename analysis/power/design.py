@@ -631,5 +631,5 @@ def plot_power(summary: dict, path: str, title: str = "") -> None:
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, format="png")  # `path` may be an open file (an atomic write)
     plt.close(fig)
