@@ -93,6 +93,20 @@ def check_output_file(path: str | os.PathLike, flag: str, force: bool = False) -
         raise OutputError(f"{flag} = {str(path)!r} is invalid: the folder {str(parent)!r} is not writable.")
 
 
+# What marks a project's own folder: its store and report would land in its source tree.
+PROJECT_MARKS = ("pyproject.toml", ".git")
+
+
+def project_folder(location: str | os.PathLike) -> str | None:
+    """The mark (pyproject.toml or .git) of a local folder that is a project's own folder, or
+    None: a results store there would write its files and report into the project's source."""
+    s = str(location)
+    if "://" in s and not s.startswith("file://"):
+        return None
+    p = Path(s.removeprefix("file://")).expanduser().absolute()
+    return next((m for m in PROJECT_MARKS if (p / m).exists()), None)
+
+
 def is_store_folder(path: str | os.PathLike) -> bool:
     """A folder that holds a results store (its runs, spec or parts)."""
     p = Path(path)

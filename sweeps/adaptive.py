@@ -18,6 +18,7 @@ import pandas as pd
 
 from sweeps.errors import SpecError, fail, number
 
+MIN_DEPTHS, MIN_WIDTHS = 3, 2  # the fewest the threshold analysis can fit b with (`design` too)
 LOG = "adaptive.jsonl"  # in the store: one JSON object per chosen trial, per estimate and per stop
 KEYS = ("target_width", "max_trials", "max_compute", "initial", "batch", "bootstrap", "seed")
 KAPPA_LAWS = ("two_regime", "combined")
@@ -64,6 +65,25 @@ def parse_adaptive(text_or_doc: str | Mapping[str, Any], path: str, enable: bool
     if out.bootstrap < 20:
         raise fail(path, "adaptive.bootstrap", out.bootstrap, "an interval needs at least 20 replicates")
     return out
+
+
+def too_few_shapes(depths: int, widths: int) -> str | None:
+    """Why a plan of this many depths and widths can never give b (None when it can): the rule
+    `design` rates plans by and an adaptive sweep is refused by."""
+    if depths >= MIN_DEPTHS and widths >= MIN_WIDTHS:
+        return None
+    return (
+        f"the plan has {depths} depth{'s' if depths != 1 else ''} and {widths} "
+        f"width{'s' if widths != 1 else ''}; the threshold analysis needs at least "
+        f"{MIN_DEPTHS} depths and {MIN_WIDTHS} widths"
+    )
+
+
+def check_adaptive(trials, path: str) -> None:
+    """An adaptive sweep narrows b's interval: refused when its trials can never give one."""
+    why = too_few_shapes(len({t.model.depth for t in trials}), len({t.model.width for t in trials}))
+    if why:
+        raise SpecError(f"{path}: an adaptive sweep is invalid here: {why}, so b can never be fitted.")
 
 
 @dataclass

@@ -130,10 +130,14 @@ def rate_plan(
         check = (worst, summary["power"][str(worst)], p_half, k)
     n_seeds, used = dz.seed_counts(trials)
     reps = outcomes.groupby(outcomes["effect"].astype(str)).size()
+    from analysis.reporting.design_note import plan_fingerprint
+
     return {
         "spec": spec.source_path,
         "name": spec.name,
         "trials": int(len(trials)),
+        # analyze quotes this rating only for a store of these very trials
+        "plan": {"trials": int(len(trials)), "fingerprint": plan_fingerprint(trials["trial_id"])},
         "shapes": int(trials.drop_duplicates(["depth", "width"]).shape[0]),
         "seeds": n_seeds,
         "seeds_in_fits": used,

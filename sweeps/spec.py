@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
+from depthwidth.config import TUNING_FIELDS, ConfigError, DataConfig, ModelConfig, TrainConfig
 from sweeps import datapath
 from sweeps.budget import Budget, apply_budget, model_stats, parse_budget, resolve_model
 from sweeps.errors import SpecError, choice, fail, known_table, number, text
@@ -149,6 +149,7 @@ class SweepSpec:
     tracking: Tracking = Tracking()  # [tracking]: experiment trackers (sweeps/tracking.py)
     # [halving]: trial_id -> its group and rung steps (sweeps/halving.py); empty without one
     halving: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    adaptive: Any = None  # [adaptive]: its settings (sweeps/adaptive.Adaptive), None without one
 
     def adopt(self, stored: set[str]) -> SweepSpec:
         """The same sweep with each trial that a store holds under an older id (an alias) known
@@ -395,7 +396,13 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
         raise fail(path, "resources.workers", resources.workers, "[halving] runs one-process trials only")
     if halving and "adaptive" in doc:
         raise fail(path, "halving", dict(doc["halving"]), "an [adaptive] sweep chooses its own trials")
-    halving_plan = plan_halving(trials, halving, path, resolve_axis(halving.axis, path)) if halving else {}
+    halving_plan = plan_halving(trials, halving, path, _halving_axis(halving.axis, path)) if halving else {}
+    adaptive = None
+    if "adaptive" in doc:  # every table of the spec is checked here, for every command that reads it
+        from sweeps.adaptive import check_adaptive, parse_adaptive
+
+        adaptive = parse_adaptive(doc, path)
+        check_adaptive(trials, path)
     return SweepSpec(
         name,
         description,
@@ -407,7 +414,24 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
         budget,
         tracking,
         halving_plan,
+        adaptive,
     )
+
+
+def _halving_axis(axis: str, path: str) -> tuple[str, str]:
+    """(config, field) of the halving axis: a tuning axis, never a shape or data axis, because
+    halving stops the values that lose, and the analysis compares shapes at their best tuning."""
+    owner, fname = resolve_axis(axis, path)
+    if fname not in TUNING_FIELDS.get(owner, ()):
+        names = ", ".join(f for fields_ in TUNING_FIELDS.values() for f in fields_)
+        raise fail(
+            path,
+            "halving.axis",
+            axis,
+            f"it must be a tuning axis ({names}), never a shape or data axis: halving stops the "
+            f"values that lose, and only a setting chosen per shape may lose",
+        )
+    return owner, fname
 
 
 def _name(doc: Mapping[str, Any], path: str) -> tuple[str, str]:
