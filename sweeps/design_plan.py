@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from sweeps.adaptive import too_few_shapes
+from sweeps.adaptive_spec import too_few_shapes
 from sweeps.spec import SpecError, SweepSpec
 
 

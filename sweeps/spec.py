@@ -399,7 +399,7 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
     halving_plan = plan_halving(trials, halving, path, _halving_axis(halving.axis, path)) if halving else {}
     adaptive = None
     if "adaptive" in doc:  # every table of the spec is checked here, for every command that reads it
-        from sweeps.adaptive import check_adaptive, parse_adaptive
+        from sweeps.adaptive_spec import check_adaptive, parse_adaptive
 
         adaptive = parse_adaptive(doc, path)
         check_adaptive(trials, path)
