@@ -102,3 +102,47 @@ def store_containing(path: str | os.PathLike) -> Path | None:
         if folder.is_dir() and any((folder / m).exists() for m in _STORE_MARKS):
             return folder
     return None
+
+
+# What marks a project's own folder: its store and report would land in its source tree.
+PROJECT_MARKS = ("pyproject.toml", ".git")
+
+
+def project_folder(location: str | os.PathLike) -> str | None:
+    """The mark (pyproject.toml or .git) of a local folder that is a project's own folder, or
+    None: a results store there would write its files and report into the project's source."""
+    s = str(location)
+    if "://" in s and not s.startswith("file://"):
+        return None
+    p = Path(s.removeprefix("file://")).expanduser().absolute()
+    return next((m for m in PROJECT_MARKS if (p / m).exists()), None)
+
+
+def is_store_folder(path: str | os.PathLike) -> bool:
+    """A folder that holds a results store (its runs, spec or parts)."""
+    p = Path(path)
+    return any((p / m).exists() for m in _STORE_MARKS)
+
+
+def check_output_folder(path: str | os.PathLike, flag: str, names: tuple[str, ...]) -> None:
+    """A folder a command writes its own files `names` into, each replaced whole and atomically
+    (depthwidth.results.atomic_file, which replaces a link rather than writing through it): it
+    is a folder or can become one, it is neither a results store's folder nor inside the store's
+    own files (parts/, tune/), also when reached through a link, and no name in it is a folder.
+    Called before any work, so nothing is computed for an output that cannot be written."""
+    check_output_dir(path, flag)
+    p = Path(path).expanduser().absolute()
+    real = p.resolve()
+    if is_store_folder(real):
+        raise OutputError(
+            f"{flag} = {str(path)!r} is invalid: it is the folder of the results store "
+            f"{str(real)!r}; write into a folder of its own (such as {str(Path(path) / 'design')!r})."
+        )
+    for name in names:
+        if (store := store_owning(p / name)) is not None:
+            raise OutputError(
+                f"{flag} = {str(path)!r} is invalid: its {name} would be one of the own files of "
+                f"the results store {str(store)!r}; write to a folder outside them."
+            )
+        if p.is_dir():
+            check_output_file(p / name, f"{flag} file", force=True)

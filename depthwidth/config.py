@@ -28,6 +28,23 @@ TRANSFORMER = "transformer"
 RECURRENT_FAMILIES = ("lstm", "rnn", "memrnn", "relrnn", "rellstm")
 SCREENED_FAMILIES = ("relrnn", "rellstm")  # relevancy screening: ν and ρ mean something only here
 FAMILIES = (TRANSFORMER,) + RECURRENT_FAMILIES
+# Fields that tune a run without changing the model's shape or its data (docs/design.md "Tuning
+# axes"): the analysis picks each shape's best setting of them (analysis/laws/tuning.py), and a
+# successive halving may stop only their losing values (sweeps/halving.py).
+TUNING_FIELDS = {
+    "train": (
+        "lr",
+        "beta1",
+        "beta2",
+        "eps",
+        "weight_decay",
+        "warmup_steps",
+        "batch_size",
+        "min_lr_ratio",
+        "grad_clip",
+    ),
+    "model": ("init_std", "depth_alpha"),
+}
 ATTENTIONS = ("softmax", "linear")
 PARAMETRIZATIONS = ("standard", "mup", "completep")
 DATA_SOURCES = ("pcfg", "text", "tokens", "copy", "denoise", "digits", "pdigits")

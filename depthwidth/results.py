@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from depthwidth.clitools import reason
+from depthwidth.schema import STATUSES
 
 # -- the schema -------------------------------------------------------------------------------
 RUNS = "runs.parquet"
@@ -54,9 +55,7 @@ REQUIRED_RUN_COLUMNS = (
     "device",
 )
 CURVE_COLUMNS = ("trial_id", "step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")
-# "stopped": ended early on purpose by successive halving (sweeps/halving.py), not a failure
-STATUSES = ("ok", "diverged", "failed", "stopped")
-OK, DIVERGED, FAILED, STOPPED = STATUSES
+OK, DIVERGED, FAILED, STOPPED = STATUSES  # depthwidth/schema.py, the one schema of tables
 
 _ARROW_ERRORS = (pa.ArrowException, OSError, ValueError)
 _URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")

@@ -9,61 +9,25 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from sweeps.errors import SpecError, fail, number
+from sweeps.adaptive_spec import (  # noqa: F401 (the table's home; imported from here too)
+    KEYS,
+    MIN_DEPTHS,
+    MIN_WIDTHS,
+    Adaptive,
+    check_adaptive,
+    parse_adaptive,
+    too_few_shapes,
+)
 
 LOG = "adaptive.jsonl"  # in the store: one JSON object per chosen trial, per estimate and per stop
-KEYS = ("target_width", "max_trials", "max_compute", "initial", "batch", "bootstrap", "seed")
 KAPPA_LAWS = ("two_regime", "combined")
-
-
-@dataclass(frozen=True)
-class Adaptive:
-    """The spec's [adaptive] table. A cell is one (depth, width, seed) of the grid with every
-    setting of its other axes (e.g. each lr), so the analysis can still choose per shape."""
-
-    target_width: float = 0.5  # stop once b's 95% interval is this narrow (hi - lo)
-    max_trials: int = 0  # stop before the stored trials would exceed this many (0: no cap)
-    max_compute: float = 0.0  # ... or this many training FLOPs, as `sweep plan` counts them (0: no cap)
-    initial: int = 0  # cells in the first batch (0: 2 x the larger of #depths and #widths)
-    batch: int = 2  # cells chosen per refit of b
-    bootstrap: int = 100  # bootstrap replicates per refit
-    seed: int = 0
-
-
-def parse_adaptive(text_or_doc: str | Mapping[str, Any], path: str, enable: bool = False) -> Adaptive | None:
-    """The [adaptive] table of a spec (None when absent and not `enable`d by --adaptive)."""
-    if isinstance(text_or_doc, str):
-        from sweeps.spec import tomllib
-
-        try:
-            doc = tomllib.loads(text_or_doc)
-        except tomllib.TOMLDecodeError as exc:
-            raise SpecError(f"{path} is not valid TOML: {exc}.") from None
-    else:
-        doc = text_or_doc
-    table = doc.get("adaptive")
-    if table is None:
-        return Adaptive() if enable else None
-    if not isinstance(table, Mapping):
-        raise fail(path, "adaptive", table, "expected a table")
-    kw: dict[str, Any] = {}
-    for k, v in table.items():
-        if k not in KEYS:
-            raise SpecError(f"{path}: [adaptive] has no key {k!r}; known keys: {', '.join(KEYS)}.")
-        integer = k in ("max_trials", "initial", "batch", "bootstrap", "seed")
-        positive = k in ("target_width", "batch", "bootstrap")
-        kw[k] = number(path, f"adaptive.{k}", v, positive=positive, integer=integer)
-    out = Adaptive(**kw)
-    if out.bootstrap < 20:
-        raise fail(path, "adaptive.bootstrap", out.bootstrap, "an interval needs at least 20 replicates")
-    return out
 
 
 @dataclass

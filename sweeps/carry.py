@@ -7,7 +7,9 @@ is one of its trials (its trial_id, or one of the trial's older ids) and that th
 records it as a finished trial, and runs only the rest: no finished run is lost in a move. The
 trial_id is a hash of everything that defines the run, so a row carried this way is the same run.
 Rows that are not trials of the spec are left out and counted. Their loss curves are not in a runs table: the
-carried trials have none in the store.
+carried trials have none in the store. The table passes the one schema of tables
+(depthwidth/schema.py) whole before anything is written, and a row's shape and settings must be
+those of the trial its trial_id names.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-from depthwidth.results import REQUIRED_RUN_COLUMNS, STATUSES
+from depthwidth.results import REQUIRED_RUN_COLUMNS
+from depthwidth.schema import TableError, check_table, one_row_per_run
 from sweeps.errors import SpecError
 
 # columns whose empty CSV cell means "" (a CSV cannot tell an empty string from a missing value)
@@ -66,19 +69,64 @@ def read_table(path: str) -> pd.DataFrame:
     for c in TEXT_COLUMNS:
         if c in table.columns:
             table[c] = table[c].fillna("").astype(str)
-    for pos, (tid, s) in enumerate(zip(table["trial_id"], table["status"])):
-        if s not in STATUSES:
-            raise SpecError(
-                f"--from = {path!r} is invalid: row {pos + 1} (trial_id {tid}) has status = {s!r}; "
-                f"expected one of {', '.join(STATUSES)}."
-            )
+    try:  # every row, before any is written: a store never holds a row its readers refuse
+        table = check_table(
+            table.reset_index(drop=True), f"--from {path}", csv=p.suffix == ".csv", store=True
+        )
+        table, _ = one_row_per_run(table, f"--from {path}", csv=p.suffix == ".csv")
+    except TableError as exc:
+        raise SpecError(str(exc)) from None
     return table
 
 
-def rows_to_carry(table: pd.DataFrame, spec, stored: set[str]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """(the rows of `table` that are trials of `spec` the store lacks, counts of the rest)."""
+# The columns of a runs row that the trial's configuration fixes: (config, field).
+CONFIG_COLUMNS = {
+    "family": ("model", "family"),
+    "depth": ("model", "depth"),
+    "width": ("model", "width"),
+    "heads": ("model", "heads"),
+    "seq_len": ("model", "seq_len"),
+    "seed": ("train", "seed"),
+    "lr": ("train", "lr"),
+    "batch_size": ("train", "batch_size"),
+}
+
+
+def _check_config(rec: dict[str, Any], pos: int, trial, path: str) -> None:
+    """A row carried as `trial` holds that trial's shape and settings: a trial_id copied onto
+    another run's row would otherwise put that run into the fits under the wrong shape."""
+    for col, (section, name) in CONFIG_COLUMNS.items():
+        if col not in rec:
+            continue
+        want = getattr(getattr(trial, section), name)
+        got = _plain(rec[col])
+        same = got == want if isinstance(want, str) else _close(got, want)
+        if not same:
+            raise SpecError(
+                f"--from {path}: row {pos + 1} has trial_id {rec['trial_id']!r}, a trial of this "
+                f"spec with {col} = {want!r}, but its {col} is {got!r}; a row is carried only "
+                f"with the configuration its trial_id names."
+            )
+
+
+def _close(got: Any, want: Any) -> bool:
+    try:
+        return math.isclose(float(got), float(want), rel_tol=1e-9)
+    except (TypeError, ValueError):
+        return False
+
+
+def rows_to_carry(
+    table: pd.DataFrame, spec, stored: set[str], path: str = "TABLE"
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """(the rows of `table` that are trials of `spec` the store lacks, counts of the rest);
+    SpecError when a row's configuration is not that of the trial its trial_id names."""
     ids = {t.trial_id for t in spec.trials} | {a for t in spec.trials for a in t.aliases}
     known = {a: t.trial_id for t in spec.trials for a in (t.trial_id, *t.aliases)}
+    trial_of = {a: t for t in spec.trials for a in (t.trial_id, *t.aliases)}
+    for pos, rec in zip(table.index, table.to_dict(orient="records")):
+        if str(rec["trial_id"]) in trial_of:
+            _check_config(rec, int(pos), trial_of[str(rec["trial_id"])], path)
     have = {known.get(s, s) for s in stored}
     rows, counts = [], {"other": 0, "held": 0, "repeat": 0}
     taken: set[str] = set()
@@ -107,7 +155,7 @@ def _plain(v: Any) -> Any:
 
 def carry(store, spec, table: pd.DataFrame, path: str, out) -> int:
     """Record the finished trials of `spec` in `table` (read_table's) in `store`; how many."""
-    rows, counts = rows_to_carry(table, spec, set(store.runs()["trial_id"]))
+    rows, counts = rows_to_carry(table, spec, set(store.runs()["trial_id"]), path)
     for row in rows:
         store.add_trial(row, [])
     held = f", {counts['held']} already in the store" if counts["held"] else ""

@@ -99,6 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             command=command,
             adaptive=args.adaptive,
             carry_from=args.carry_from,
+            force=args.force,
         )
     except _errors() as exc:
         return _fail(str(exc))
@@ -118,9 +119,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         if is_remote(args.storage or spec.storage):
             check_memory(spec)  # the cluster may hold credentials for the store that we lack
         else:  # a path is the cluster's shared folder, mounted here too (docs/cluster.md)
-            prepare(spec, args.storage, args.rerun or ())
+            prepare(spec, args.storage, args.rerun or (), force=args.force)
         flags = (
             (["--no-analyze"] if args.no_analyze else [])
+            + (["--force"] if args.force else [])
             + (["--max-concurrent", str(args.max_concurrent)] if args.max_concurrent else [])
             + [a for r in (args.rerun or ()) for a in ("--rerun", r)]
         )
@@ -229,6 +231,14 @@ def cmd_specs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_force(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="use a storage folder that is a project's own folder (it holds pyproject.toml or .git)",
+    )
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     def common(p: argparse.ArgumentParser, storage: bool = True) -> None:
         p.add_argument("--address", help="Ray cluster address (default: RAY_ADDRESS, else embedded Ray)")
@@ -269,6 +279,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "`sweep results STORE --csv` writes it) that the store lacks, e.g. after a move to "
         "another machine; only the rest run",
     )
+    _add_force(p)
     from sweeps.export import add_tracker_flags
 
     add_tracker_flags(p)
@@ -285,6 +296,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-concurrent", type=int)
     p.add_argument("--no-analyze", action="store_true")
     p.add_argument("--rerun", action="append", metavar="ID|STATUS")
+    _add_force(p)
     p.set_defaults(func=cmd_submit)
 
     for name, helptext, func in (

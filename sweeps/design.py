@@ -15,7 +15,26 @@ from pathlib import Path
 
 from depthwidth.clitools import fail
 from sweeps.design_plan import build_model, cost_text, trials_frame
+from sweeps.design_search import PROPOSE_FILES
 from sweeps.spec import SpecError, SweepSpec, load_spec
+
+# Replicates and bootstrap refits per replicate: a rating holds every replicate's outcome, so
+# the count is bounded (the default stops at 100 replicates; 10,000 gives a Monte Carlo error of
+# 0.005 on any rate).
+MAX_REPLICATES = 10_000
+OUT_FILES = ("power.png", "outcomes.csv", "design.json")
+
+
+def _in_base_range(v: float) -> bool:
+    from analysis.fitting.fitcore import BASE_BOUNDS
+
+    return math.isfinite(v) and BASE_BOUNDS[0] < v < BASE_BOUNDS[1]
+
+
+def _base_range() -> str:
+    from analysis.fitting.fitcore import BASE_BOUNDS
+
+    return f"strictly between {BASE_BOUNDS[0]:g} and {BASE_BOUNDS[1]:g} (the analysis's search range)"
 
 
 def parse_effects(text: str) -> list[float]:
@@ -25,13 +44,24 @@ def parse_effects(text: str) -> list[float]:
         raise SpecError(
             f"--effects = {text!r} is invalid: expected numbers separated by commas (e.g. 2.5,3,4)."
         ) from None
-    bad = [v for v in vals if not (1.1 < v < 100) or not math.isfinite(v)]
-    if not vals or bad:
-        raise SpecError(
-            f"--effects = {text!r} is invalid: each threshold base b must lie "
-            f"strictly between 1.1 and 100 (the analysis's search range)."
-        )
+    if not vals or not all(_in_base_range(v) for v in vals):
+        raise SpecError(f"--effects = {text!r} is invalid: each threshold base b must lie {_base_range()}.")
     return sorted(set(vals))
+
+
+def check_propose(args) -> None:
+    """--propose's own options, before anything is read or searched."""
+    if args.budget is None:
+        raise SpecError("--propose needs --budget, e.g. --budget 4cpu-h.")
+    if not _in_base_range(args.target):
+        raise SpecError(
+            f"--target = {args.target!r} is invalid: the threshold base b must lie {_base_range()}."
+        )
+    for flag, low in (("screen", 1), ("candidates", 1), ("finalists", 0)):
+        v = getattr(args, flag)
+        if v < low or (flag == "screen" and v > MAX_REPLICATES):
+            most = f" and at most {MAX_REPLICATES:,}" if flag == "screen" else ""
+            raise SpecError(f"--{flag} = {v} is invalid: it must be at least {low}{most}.")
 
 
 def check_args(args) -> None:
@@ -48,6 +78,14 @@ def check_args(args) -> None:
         v = getattr(args, flag)
         if v is not None and v < (0 if flag == "bootstrap" else 1):
             raise SpecError(f"--{flag} = {v} is invalid: it must be a positive integer.")
+        if v is not None and flag != "jobs" and v > MAX_REPLICATES:
+            raise SpecError(f"--{flag} = {v} is invalid: it must be at most {MAX_REPLICATES:,}.")
+    if args.propose:
+        check_propose(args)
+    if args.out is not None:  # every output, before any work (--propose's default: design_search.py)
+        from depthwidth.clitools import check_output_folder
+
+        check_output_folder(args.out, "--out", PROPOSE_FILES if args.propose else OUT_FILES)
 
 
 def rate_plan(
@@ -92,10 +130,14 @@ def rate_plan(
         check = (worst, summary["power"][str(worst)], p_half, k)
     n_seeds, used = dz.seed_counts(trials)
     reps = outcomes.groupby(outcomes["effect"].astype(str)).size()
+    from analysis.reporting.design_note import plan_fingerprint
+
     return {
         "spec": spec.source_path,
         "name": spec.name,
         "trials": int(len(trials)),
+        # analyze quotes this rating only for a store of these very trials
+        "plan": {"trials": int(len(trials)), "fingerprint": plan_fingerprint(trials["trial_id"])},
         "shapes": int(trials.drop_duplicates(["depth", "width"]).shape[0]),
         "seeds": n_seeds,
         "seeds_in_fits": used,
@@ -161,11 +203,14 @@ def write_out(r: dict, out: str) -> list[str]:
 
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
-    plot_power(r, str(d / "power.png"), f"{r['name']}: {r['trials']} trials, noise {r['noise']['value']:.1%}")
-    r["outcomes"].to_csv(d / "outcomes.csv", index=False)
+    # each file atomically (a link in its place is replaced, never written through)
+    with atomic_file(d / "power.png") as f:
+        plot_power(r, f, f"{r['name']}: {r['trials']} trials, noise {r['noise']['value']:.1%}")
+    with atomic_file(d / "outcomes.csv", "w") as f:
+        r["outcomes"].to_csv(f, index=False)
     with atomic_file(d / "design.json", "w") as f:
         f.write(json.dumps(public(r), indent=1, default=float))
-    return [str(d / n) for n in ("power.png", "outcomes.csv", "design.json")]
+    return [str(d / n) for n in OUT_FILES]
 
 
 def public(r: dict) -> dict:
@@ -174,8 +219,8 @@ def public(r: dict) -> dict:
 
 def cmd_design(args: argparse.Namespace) -> int:
     try:
-        check_args(args)
         effects = parse_effects(args.effects)
+        check_args(args)
         if args.propose:
             from sweeps.design_search import propose
 
@@ -187,10 +232,6 @@ def cmd_design(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec, allow_missing_data=True)
         trials, totals = trials_frame(spec)
         model, noise = build_model(spec, trials, args)
-        if args.out:
-            from depthwidth.clitools import check_output_dir
-
-            check_output_dir(args.out, "--out")
     except (SpecError, ValueError) as exc:
         return fail(str(exc))
     r = rate_plan(spec, trials, totals, model, effects, args.replicates, args.bootstrap, args.seed, args.jobs)

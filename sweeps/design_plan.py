@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 
+from sweeps.adaptive_spec import too_few_shapes
 from sweeps.spec import SpecError, SweepSpec
-
-MIN_DEPTHS, MIN_WIDTHS = 3, 2  # the fewest the threshold analysis can work with
 
 
 def trials_frame(spec: SweepSpec):
@@ -28,13 +27,8 @@ def trials_frame(spec: SweepSpec):
             f"{spec.source_path}: family = {', '.join(fams)!r} is invalid for design: "
             f"the threshold analysis rates transformer depth-width plans only."
         )
-    nd, nw = df["depth"].nunique(), df["width"].nunique()
-    if nd < MIN_DEPTHS or nw < MIN_WIDTHS:
-        raise SpecError(
-            f"{spec.source_path}: the plan has {nd} depth{'s' if nd != 1 else ''} and "
-            f"{nw} width{'s' if nw != 1 else ''}; the threshold analysis needs at least "
-            f"{MIN_DEPTHS} depths and {MIN_WIDTHS} widths, so there is nothing to rate."
-        )
+    if why := too_few_shapes(df["depth"].nunique(), df["width"].nunique()):
+        raise SpecError(f"{spec.source_path}: {why}, so there is nothing to rate.")
     cols = ["trial_id", "depth", "width", "n_params", "tokens", "seed", "lr", "flops"]
     out = df[cols].copy()
     out["flops"] = df["budget_flops"].to_numpy()  # each budget's training compute, branch or not
@@ -78,8 +72,11 @@ def build_model(spec, trials, args):
         from analysis.readers.inputs import InputError, load
 
         try:
-            runs = load(args.pilot).runs
-            model, found = model_from_pilot(runs, model)
+            ds = load(args.pilot)
+            if not ds.has_shape:
+                missing = "depth" if "depth" not in ds.all_runs.columns else "width"
+                raise ValueError(f"it has no {missing!r} column; a pilot's runs need depth and width.")
+            model, found = model_from_pilot(ds.runs, model)
         except (InputError, ValueError, KeyError) as exc:
             raise SpecError(f"--pilot = {args.pilot!r} is invalid: {exc}") from None
         return model, {"value": model.noise, "source": "pilot", "pilot": args.pilot, **found}

@@ -32,6 +32,13 @@ _BUDGET_RE = re.compile(
 )
 
 
+PROPOSE_FILES = ("proposed.toml", "candidates.csv", "candidates.md")  # what --propose writes in --out
+
+
+def default_out(spec) -> str:
+    return f"{spec.name}-proposal"
+
+
 def parse_budget_value(text: str | None, resources) -> float:
     """'1000gpu-h', '4cpu-h', '3e18flops' or '2pf-days' -> FLOPs, at the throughput the spec
     assumes (resources.gpu_tflops per GPU, resources.cpu_gflops per core), as `sweep plan` does."""
@@ -318,8 +325,10 @@ def propose(args, effects) -> int:
         base_trials, base_totals = trials_frame(spec)
         budget = parse_budget_value(args.budget, spec.resources)
         _, noise = build_model(spec, base_trials, args)
-        if args.screen < 1:
-            raise SpecError(f"--screen = {args.screen} is invalid: it must be a positive integer.")
+        if args.out is None:  # a given --out was checked with the arguments (sweeps/design.py)
+            from depthwidth.clitools import check_output_folder
+
+            check_output_folder(default_out(spec), "--out", PROPOSE_FILES)
     except (SpecError, ValueError) as exc:
         return fail(str(exc))
     unit = "gpu_hours" if "gpu_hours" in base_totals else "cpu_core_hours"
@@ -391,7 +400,7 @@ def _data_path_from(doc: dict, spec_dir: str | None, out: Path) -> None:
 def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
     from depthwidth.results import atomic_file
 
-    out = Path(args.out or f"{spec.name}-proposal")
+    out = Path(args.out or default_out(spec))  # checked before the search
     out.mkdir(parents=True, exist_ok=True)
     doc = copy.deepcopy(best["doc"])
     doc["name"] = f"{spec.name}-proposed"
@@ -434,7 +443,8 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
     parse_spec(text, str(toml_path), base_dir=str(out.absolute()))  # what is written must parse
     with atomic_file(toml_path, "w") as f:
         f.write(text)
-    table.to_csv(out / "candidates.csv", index=False)
+    with atomic_file(out / "candidates.csv", "w") as f:
+        table.to_csv(f, index=False)
     with atomic_file(out / "candidates.md", "w") as f:
         f.write(_markdown(table.drop(columns=["note"])))
     result = {

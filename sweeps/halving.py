@@ -32,6 +32,7 @@ from analysis.readers.halving import beaten, decide
 from sweeps.errors import SpecError, fail, known_table, number, text
 
 KEYS = ("axis", "eta", "rungs")
+MAX_RUNGS = 20
 BOARD_PREFIX = "depthwidth-halving-"
 
 
@@ -53,6 +54,14 @@ def parse_halving(doc: Mapping[str, Any], path: str) -> Halving | None:
     if eta < 2:
         raise fail(path, "halving.eta", eta, "at least 2 (the share of a rung that goes on is 1/eta)")
     rungs = int(number(path, "halving.rungs", table.get("rungs", 1), integer=True))
+    if not 1 <= rungs <= MAX_RUNGS:
+        raise fail(
+            path,
+            "halving.rungs",
+            rungs,
+            f"it must be at most {MAX_RUNGS} (each rung falls at steps/eta^k; with eta >= 2, {MAX_RUNGS} rungs "
+            f"already need over a million steps)",
+        )
     grid = doc.get("grid") or {}
     values = grid.get(axis) if isinstance(grid, Mapping) else None
     if not isinstance(values, list) or len(values) < 2:

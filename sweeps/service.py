@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from depthwidth.clitools import project_folder
 from depthwidth.results import SPEC, STATUSES, Location, StoreError
 from sweeps.spec import SpecError, SweepSpec, tomllib
 from sweeps.store import ResultStore
@@ -50,29 +51,34 @@ def run_sweep(
     command: str | None = None,
     adaptive: bool = False,
     carry_from: str | None = None,
+    force: bool = False,
 ) -> int:
     """Run what the store lacks. Returns 0 when every trial of the spec is in the store.
     `adaptive` (or an [adaptive] table in the spec) runs only the trials sweeps/adaptive.py chooses.
     `tracking` (default: the spec's) names the experiment trackers; `command` is what the user
     types to continue an unfinished sweep (default: `depthwidth sweep run` with these options).
     `carry_from`: a runs table (`sweep results --csv`) whose finished trials are taken first.
+    `force`: use a storage folder that is a project's own folder (pyproject.toml or .git).
 
     The steps, each below in this order: check everything that needs no cluster (`prepare`);
     start or join Ray and check the cluster against the trials (`_plan_on_cluster`); run the
     trials on Tune, the driver storing each as it finishes (`_tune`); fold the store, stop Ray,
     print the summary and analyse (`_finish`)."""
-    from sweeps.adaptive import parse_adaptive
+    from sweeps.adaptive import Adaptive, check_adaptive
     from sweeps.outcome import continue_command
 
     tracking = spec.tracking if tracking is None else tracking
     check_available(tracking)
-    chooser = parse_adaptive(spec.text, spec.source_path, enable=adaptive)
+    chooser = spec.adaptive  # the [adaptive] table, checked when the spec was read
+    if chooser is None and adaptive:
+        check_adaptive(spec.trials, spec.source_path)
+        chooser = Adaptive()
     if chooser is not None and spec.halving:
         raise SpecError(
             f"--adaptive is invalid for {spec.source_path}: its [halving] runs every setting of a "
             f"group, while an adaptive sweep chooses its own trials; use one of them."
         )
-    store, todo, again = prepare(spec, storage, rerun, carry_from, out)
+    store, todo, again = prepare(spec, storage, rerun, carry_from, out, force)
     run = _Run(
         spec,
         store,
@@ -122,6 +128,7 @@ def prepare(
     rerun: Iterable[str] = (),
     carry_from: str | None = None,
     out: TextIO | None = None,
+    force: bool = False,
 ) -> tuple[ResultStore, list, set[str]]:
     """Every check that needs no cluster; raises SpecError/StoreError before anything is written.
     `carry_from`: a runs table whose finished trials of this sweep the store takes first
@@ -130,6 +137,13 @@ def prepare(
 
     table = read_table(carry_from) if carry_from else None
     location = storage or spec.storage
+    where = "--storage" if storage else f"{spec.source_path}: storage.path"
+    if not force and (mark := project_folder(location)):
+        raise SpecError(
+            f"{where} = {location!r} is invalid: it is a project's own folder (it holds {mark}), "
+            f"and the store and its report would land in its source tree; give the sweep a "
+            f"folder of its own, or --force to use this one."
+        )
     Location.writable(location, "--storage" if storage else "storage.path")
     store = ResultStore(location)
     store.check()

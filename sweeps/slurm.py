@@ -90,6 +90,7 @@ class JobOptions:
     grace_s: int = DEFAULT_GRACE_S
     max_concurrent: int | None = None
     analyze: bool = True
+    force: bool = False  # `sweep run --force`: the store may be a project's own folder
     why: dict[str, str] = field(default_factory=dict)  # option -> how its default was chosen
 
 
@@ -349,6 +350,7 @@ def render(spec, opts: JobOptions, spec_path: str, store: str, folder: str, cwd:
 
     cwd = os.getcwd() if cwd is None else cwd
     flags = ["--no-analyze"] if not opts.analyze else []
+    flags += ["--force"] if opts.force else []
     if opts.max_concurrent:
         flags += ["--max-concurrent", str(opts.max_concurrent)]
     paths = {
@@ -414,6 +416,7 @@ def prepare_job(args: argparse.Namespace) -> tuple[Any, JobOptions, str, str, st
         grace_s=args.grace,
         max_concurrent=args.max_concurrent,
         analyze=not args.no_analyze,
+        force=args.force,
     )
     check_script_value("spec", args.spec)
     spec = load_spec(args.spec)
@@ -431,7 +434,7 @@ def prepare_job(args: argparse.Namespace) -> tuple[Any, JobOptions, str, str, st
     sbatch_value("--storage", folder)
     sbatch_value("the working folder", os.getcwd())
     check_script_value("the Python interpreter", sys.executable)
-    _, todo, _ = prepare(spec, location)
+    _, todo, _ = prepare(spec, location, force=opts.force)
     if args.submit and shutil.which("sbatch") is None:
         raise SpecError(
             "--submit is invalid here: sbatch is not on PATH (run this on a SLURM "
@@ -774,6 +777,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--max-concurrent", type=int, help="at most N trials at once")
     p.add_argument("--no-analyze", action="store_true", help="skip the analysis at the end")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="use a storage folder that is a project's own folder (it holds pyproject.toml or .git)",
+    )
     p.set_defaults(func=cmd_slurm)
 
     p = sub.add_parser("slurm-status", help="a SLURM sweep job's state beside the sweep's progress")

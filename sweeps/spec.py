@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
+from depthwidth.config import TUNING_FIELDS, ConfigError, DataConfig, ModelConfig, TrainConfig
 from sweeps import datapath
 from sweeps.branches import check_one_run
 from sweeps.budget import (
@@ -167,6 +167,7 @@ class SweepSpec:
     one_run: Mapping[str, str] = field(default_factory=dict)
     # data paths not on this machine yet, planned without them (load_spec(allow_missing_data=True))
     missing_data: tuple[str, ...] = ()
+    adaptive: Any = None  # [adaptive]: its settings (sweeps/adaptive.Adaptive), None without one
 
     def adopt(self, stored: set[str]) -> SweepSpec:
         """The same sweep with each trial that a store holds under an older id (an alias) known
@@ -422,7 +423,7 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
         raise fail(path, "resources.workers", resources.workers, "[halving] runs one-process trials only")
     if halving and "adaptive" in doc:
         raise fail(path, "halving", dict(doc["halving"]), "an [adaptive] sweep chooses its own trials")
-    halving_plan = plan_halving(trials, halving, path, resolve_axis(halving.axis, path)) if halving else {}
+    halving_plan = plan_halving(trials, halving, path, _halving_axis(halving.axis, path)) if halving else {}
     one_run = {}
     if budget is not None and budget.from_one_run:
         if halving:
@@ -441,6 +442,12 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
                 "budget.from_one_run takes its cooldown branches in one-process trials only",
             )
         one_run = check_one_run(trials, path)
+    adaptive = None
+    if "adaptive" in doc:  # every table of the spec is checked here, for every command that reads it
+        from sweeps.adaptive_spec import check_adaptive, parse_adaptive
+
+        adaptive = parse_adaptive(doc, path)
+        check_adaptive(trials, path)
     return SweepSpec(
         name,
         description,
@@ -453,6 +460,7 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
         tracking,
         halving_plan,
         one_run,
+        adaptive=adaptive,
     )
 
 
@@ -469,6 +477,22 @@ def _one_warmup(budget: Budget, base: dict, axes: Mapping[str, Any], path: str) 
     shortest = min(int(v) for v in lengths if isinstance(v, (int, float)))
     base["train"]["warmup_steps"] = int(round(budget.warmup_fraction * shortest))
     return replace(budget, warmup_fraction=None)
+
+
+def _halving_axis(axis: str, path: str) -> tuple[str, str]:
+    """(config, field) of the halving axis: a tuning axis, never a shape or data axis, because
+    halving stops the values that lose, and the analysis compares shapes at their best tuning."""
+    owner, fname = resolve_axis(axis, path)
+    if fname not in TUNING_FIELDS.get(owner, ()):
+        names = ", ".join(f for fields_ in TUNING_FIELDS.values() for f in fields_)
+        raise fail(
+            path,
+            "halving.axis",
+            axis,
+            f"it must be a tuning axis ({names}), never a shape or data axis: halving stops the "
+            f"values that lose, and only a setting chosen per shape may lose",
+        )
+    return owner, fname
 
 
 def _name(doc: Mapping[str, Any], path: str) -> tuple[str, str]:

@@ -23,6 +23,7 @@ import pandas as pd
 from depthwidth.results import (
     CURVE_COLUMNS,
     REQUIRED_RUN_COLUMNS,
+    RUNS,
     SPEC,
     TUNE_DIR,
     Location,
@@ -32,6 +33,7 @@ from depthwidth.results import (
     has_runs,
     read_tables,
 )
+from depthwidth.schema import TableError, check_table
 
 COMPACT_RATIO = 8  # fold the parts when they number 1/8 of the folded rows: ≤ 8 row rewrites per trial
 
@@ -124,6 +126,10 @@ class ResultStore:
         finished once its runs row exists. The parts are folded into runs.parquet and
         curves.parquet once they number an eighth of the rows already folded, so recording a
         trial costs O(1) amortised however large the store (docs/bench/sweeps.md)."""
+        try:  # the one schema of tables: the store never holds a row its readers refuse
+            check_table(pd.DataFrame([row]), self.display(RUNS), store=True)
+        except TableError as exc:
+            raise StoreError(f"trial {row.get('trial_id')!r} was not recorded: {exc}") from None
         if self._next is None:
             self._read()
         append_part(self.loc, self._next, [row], curve, _curve_columns(curve))

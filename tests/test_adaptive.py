@@ -243,10 +243,13 @@ def test_killed_adaptive_sweep_resumes_and_stops_on_its_budget(ray_cluster, tmp_
 
 @pytest.mark.slow
 def test_adaptive_flag_runs_real_trials(ray_cluster, tmp_path):
-    """`--adaptive` without an [adaptive] table: the defaults, on the real trainable; a 2 x 2
-    grid of one seed is all first batch, after which the searcher says why it stops."""
+    """`--adaptive` without an [adaptive] table: the defaults, on the real trainable; a
+    3 x 2 grid of one seed (the fewest shapes b can be fitted from) is all first batch, after which
+    the searcher says why it stops."""
     spec = tmp_path / "flag.toml"
-    spec.write_text(spec_text("flag", depths=[1, 2], widths=[8, 16]).replace("seed = [0, 1]", "seed = [0]"))
+    spec.write_text(
+        spec_text("flag", depths=[1, 2, 3], widths=[8, 16]).replace("seed = [0, 1]", "seed = [0]")
+    )
     store = tmp_path / "store"
     p = subprocess.run(
         [
@@ -269,8 +272,8 @@ def test_adaptive_flag_runs_real_trials(ray_cluster, tmp_path):
     )
     assert p.returncode == 0, p.stdout + p.stderr
     runs, log = stored(store), log_of(store)
-    assert "4 trials to choose from, adaptively, (0 already in the store)" in p.stdout
-    assert len(runs) == 4 and (runs["status"] == "ok").all()
+    assert "6 trials to choose from, adaptively, (0 already in the store)" in p.stdout
+    assert len(runs) == 6 and (runs["status"] == "ok").all()
     assert log[-1] == {**log[-1], "kind": "stop", "reason": "every trial of the grid has run"}
 
 

@@ -34,9 +34,9 @@ def test_csv_with_depth_width_loss_defaults_to_kaplan_parameter_count(tmp_path):
     "col,value,why",
     [
         ("loss", -1.0, "positive"),
-        ("width", 0, "positive"),
+        ("width", 0, "whole number from 1"),
         ("loss", "nan", "positive"),
-        ("depth", "two", "positive"),
+        ("depth", "two", "it must be a number"),
     ],
 )
 def test_bad_value_names_the_column_and_row(tmp_path, col, value, why):

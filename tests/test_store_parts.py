@@ -89,12 +89,12 @@ def n_parts(root) -> int:
 def test_parts_stay_a_bounded_fraction_and_read_as_one_table(tmp_path):
     store = ResultStore(str(tmp_path / "st"))
     for i in range(120):
-        record(store, f"t{i:04d}", float(i))
+        record(store, f"t{i:04d}", float(i + 1))  # an ok run's loss is above 0
         rows_folded = len(pd.read_parquet(tmp_path / "st" / "runs.parquet"))
         assert n_parts(tmp_path / "st") <= max(1, rows_folded // COMPACT_RATIO)
     assert n_parts(tmp_path / "st") > 0  # the last trials are still parts, not yet folded
     runs, curves, _ = read_tables(Location(str(tmp_path / "st")))
-    assert check_consistent(runs, curves) == {f"t{i:04d}": float(i) for i in range(120)}
+    assert check_consistent(runs, curves) == {f"t{i:04d}": float(i + 1) for i in range(120)}
     assert list(runs["trial_id"]) == [f"t{i:04d}" for i in range(120)]  # in the order written
     store.close()  # the driver's end folds everything
     assert n_parts(tmp_path / "st") == 0 and not (tmp_path / "st" / PARTS_DIR).exists()
@@ -218,7 +218,7 @@ def test_a_reader_racing_the_writer_never_sees_a_trial_twice_or_half(tmp_path):
     t.start()
     try:
         for i in range(100):  # new trials, with reruns of earlier ones mixed in
-            record(store, f"t{i % 70:03d}", float(i))
+            record(store, f"t{i % 70:03d}", float(i + 1))
     finally:
         done.set()
         t.join(timeout=60)
@@ -226,7 +226,7 @@ def test_a_reader_racing_the_writer_never_sees_a_trial_twice_or_half(tmp_path):
     assert len(seen) > 10 and seen == sorted(seen)  # trials only ever appear, never vanish
     store.close()
     runs, curves, _ = read_tables(Location(str(root)))
-    assert check_consistent(runs, curves) == {f"t{i % 70:03d}": float(i) for i in range(100)}
+    assert check_consistent(runs, curves) == {f"t{i % 70:03d}": float(i + 1) for i in range(100)}
 
 
 def test_analysis_reads_a_store_with_parts_as_the_folded_one(tmp_path):

@@ -18,7 +18,8 @@ from analysis.fitting._blas import single_threaded
 
 HUBER_DELTA = 1e-3
 ALPHA_BOUNDS = (1e-3, 5.0)
-LOG_BASE_BOUNDS = (np.log(1.1), np.log(100.0))  # threshold base b in [1.1, 100]
+BASE_BOUNDS = (1.1, 100.0)  # the threshold base b the fits search; `design` rates b inside it alone
+LOG_BASE_BOUNDS = (np.log(BASE_BOUNDS[0]), np.log(BASE_BOUNDS[1]))
 _A_BOUNDS = (-300.0, 300.0)
 _MAX_ELEMENTS = 4_000_000  # replicates × points × params held at once by the batched solver
 

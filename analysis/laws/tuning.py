@@ -20,21 +20,12 @@ import pandas as pd
 from scipy.special import stdtrit
 
 from analysis.readers.inputs import InputError
+from depthwidth.config import TUNING_FIELDS
 
 # Fields of TrainConfig / ModelConfig that tune a run without changing the model's shape or its
 # data; any of them that takes several values within one shape is a tuning axis.
-TRAIN_TUNABLE = (
-    "lr",
-    "beta1",
-    "beta2",
-    "eps",
-    "weight_decay",
-    "warmup_steps",
-    "batch_size",
-    "min_lr_ratio",
-    "grad_clip",
-)
-MODEL_TUNABLE = ("init_std", "depth_alpha")
+TRAIN_TUNABLE = TUNING_FIELDS["train"]
+MODEL_TUNABLE = TUNING_FIELDS["model"]
 SHAPE = ("family", "depth", "width")
 RULES = ("auto", "split", "same")
 # What each parametrization promises for lr*(width, depth) ∝ width^a · depth^g: 0 means the

@@ -31,12 +31,9 @@ from depthwidth.results import (
     has_runs,
     read_tables,
 )
+from depthwidth.schema import TableError, check_table, one_row_per_run
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl", ".ndjson")
-# Columns that count parts of a model: whole numbers >= 1. Above 2^53 a float no longer holds
-# every whole number, and the int64 cast the fits use wraps to negative at 9.2e18.
-SHAPE_INT_COLUMNS = ("depth", "width", "heads", "vocab_size")
-MAX_SHAPE = 2**53
 
 
 class InputError(ValueError):
@@ -86,6 +83,15 @@ def _row_error(name: str, col: str, pos: int, value, why: str, csv: bool) -> Inp
     return InputError(f"{name}: column '{col}' row {pos + 1}{line} is {value!r}; {why}.")
 
 
+def checked(table: pd.DataFrame, name: str, csv: bool) -> pd.DataFrame:
+    """The table through the one schema of tables (depthwidth/schema.py), its numbers as numbers;
+    InputError naming the file, column, row and value of its first bad cell."""
+    try:
+        return check_table(table, name, csv)
+    except TableError as exc:
+        raise InputError(str(exc)) from None
+
+
 def _require(df: pd.DataFrame, cols: list[str], name: str) -> None:
     for c in cols:
         if c not in df.columns:
@@ -104,43 +110,6 @@ def _check_positive(df: pd.DataFrame, cols: list[str], name: str, csv: bool) -> 
             raise _row_error(
                 name, c, int(df.index[pos]), raw.item() if hasattr(raw, "item") else raw, why, csv
             )
-
-
-def _check_whole(df: pd.DataFrame, name: str, csv: bool) -> None:
-    """Every shape column present is a whole number in [1, 2^53]: a depth of 2.5 would be
-    rounded to 2, 0.4 to 0, and 1e30 wraps to a negative depth in the integer cast."""
-    for c in (c for c in SHAPE_INT_COLUMNS if c in df.columns):
-        vals = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
-        with np.errstate(invalid="ignore"):
-            bad = ~np.isfinite(vals) | (vals < 1) | (vals > MAX_SHAPE) | (vals != np.round(vals))
-        if bad.any():
-            pos = int(np.flatnonzero(bad)[0])
-            raw = df[c].iloc[pos]
-            raise _row_error(
-                name,
-                c,
-                int(df.index[pos]),
-                raw.item() if hasattr(raw, "item") else raw,
-                "a shape column must be a whole number from 1 to 2^53",
-                csv,
-            )
-
-
-def _check_steps(df: pd.DataFrame, name: str, csv: bool) -> None:
-    steps = pd.to_numeric(df["step"], errors="coerce").to_numpy(float)
-    with np.errstate(invalid="ignore"):
-        bad = ~np.isfinite(steps) | (steps < 0)
-    if bad.any():
-        pos = int(np.flatnonzero(bad)[0])
-        raw = df["step"].iloc[pos]
-        raise _row_error(
-            name,
-            "step",
-            int(df.index[pos]),
-            raw.item() if hasattr(raw, "item") else raw,
-            "it must be a finite non-negative number",
-            csv,
-        )
 
 
 def _check_size(df: pd.DataFrame, name: str, csv: bool) -> None:
@@ -194,6 +163,7 @@ def _load(source: str | Path) -> Dataset:
             runs, curves, _ = read_tables(loc, required=(), curve_required=())
         except StoreError as exc:
             raise InputError(str(exc)) from None
+        runs = checked(runs, RUNS, csv=False)
         return _build(runs, curves, RUNS, CURVES, src, "store", csv=False)
     if Path(loc.name).suffix.lower() not in TABLE_SUFFIXES:
         raise InputError(f"{source}: expected a results directory or a .csv, .parquet or .jsonl file.")
@@ -207,7 +177,7 @@ def _load_file(table: pd.DataFrame, name: str, src: Path | str) -> Dataset:
     kind = {"ndjson": "jsonl"}.get(suffix, suffix)
     csv = kind == "csv"
     _check_shape_columns(table, name)
-    table, dup_note = _drop_duplicates(table, name, csv)
+    table, dup_note = _drop_duplicates(checked(table, name, csv), name, csv)
     n_dup = len(layout.table) - len(table)
     if "step" in table.columns:
         runs, curves = _split_long(table, name, csv)
@@ -223,37 +193,18 @@ def _drop_duplicates(table: pd.DataFrame, name: str, csv: bool) -> tuple[pd.Data
     """Each run once, as the store keeps it: rows repeating a trial_id (and step, in curves) with
     the same values are dropped, with a note; repeats that disagree are refused, because which
     one is the run cannot be told. Without a trial_id column every row is its own run."""
-    if "trial_id" not in table.columns:
-        return table, ()
-    keys = ["trial_id"] + (["step"] if "step" in table.columns else [])
-    keyed = table.assign(trial_id=table["trial_id"].astype(str))
-    same = keyed.duplicated(keep="first")
-    clash = keyed[~same].duplicated(keys, keep=False)
-    if clash.any():
-        rows = keyed[~same][clash]
-        first = rows.iloc[0]
-        twin = rows[(rows[keys] == first[keys]).all(axis=1)].iloc[1]
-        col = next(
-            c for c in table.columns if not (first[c] == twin[c] or (pd.isna(first[c]) and pd.isna(twin[c])))
-        )
-        py = lambda v: v.item() if hasattr(v, "item") else v  # noqa: E731 (numpy scalars print plainly)
-        at = " and step " + repr(py(first["step"])) if "step" in keys else ""
-        lines = f" (lines {first.name + 2} and {twin.name + 2} of the file)" if csv else ""
-        raise InputError(
-            f"{name}: trial_id {first['trial_id']!r}{at} appears in rows "
-            f"{first.name + 1} and {twin.name + 1}{lines} with different values of "
-            f"column '{col}' ({py(first[col])!r} and {py(twin[col])!r}); keep one "
-            f"row per run."
-        )
-    n = int(same.sum())
+    try:
+        table, n = one_row_per_run(table, name, csv)
+    except TableError as exc:
+        raise InputError(str(exc)) from None
     if not n:
         return table, ()
-    what = "rows" if "step" in keys else "runs"
+    what = "rows" if "step" in table.columns else "runs"
     note = (
         f"{n} duplicate {what} dropped: rows repeating a trial_id{' and step' * (what == 'rows')} "
         f"with identical values count once, as in a results store"
     )
-    return table[~same.to_numpy()], (note,)  # the index keeps each row's place in the file
+    return table, (note,)  # the index keeps each row's place in the file
 
 
 def _check_shape_columns(table: pd.DataFrame, name: str) -> None:
@@ -286,8 +237,6 @@ def _split_long(table: pd.DataFrame, name: str, csv: bool):
         name,
         csv,
     )
-    _check_steps(table, name, csv)  # step 0 (before training) is a point, as the store allows
-    _check_whole(table, name, csv)
     keys = (
         ["trial_id"]
         if "trial_id" in table.columns
@@ -336,12 +285,9 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
     loss_col = "final_val_loss" if stored and "loss" not in runs.columns else "loss"
     has_shape = "depth" in runs.columns and "width" in runs.columns
     _require(runs, (["depth", "width"] if kind == "store" or has_shape else ["n_params"]) + [loss_col], name)
-    runs = runs.copy()
+    runs = runs.copy()  # checked by the schema (depthwidth/schema.py) as it was read
     if "status" not in runs.columns:
         runs["status"] = "ok"
-    for pos, s in enumerate(runs["status"]):
-        if s not in STATUSES:
-            raise _row_error(name, "status", pos, s, f"expected one of {', '.join(STATUSES)}", csv)
     if "family" not in runs.columns:
         runs["family"] = "transformer"
     labelled = "trial_id" in runs.columns
@@ -366,7 +312,6 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
         n_excluded.pop("stopped", None)
     if halving.get("finished_not_promoted"):
         n_excluded["not promoted"] = halving["finished_not_promoted"]
-    _check_whole(used, name, csv)
     if has_shape:
         _check_size(used, name, csv)
     # without a seed column, rows of one shape may be different seeds: never merged
@@ -520,7 +465,7 @@ def _fit_curves(curves: pd.DataFrame, fit_runs: pd.DataFrame, name: str, csv: bo
     # A curve point without a validation measurement (NaN) is a gap, not bad input.
     c = c[~c[loss_col].isna()]
     _check_positive(c, [loss_col], name, csv)
-    _check_steps(c, name, csv)
+    checked(c[["step", loss_col]], name, csv)  # step 0 (before training) is a point, as the store allows
     c = c.drop(columns=[k for k in ("run_id", "n_params") if k in c.columns])
     c = c.merge(fit_runs[["trial_id", "run_id", "n_params"]], on="trial_id")
     c["loss"] = c[loss_col].astype(float)

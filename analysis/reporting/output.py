@@ -131,14 +131,21 @@ def terminate_cleanly() -> None:
 
 
 # -- publishing ---------------------------------------------------------------------------------
+# What a report writes: figures, report.{json,md,html}, kaplan.{json,md}, all at the top of its
+# folder. A manifest read from disk may name nothing else (docs/rules.md, "Report folders"):
+# `analyze --out STORE` with a report-files.json naming runs.parquet must not delete the store.
+REPORT_SUFFIXES = (".json", ".md", ".html", ".png", ".pdf")
+
+
 def _inside(name: object) -> bool:
-    """A name inside the report folder: a list read from disk must not reach outside it."""
+    """A name a report writes: one file directly in the report folder with a report's suffix,
+    so a list read from disk reaches neither outside the folder nor any other file in it."""
     return (
         isinstance(name, str)
         and bool(name)
-        and not os.path.isabs(name)
-        and ".." not in Path(name).parts
-        and name != MANIFEST
+        and name == Path(name).name
+        and name not in (MANIFEST, ".", "..")
+        and Path(name).suffix in REPORT_SUFFIXES
     )
 
 

@@ -322,7 +322,8 @@ def build_report(ds: Dataset, bootstrap: int = 200, seed: int = 0, watch: Stopwa
         "regime_accounting": accounting,
         "kaplan": comp,
         **adaptive_report.entry(ds.source),  # the runs an adaptive sweep chose, and why
-        **design_note.entry(ds.source),  # the plan's power, when `design` rated it into the store
+        # the plan's power, when `design` rated this very plan into the store
+        **design_note.entry(ds.source, ds.all_runs["trial_id"] if ds.kind == "store" else ()),
     }
     return powerlaw.json_safe(report)
 
