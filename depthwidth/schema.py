@@ -43,7 +43,10 @@ def _cols(names: str, col: Column) -> dict[str, Column]:
 COLUMNS: dict[str, Column] = {
     **_cols("depth width heads vocab_size seq_len embedding_rank workers batch_size", Column("whole", 1)),
     **_cols("seed data_seed steps warmup_steps task_length nu rho resumed_from_step", Column("whole", 0)),
-    **_cols("n_params n_params_total n_params_nonemb flops_per_token flops tokens", Column("number", 0)),
+    **_cols(
+        "n_params n_params_total n_params_nonemb flops_per_token flops flops_spent tokens",
+        Column("number", 0),
+    ),
     **_cols("wall_s unigram_entropy beta1 beta2 eps weight_decay min_lr_ratio", Column("number", 0)),
     **_cols("grad_clip init_std step", Column("number", 0)),
     **_cols("lr ffn_ratio", Column("number", 0, above=True)),

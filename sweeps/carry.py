@@ -46,6 +46,8 @@ TEXT_COLUMNS = (
     "data_config",
     "train_config",
     "metrics",
+    "schedule",
+    "branched_from",
 )
 
 
