@@ -16,8 +16,6 @@ from depthwidth.accounting import kaplan_n_params as _kaplan_n
 from depthwidth.accounting import width_for_params
 from depthwidth.published import LEVINE_FIT_DEPTHS, LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE
 
-REGIMES = ("depth-efficient", "threshold", "width-limited")
-
 
 def _positive(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not isfinite(value) or value <= 0:

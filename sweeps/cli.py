@@ -1,7 +1,9 @@
 """`depthwidth sweep run | submit | status | logs | results | plan`: the sweep service's commands.
 
-Thin: parse, validate the spec, call sweeps.service / sweeps.cluster. Ray is imported only inside
-the handlers that need it, so `depthwidth --help` stays fast. Bad input: one sentence on stderr
+Thin: parse, validate the spec, call sweeps.service / sweeps.cluster. The spec, the store, the
+service and Ray load pyarrow, pandas or Ray, so they are imported only inside the handlers that
+need them, and `depthwidth --help` stays fast (tests/test_sweep_spec.py checks that importing this
+module loads neither Ray nor torch). Bad input: one sentence on stderr
 naming the field and value, exit code 2, nothing written or submitted.
 `python -m sweeps.cli run SPEC` is the same as `depthwidth sweep run SPEC` (Ray Jobs use it).
 """
@@ -11,31 +13,30 @@ from __future__ import annotations
 import argparse
 import sys
 
-from depthwidth.clitools import EXIT_BAD_INPUT
+from depthwidth.clitools import EXIT_BAD_INPUT, OutputError, check_output_file
 from depthwidth.clitools import fail as _fail
+from sweeps.errors import SpecError
+from sweeps.export import add_tracker_flags
+from sweeps.outcome import continue_command
+from sweeps.slurm import add_commands as add_slurm_commands
 
 
 def _errors():
-    from depthwidth.clitools import OutputError
+    # lazy: the store's and the cluster's modules load pyarrow and pandas
     from depthwidth.config import ConfigError
     from depthwidth.results import StoreError
     from sweeps.cluster import ClusterError
-    from sweeps.spec import SpecError
 
     return (SpecError, StoreError, ClusterError, ConfigError, OutputError)
 
 
 def _check_max_concurrent(args: argparse.Namespace) -> None:
-    from sweeps.spec import SpecError
-
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise SpecError(f"--max-concurrent = {args.max_concurrent} is invalid: it must be at least 1.")
 
 
 def _check_storage(args: argparse.Namespace) -> None:
     """`--storage ''` (an unset shell variable, say) must not fall back to the spec's path."""
-    from sweeps.spec import SpecError
-
     if args.storage is not None and not args.storage.strip():
         raise SpecError(
             f"--storage = {args.storage!r} is invalid: it must name a folder or a URI "
@@ -48,7 +49,7 @@ def _adopt(spec, storage: str | None):
     paths were resolved knows them by their older ids, sweeps/datapath.py)."""
     if not any(t.aliases for t in spec.trials):
         return spec
-    from sweeps.store import ResultStore
+    from sweeps.store import ResultStore  # lazy, as in every handler: pandas and pyarrow
 
     store = ResultStore(storage or spec.storage)
     return spec.adopt(store.finished_ids()) if store.has_runs() else spec
@@ -66,7 +67,6 @@ def _tracker_flags(args: argparse.Namespace) -> tuple[str, ...]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     try:
-        from sweeps.outcome import continue_command
         from sweeps.service import run_sweep
         from sweeps.spec import load_spec
 
@@ -159,7 +159,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def cmd_results(args: argparse.Namespace) -> int:
     try:
-        from depthwidth.clitools import check_output_file
         from depthwidth.results import RUNS, StoreError
         from sweeps.store import ResultStore, runs_table_text
 
@@ -280,8 +279,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "another machine; only the rest run",
     )
     _add_force(p)
-    from sweeps.export import add_tracker_flags
-
     add_tracker_flags(p)
     p.set_defaults(func=cmd_run)
 
@@ -333,8 +330,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "folder (a local file of the same name wins).",
     )
     p.set_defaults(func=cmd_specs)
-
-    from sweeps.slurm import add_commands as add_slurm_commands
 
     add_slurm_commands(sub)  # `slurm` and `slurm-status`
 

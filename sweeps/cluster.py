@@ -72,17 +72,13 @@ def connect(address: str | None, verbose: bool = False) -> bool:
     kwargs: dict[str, Any] = dict(log_to_driver=False, logging_level=logging.WARNING)
     if not addr:
         # Workers Ray starts import torch and the trainable before they take work (see
-        # ray_compat.worker_preload); meanwhile this process imports Tune
+        # ray_compat.init_preloaded); meanwhile this process imports Tune
         early = threading.Thread(target=_import_driver_modules, daemon=True)
         early.start()
         started = False
         try:
             with _captured_stderr() as captured:
-                ray.init(
-                    include_dashboard=False,
-                    _system_config=ray_compat.worker_preload(WORKER_PRELOAD),
-                    **kwargs,
-                )
+                ray_compat.init_preloaded(WORKER_PRELOAD, include_dashboard=False, **kwargs)
             started = True
         finally:
             if verbose or not started:  # a failed start shows what Ray said

@@ -26,7 +26,6 @@ from depthwidth.results import is_remote
 from sweeps.budget import missing_data_allowed
 from sweeps.spec import SpecError, parse_spec
 
-UNITS = {"gpu-h": "gpu_hours", "cpu-h": "cpu_core_hours", "flops": "flops", "pf-days": "pf_days"}
 _BUDGET_RE = re.compile(
     r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(gpu-h|cpu-h|flops|pf-days)\s*$", re.IGNORECASE
 )

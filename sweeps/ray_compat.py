@@ -103,6 +103,22 @@ def worker_preload(modules: tuple[str, ...]) -> dict[str, Any]:
     return {"preload_python_modules": list(modules)}
 
 
+def init_preloaded(modules: tuple[str, ...], **kwargs: Any) -> None:
+    """ray.init(**kwargs) for a Ray started here, its workers importing `modules` before they take
+    work (worker_preload). Ray takes that list in ray.init's _system_config, an argument it keeps
+    for testing and reads from **kwargs; when this Ray's ray.init no longer reads it, Ray starts
+    without it."""
+    import ray
+
+    if not _source_has("ray._private.worker", '"_system_config"'):
+        _slower("ray.init(_system_config=...)", "workers import torch on their first trial")
+    else:
+        system_config = worker_preload(modules)
+        if system_config:
+            kwargs["_system_config"] = system_config
+    ray.init(**kwargs)
+
+
 def short_join_without_token() -> None:
     """A driver joining a cluster tries its first call to the GCS once a second for 20 s, and
     goes on trying when the GCS answers at once that the call carries no token (Ray 2.60 turns

@@ -4,6 +4,8 @@ Every run of the same spec runs only what the store lacks: finished trials are n
 (unless --rerun names them), unfinished ones resume from their last checkpoint, new grid points
 run fresh. Trials are Ray Tune trials of one function trainable with reused actors; this driver
 is the store's single writer, recording each trial the moment its final report arrives.
+Ray and the analysis are imported inside the functions that use them: a sweep with nothing to
+run, or one stopped by a bad spec, never loads Ray (~1 s), matplotlib or scipy.
 """
 
 from __future__ import annotations
@@ -20,6 +22,16 @@ from typing import Any, TextIO
 
 from depthwidth.clitools import project_folder
 from depthwidth.results import SPEC, STATUSES, Location, StoreError
+from sweeps import cluster, ray_compat
+from sweeps.adaptive import Adaptive, check_adaptive
+from sweeps.branches import groups
+from sweeps.carry import carry, read_table
+from sweeps.export import build, send_stored, trial_info
+from sweeps.halving import BOARD_PREFIX, grouped, start_board
+from sweeps.outcome import continue_command, paragraph
+from sweeps.plan import check_memory, check_node_memory, ray_resources, trial_plan
+from sweeps.progress import ProgressView, trial_cost, trial_label
+from sweeps.resume import clear_checkpoints, find_checkpoints
 from sweeps.spec import SpecError, SweepSpec, tomllib
 from sweeps.store import ResultStore
 from sweeps.tracking import FLUSH_TIMEOUT_S, Tracking, check_available
@@ -64,9 +76,6 @@ def run_sweep(
     start or join Ray and check the cluster against the trials (`_plan_on_cluster`); run the
     trials on Tune, the driver storing each as it finishes (`_tune`); fold the store, stop Ray,
     print the summary and analyse (`_finish`)."""
-    from sweeps.adaptive import Adaptive, check_adaptive
-    from sweeps.outcome import continue_command
-
     tracking = spec.tracking if tracking is None else tracking
     check_available(tracking)
     chooser = spec.adaptive  # the [adaptive] table, checked when the spec was read
@@ -91,9 +100,6 @@ def run_sweep(
     )
     if not todo:
         return _nothing_to_run(run, analyze)
-
-    from sweeps import cluster
-
     started_ray = cluster.connect(address, verbose=verbose)
     try:
         plans, nodes = _plan_on_cluster(run, todo)
@@ -133,8 +139,6 @@ def prepare(
     """Every check that needs no cluster; raises SpecError/StoreError before anything is written.
     `carry_from`: a runs table whose finished trials of this sweep the store takes first
     (sweeps/carry.py)."""
-    from sweeps.carry import carry, read_table
-
     table = read_table(carry_from) if carry_from else None
     location = storage or spec.storage
     where = "--storage" if storage else f"{spec.source_path}: storage.path"
@@ -166,8 +170,6 @@ def prepare(
                 f"name = {spec.name!r} is invalid: the store {location} holds the sweep "
                 f"{old_name!r}; give this sweep its own storage.path or --storage."
             )
-    from sweeps.plan import check_memory
-
     check_memory(spec)
     if table is not None and carry(store, spec, table, carry_from, out or sys.stdout):
         spec = spec.adopt(set(store.runs()["trial_id"]))  # a carried row may hold an older id
@@ -213,8 +215,6 @@ def _nothing_to_run(run: _Run, analyze: bool) -> int:
 def _plan_on_cluster(run: _Run, todo: list) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     """Every check against the Ray nodes (resources, memory, GPU shares, shared storage), then
     the store is locked and its spec written: (each trial's plan, the nodes)."""
-    from sweeps import cluster
-
     spec, store = run.spec, run.store
     nodes = cluster.alive_nodes()
     cluster.check_resources(spec.resources, nodes)
@@ -236,8 +236,6 @@ def _plan_on_cluster(run: _Run, todo: list) -> tuple[dict[str, dict[str, Any]], 
 def _check_node_memory(spec: SweepSpec, todo: list, nodes: list[dict[str, Any]]) -> None:
     """CPU trials against the largest node: Ray's `memory` and `object_store_memory` resources
     together are what the node had free when Ray started on it."""
-    from sweeps.plan import check_node_memory, trial_plan
-
     largest = max(
         (n["Resources"].get("memory", 0) + n["Resources"].get("object_store_memory", 0) for n in nodes),
         default=0,
@@ -256,15 +254,11 @@ def _tune(
 ) -> int:
     """The trials still to do, on Ray Tune; 0 when all of them are stored, else 1 after the
     paragraph that says why not (sweeps/outcome.py)."""
-    from sweeps import ray_compat
-    from sweeps.driver import StoreWriter, TrackerFeed
-    from sweeps.resume import clear_checkpoints
+    from sweeps.driver import StoreWriter, TrackerFeed  # lazy: imports Ray
 
     _clear_finished(run.store)  # also a rerun's trials, which start from scratch
     halving = run.spec.halving
     if halving:  # each group's members side by side, and the board that decides its rungs
-        from sweeps.halving import BOARD_PREFIX, grouped, start_board
-
         todo = grouped(todo, halving)
         run.board = f"{BOARD_PREFIX}{run.spec.name}-{os.getpid()}"
         board = start_board(run.board, todo, halving, run.store)  # noqa: F841 (kept alive while Tune runs)
@@ -286,8 +280,6 @@ def _tune(
     feed.close_trackers(missing)
     if not missing:
         return 0
-    from sweeps.outcome import paragraph
-
     r, view = run.spec.resources, feed.view
     errors = {feed.labels[t]: view.errors.get(t, "") for t, s in view.status.items() if s == "error"}
     print(
@@ -321,12 +313,8 @@ def _trial_configs(
     may resume from (furthest first); a trial to rerun gets none. With `one_run`
     (budget.from_one_run) the budgets still to do of one run are one Tune trial: the longest,
     carrying the shorter ones as its cooldown branches (sweeps/branches.py)."""
-    from sweeps.resume import find_checkpoints
-
     shares: dict[str, list] = {t.trial_id: [] for t in todo}
     if one_run:  # one Tune trial per run: the longest budget still to do, and its branches
-        from sweeps.branches import groups
-
         shares = {stem.trial_id: branches for stem, branches in groups(todo)}
     runs = [t for t in todo if t.trial_id in shares]
     resume = find_checkpoints(store, [t.trial_id for t in runs if t.trial_id not in again])
@@ -364,8 +352,7 @@ class _Feed:
     searcher: Any = None  # an adaptive sweep's AdaptiveSearch, once its Tune run is built
 
     def __post_init__(self) -> None:
-        from sweeps.driver import StoreWriter, TrackerFeed
-        from sweeps.progress import ProgressView, trial_cost, trial_label
+        from sweeps.driver import StoreWriter, TrackerFeed  # lazy: imports Ray
 
         run = self.run
         self.labels = {t.trial_id: trial_label(t) for t in self.todo}
@@ -403,10 +390,9 @@ class _Feed:
 def _concurrent_limit(
     spec: SweepSpec, plans: dict[str, dict[str, Any]], nodes: list[dict[str, Any]]
 ) -> int | None:
-    from sweeps.cluster import concurrent_trials
-    from sweeps.plan import ray_resources
-
-    return concurrent_trials([ray_resources(p) for p in plans.values()], spec.resources.workers, nodes)
+    return cluster.concurrent_trials(
+        [ray_resources(p) for p in plans.values()], spec.resources.workers, nodes
+    )
 
 
 def _fit_in_chunks(run: _Run, trials: list[dict[str, Any]], feed: _Feed, limit: int | None) -> dict[str, Any]:
@@ -414,7 +400,7 @@ def _fit_in_chunks(run: _Run, trials: list[dict[str, Any]], feed: _Feed, limit: 
     experiment checkpoint), so a sweep of thousands is several Tune runs in a row, the next
     started only when the last ended with each of its trials stored or failed. Returns how the
     last one ended: {"crash": exc} (an error inside Tune), {"interrupted": True} or {}."""
-    from sweeps.trainable import HOOK_DIR_ENV, HOOK_FILE_ENV
+    from sweeps.trainable import HOOK_DIR_ENV, HOOK_FILE_ENV  # lazy: imports Ray
 
     r = run.spec.resources
     exp = f"{run.spec.name}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}"
@@ -452,9 +438,8 @@ def _fit_in_chunks(run: _Run, trials: list[dict[str, Any]], feed: _Feed, limit: 
 def _tuner(run: _Run, configs: list[dict[str, Any]], name: str, feed: _Feed, limit: int | None):
     """One Tune run of these trials: each trial's own resources, handed over one at a time,
     reused actors, checkpoints in the store's tune/ folder."""
-    from ray import tune
+    from ray import tune  # lazy, here and below: these import Ray
 
-    from sweeps.cluster import trial_resources
     from sweeps.driver import StopOnStoreFailure, TrialFeed
     from sweeps.trainable import run_trial
 
@@ -471,7 +456,7 @@ def _tuner(run: _Run, configs: list[dict[str, Any]], name: str, feed: _Feed, lim
     else:
         trainable = run_trial
     return tune.Tuner(
-        tune.with_resources(trainable, trial_resources),  # each trial's own GPU share and memory
+        tune.with_resources(trainable, cluster.trial_resources),  # each trial's own GPU share and memory
         tune_config=tune.TuneConfig(
             search_alg=search,
             num_samples=samples,
@@ -502,8 +487,6 @@ def _trial_name(trial) -> str:
 def _asks(plan: dict[str, Any]) -> dict[str, Any]:
     """What a trial carries beyond its configs: its Ray request per worker, its worker count
     (recorded in its row) and its work per step (for its torch thread count)."""
-    from sweeps.plan import ray_resources
-
     return {
         "resources": ray_resources(plan),
         "workers": plan["workers"],
@@ -528,7 +511,7 @@ def _finish(store: ResultStore, analyze: bool, out: TextIO, code: int) -> int:
 
 
 def _analyze(store: ResultStore, out: TextIO) -> None:
-    try:
+    try:  # lazy: the analysis loads matplotlib and scipy, and may be absent where a sweep runs
         from analysis.reporting.markdown import verdict_line
         from analysis.reporting.report import analyze as run_analysis
     except ImportError:
@@ -555,8 +538,6 @@ def _analyze(store: ResultStore, out: TextIO) -> None:
 def _trackers(spec: SweepSpec, store: ResultStore, tracking: Tracking):
     """The sweep's trackers, first sent the spec's trials the store already holds (those a
     tracker lacks, e.g. after a driver was killed between storing a trial and sending it)."""
-    from sweeps.export import build, send_stored, trial_info
-
     infos = {t.trial_id: trial_info(t, spec.name) for t in spec.trials}
     trackers = build(tracking, spec.name, store)
     send_stored(trackers, store, infos, only=infos)
@@ -572,8 +553,6 @@ def _catch_up(spec: SweepSpec, store: ResultStore, tracking: Tracking, out: Text
 def _clear_finished(store: ResultStore) -> None:
     """Delete the checkpoints of every stored trial, including those a killed driver had
     recorded but not yet cleared."""
-    from sweeps.resume import clear_checkpoints
-
     clear_checkpoints(store, store.finished_ids())
 
 

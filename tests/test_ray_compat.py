@@ -101,6 +101,27 @@ def test_worker_preload_finds_its_target_and_warns_when_it_moves(monkeypatch):
         assert ray_compat.worker_preload(("torch",)) == {}
 
 
+def test_init_preloaded_finds_its_target_and_warns_when_it_moves(monkeypatch):
+    calls = []
+    monkeypatch.setattr(ray, "init", lambda **kwargs: calls.append(kwargs))
+    ray_compat.init_preloaded(("torch",), include_dashboard=False)
+    assert calls.pop() == {
+        "include_dashboard": False,
+        "_system_config": {"preload_python_modules": ["torch"]},
+    }
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "ray._private.worker" else real(name, *a),
+    )
+    with pytest.warns(RuntimeWarning, match="_system_config"):
+        ray_compat.init_preloaded(("torch",), include_dashboard=False)
+    assert calls.pop() == {"include_dashboard": False}  # Ray still starts, without the preload
+
+
 def test_shutdown_finds_its_target_and_warns_when_it_moves(monkeypatch):
     assert hasattr(worker, "_global_node")  # the live node's all_processes: test_sweep_startup
     assert not ray.is_initialized()
@@ -184,6 +205,9 @@ def test_a_local_sweeps_ray_started_in_this_process_listens_on_loopback_only(ray
         assert (
             ray.get(ray.remote(lambda: __import__("os").getpid()).remote()) != os.getpid()
         )  # a worker is up
+        loaded = ray.remote(lambda names: [n for n in names if n in __import__("sys").modules])
+        preload = list(cluster.WORKER_PRELOAD)  # the worker imported them before it took work:
+        assert ray.get(loaded.remote(preload)) == preload  # Ray took init_preloaded's _system_config
         ray_pids = [p.process.pid for ps in worker._global_node.all_processes.values() for p in ps]
         pids = {os.getpid()} | {q for p in ray_pids for q in _process_tree(p)}
         listeners = _listeners(sorted(pids))

@@ -1,11 +1,13 @@
 """The code's shape, read from its source with ast: no two files of depthwidth/, sweeps/ and
 analysis/ import each other through any chain (imports inside functions count), and no function
-there is longer than 100 lines, so each package reads from the top down.
+there is longer than 100 lines, so each package reads from the top down. And docs/design.md's
+"Layout and layering" names every package, module and ready-made spec there is.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -117,3 +119,75 @@ def test_no_function_is_longer_than_100_lines():
                 if lines > MAX_LINES:
                     long.append(f"{name}.{node.name}: {lines} lines")
     assert long == []
+
+
+def _layout_entries(design: str) -> dict[str, str]:
+    """The layout block of docs/design.md, as the text of each folder's entries: a line at the left
+    margin starts a package (`sweeps/`), a line indented by two an entry (a sub-package, `readers/`,
+    has its own), and the lines indented deeper continue the entry above them."""
+    section = design.split("## Layout and layering", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```", 2)[1]
+    text: dict[str, str] = {}
+    package = folder = ""
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        indent, first = len(line) - len(line.lstrip()), line.split()[0]
+        if indent == 0:
+            package = folder = first
+        elif indent == 2:
+            folder = package + first if first.endswith("/") else package
+        text[folder] = text.get(folder, "") + line + "\n"
+    return text
+
+
+def _named(name: str, text: str) -> bool:
+    """`name` as a whole word (`cli.py` is not named by `theory_cli.py`)."""
+    return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text) is not None
+
+
+def _undocumented(root: Path, design: str) -> list[str]:
+    entries = _layout_entries(design)
+    missing = []
+    for pkg in PACKAGES:
+        files = sorted((root / pkg).rglob("*.py")) + sorted((root / pkg).glob("*.toml"))
+        for f in files:
+            if "__pycache__" in f.parts:
+                continue
+            folder = f.parent.relative_to(root).as_posix() + "/"
+            if f.name == "__init__.py":
+                if folder not in entries:
+                    missing.append(folder)
+            elif not _named(f.name, entries.get(folder, "")):
+                missing.append(f.relative_to(root).as_posix())
+    return missing
+
+
+def test_the_layout_in_design_md_names_every_package_module_and_spec():
+    """docs/design.md follows the code: each package, each module under its own folder's entry,
+    each sweeps/*.toml (a module added without a line there fails here)."""
+    design = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    assert _undocumented(REPO, design) == []
+
+
+def test_the_layout_check_finds_a_module_missing_from_the_doc(tmp_path):
+    design = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    for pkg in PACKAGES:
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / "sweeps" / "halving.py").write_text("")  # named in sweeps/'s entries
+    (tmp_path / "analysis" / "readers").mkdir()
+    (tmp_path / "analysis" / "readers" / "__init__.py").write_text("")
+    (tmp_path / "analysis" / "readers" / "halving.py").write_text("")  # named under readers/
+    assert _undocumented(tmp_path, design) == []
+    (tmp_path / "sweeps" / "cli_extra.py").write_text("")  # cli.py is named, cli_extra.py is not
+    (tmp_path / "analysis" / "readers" / "store.py").write_text("")  # store.py is named in sweeps/
+    (tmp_path / "analysis" / "newpart").mkdir()
+    (tmp_path / "analysis" / "newpart" / "__init__.py").write_text("")
+    (tmp_path / "sweeps" / "new-study.toml").write_text("")
+    assert _undocumented(tmp_path, design) == [
+        "sweeps/cli_extra.py",
+        "sweeps/new-study.toml",
+        "analysis/newpart/",
+        "analysis/readers/store.py",
+    ]

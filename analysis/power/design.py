@@ -23,7 +23,6 @@ from analysis.readers.halving import decide
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-DEFAULT_EFFECTS = (2.2, 3.0, 4.5)
 DEFAULT_NOISE = 0.02  # Kaplan et al. 2020 report a seed-to-seed spread of about 2%
 TARGET_POWER = 0.8
 NULL = "null"
@@ -378,10 +377,6 @@ def summarize(outcomes: pd.DataFrame) -> dict:
     out.setdefault("false_claim", None)
     out["min_detectable_effect"] = min_detectable({float(k): v for k, v in out["power"].items()})
     return out
-
-
-def _depths_text(ds) -> str:
-    return ", ".join(str(int(d)) for d in ds)
 
 
 def shape_reasons(trials: pd.DataFrame, b: float) -> list[str]:
