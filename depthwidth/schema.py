@@ -8,9 +8,12 @@ file, the column, the row and the value. pandas and numpy only: no torch, no Ray
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas loads in the functions that read tables: `depthwidth train` never needs it
+    import pandas as pd
 
 # "stopped": ended early on purpose by successive halving (sweeps/halving.py), not a failure
 STATUSES = ("ok", "diverged", "failed", "stopped")
@@ -101,6 +104,8 @@ def _numbers(raw: pd.Series) -> pd.Series:
     """The column as numbers (NaN where a cell is missing or not a number)."""
     if raw.dtype.kind in "iuf":
         return raw
+    import pandas as pd
+
     return pd.to_numeric(
         raw.astype(object).map(lambda x: float(x) if isinstance(x, bool) else x), errors="coerce"
     )
