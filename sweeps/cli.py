@@ -18,7 +18,7 @@ from depthwidth.clitools import fail as _fail
 def _errors():
     from depthwidth.clitools import OutputError
     from depthwidth.config import ConfigError
-    from depthwidth.results import StoreError
+    from runstore.files import StoreError
     from sweeps.cluster import ClusterError
     from sweeps.spec import SpecError
 
@@ -48,7 +48,7 @@ def _adopt(spec, storage: str | None):
     paths were resolved knows them by their older ids, sweeps/datapath.py)."""
     if not any(t.aliases for t in spec.trials):
         return spec
-    from sweeps.store import ResultStore
+    from runstore.store import ResultStore
 
     store = ResultStore(storage or spec.storage)
     return spec.adopt(store.finished_ids()) if store.has_runs() else spec
@@ -107,7 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     try:
-        from depthwidth.results import is_remote
+        from runstore.files import is_remote
         from sweeps.cluster import submit
         from sweeps.plan import check_memory
         from sweeps.service import prepare
@@ -160,8 +160,9 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def cmd_results(args: argparse.Namespace) -> int:
     try:
         from depthwidth.clitools import check_output_file
-        from depthwidth.results import RUNS, StoreError
-        from sweeps.store import ResultStore, runs_table_text
+        from runstore.files import StoreError
+        from runstore.layout import RUNS
+        from runstore.store import ResultStore, runs_table_text
 
         if args.csv and args.csv != "-":
             check_output_file(args.csv, "--csv", force=args.force)
@@ -175,7 +176,7 @@ def cmd_results(args: argparse.Namespace) -> int:
         if args.csv == "-":
             runs.to_csv(sys.stdout, index=False)
         else:
-            from depthwidth.results import atomic_file
+            from runstore.files import atomic_file
 
             with atomic_file(args.csv, "w") as f:
                 runs.to_csv(f, index=False)
@@ -187,9 +188,9 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     try:
+        from runstore.store import ResultStore
         from sweeps.plan import plan_json, plan_text
         from sweeps.spec import load_spec
-        from sweeps.store import ResultStore
 
         _check_storage(args)
         spec = load_spec(args.spec, allow_missing_data=True)

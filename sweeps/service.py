@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from depthwidth.clitools import project_folder
-from depthwidth.results import SPEC, STATUSES, Location, StoreError
+from runstore.files import StoreError
+from runstore.layout import SPEC, STATUSES
+from runstore.location import Location
+from runstore.store import ResultStore
 from sweeps.spec import SpecError, SweepSpec, tomllib
-from sweeps.store import ResultStore
 from sweeps.tracking import FLUSH_TIMEOUT_S, Tracking, check_available
 
 # Tune's own loggers (CSV/JSON/TensorBoard per trial) and its table are off: the store and the

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from markdown_it import MarkdownIt
 
-from depthwidth.results import atomic_file
+from runstore.files import atomic_file
 
 CURVE_POINTS = 24
 RUN_COLUMNS = (

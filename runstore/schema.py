@@ -12,9 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-# "stopped": ended early on purpose by successive halving (sweeps/halving.py), not a failure
-STATUSES = ("ok", "diverged", "failed", "stopped")
-OK = STATUSES[0]
+from runstore.layout import OK, STATUSES
+
 # Above 2^53 a float no longer holds every whole number, and an int64 cast wraps at 9.2e18.
 MAX_WHOLE = 2**53
 # A loss is a cross-entropy in nats per token. A run whose loss passes 10·ln(vocab) is marked
