@@ -1,6 +1,7 @@
 """What a results store holds (docs/design.md, "The results store"): its files' names, the
-columns every runs table and every curve has, and the statuses a run ends with. Standard library
-only: the command-line checks that keep a user's output off a store's own files read these too.
+columns every curve has, and the statuses a run ends with (the run columns are the fields of
+`RunRecord`, runstore/record.py). Standard library only: the command-line checks that keep a
+user's output off a store's own files read these too.
 """
 
 from __future__ import annotations
@@ -20,24 +21,4 @@ STORE_OWN = (RUNS, CURVES, SPEC, LOCK, PARTS_DIR, TUNE_DIR)
 STATUSES = ("ok", "diverged", "failed", "stopped")
 OK, DIVERGED, FAILED, STOPPED = STATUSES
 
-REQUIRED_RUN_COLUMNS = (
-    "trial_id",
-    "family",
-    "depth",
-    "width",
-    "heads",
-    "seed",
-    "n_params",
-    "n_params_total",
-    "flops_per_token",
-    "tokens",
-    "steps",
-    "final_train_loss",
-    "final_val_loss",
-    "status",
-    "wall_s",
-    "depthwidth_version",
-    "torch_version",
-    "device",
-)
 CURVE_COLUMNS = ("trial_id", "step", "tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")

@@ -12,8 +12,9 @@ from collections.abc import Iterable
 import pyarrow as pa
 
 from runstore.files import StoreError, reason
-from runstore.layout import CURVE_COLUMNS, CURVES, PARTS_DIR, REQUIRED_RUN_COLUMNS, RUNS
+from runstore.layout import CURVE_COLUMNS, CURVES, PARTS_DIR, RUNS
 from runstore.location import ARROW_ERRORS, Location, require_columns
+from runstore.record import REQUIRED_RUN_COLUMNS
 
 # Each finished trial is one part, parts/<seq>.curves.parquet then parts/<seq>.runs.parquet (the
 # runs part commits it); `compact` folds the parts into runs.parquet and curves.parquet, each

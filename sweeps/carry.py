@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from runstore.layout import REQUIRED_RUN_COLUMNS
+from runstore.record import REQUIRED_RUN_COLUMNS
 from runstore.schema import TableError, check_table, one_row_per_run
 from sweeps.errors import SpecError
 

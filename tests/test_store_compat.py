@@ -14,8 +14,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from runstore.layout import CURVE_COLUMNS, CURVES, REQUIRED_RUN_COLUMNS, RUNS, SPEC
+from runstore.layout import CURVE_COLUMNS, CURVES, RUNS, SPEC
 from runstore.location import Location
+from runstore.record import REQUIRED_RUN_COLUMNS, RunRecord
 from runstore.store import ResultStore, spec_versions
 from runstore.tables import read_tables
 from sweeps.spec import parse_spec
@@ -45,6 +46,10 @@ def test_an_older_store_reads_its_runs_and_curves_and_keeps_its_trial_ids(old_st
     assert store.finished_ids() == set(raw_runs["trial_id"])
     spec = parse_spec(spec_versions((old_store / SPEC).read_text())[0], str(old_store / SPEC))
     assert {t.trial_id for t in spec.trials} == set(raw_runs["trial_id"])
+    # each row is a run record; the columns added since (schedule, flops_spent, ...) take defaults
+    records = [RunRecord.from_dict(r) for r in runs.to_dict("records")]
+    assert [r.trial_id for r in records] == list(runs["trial_id"])
+    assert all(r.schedule == "cosine" and r.branched_from == "" for r in records)
 
 
 def test_depthwidth_analyze_reads_an_older_store(old_store, tmp_path):

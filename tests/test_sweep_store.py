@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from runstore.files import StoreError
-from runstore.layout import CURVE_COLUMNS, REQUIRED_RUN_COLUMNS
+from runstore.layout import CURVE_COLUMNS
+from runstore.record import REQUIRED_RUN_COLUMNS
 from runstore.store import ResultStore, make_curve, make_row
 from sweeps import cli
 from sweeps.progress import ProgressView, fmt_duration, trial_cost

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from test_cli_refusals import cli, sentence
 
-from runstore.layout import REQUIRED_RUN_COLUMNS
+from runstore.record import REQUIRED_RUN_COLUMNS
 from runstore.schema import TableError, check_table
 
 TINY = """name = "tiny"
