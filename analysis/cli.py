@@ -30,7 +30,7 @@ def _analyze(args) -> int:
     from analysis.reporting.markdown import verdict_line
     from analysis.reporting.output import terminate_cleanly
     from analysis.reporting.report import analyze
-    from depthwidth.results import Location
+    from runstore.location import Location
 
     terminate_cleanly()
     if bad := _check_counts(args):

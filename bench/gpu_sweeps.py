@@ -73,7 +73,8 @@ def run(spec: Path, store: Path) -> tuple[float, str]:
 
 
 def curve(store: Path) -> list[float]:
-    from depthwidth.results import Location, read_tables
+    from runstore.location import Location
+    from runstore.tables import read_tables
 
     _, curves, _ = read_tables(Location(str(store)))
     return list(curves.sort_values("step")["val_loss"])

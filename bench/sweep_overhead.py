@@ -133,7 +133,7 @@ def driver_memory(tmp: str, big_spec: str = BIG_SPEC) -> dict:
 import json, resource, time, ray, sweeps.service
 from sweeps.spec import parse_spec
 from sweeps.plan import plan_rows
-from sweeps.store import ResultStore, make_row, make_curve
+from runstore.store import ResultStore, make_row, make_curve
 spec = parse_spec({big_spec!r}, "big.toml")
 t = time.perf_counter(); rows = plan_rows(spec); plan_s = time.perf_counter() - t
 store = ResultStore({tmp!r} + "/big-store")

@@ -89,7 +89,8 @@ def timed(cmd: list[str], sample_rss: bool = False) -> dict:
 
 
 def sweep(spec: Path, store: Path, concurrent: int) -> dict:
-    from depthwidth.results import Location, read_tables
+    from runstore.location import Location
+    from runstore.tables import read_tables
 
     res = timed(
         [
@@ -122,8 +123,9 @@ def record_cost(tmp: str, trials: int) -> dict:
     and reading the store back."""
     code = f"""
 import json, time
-from sweeps.store import ResultStore, make_row, make_curve
-from depthwidth.results import Location, read_tables
+from runstore.store import ResultStore, make_row, make_curve
+from runstore.location import Location
+from runstore.tables import read_tables
 cfg = dict(model=dict(family="transformer", depth=2, width=16, heads=1, vocab_size=8,
                       attention="softmax", parametrization="standard", seq_len=8, ffn_ratio=4.0,
                       nu=0, rho=0),

@@ -35,7 +35,7 @@ SHAPE = ["depth", "width"]
 def finals(location: str) -> pd.DataFrame:
     """The runs of a store (or a runs table) that ended ok, one per shape, budget, lr and seed."""
     if Path(location).is_dir():
-        from sweeps.store import ResultStore
+        from runstore.store import ResultStore
 
         runs = ResultStore(location).runs()
     else:

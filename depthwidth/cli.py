@@ -205,7 +205,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     result = train(model_cfg, data_cfg, train_cfg, report=progress)
     if args.json:
-        from depthwidth.results import atomic_file
+        from runstore.files import atomic_file
 
         with atomic_file(args.json, "w") as f:
             f.write(json.dumps(result.to_dict(), indent=1))

@@ -9,6 +9,10 @@ import os
 import sys
 from pathlib import Path
 
+from runstore.files import reason as reason  # one definition, with the store's own errors
+from runstore.layout import STORE_MARKS as _STORE_MARKS
+from runstore.layout import STORE_OWN as _STORE_OWN
+
 EXIT_BAD_INPUT = 2
 
 
@@ -20,11 +24,6 @@ def fail(message: str) -> int:
     """Print one error sentence and return the bad-input exit code."""
     print(f"depthwidth: error: {message}", file=sys.stderr)
     return EXIT_BAD_INPUT
-
-
-def reason(exc: BaseException) -> str:
-    """The first line of an error, for a one-sentence message (pyarrow's run to many lines)."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _nearest_existing(p: Path) -> Path:
@@ -47,10 +46,8 @@ def check_output_dir(path: str | os.PathLike, flag: str) -> None:
         raise OutputError(f"{flag} = {str(path)!r} is invalid: {str(probe)!r} is not writable.")
 
 
-# A results store's own names (depthwidth.results, sweeps.store): a user-named output may never
-# replace one of them, --force or not, since every later command reads them.
-_STORE_MARKS = ("runs.parquet", "spec.toml", "parts")
-_STORE_OWN = ("runs.parquet", "curves.parquet", "spec.toml", ".lock", "parts", "tune")
+# A results store's own names (runstore/layout.py): a user-named output may never replace one of
+# them, --force or not, since every later command reads them.
 
 
 def store_owning(path: str | os.PathLike) -> Path | None:
@@ -66,7 +63,7 @@ def store_owning(path: str | os.PathLike) -> Path | None:
 
 
 def check_output_file(path: str | os.PathLike, flag: str, force: bool = False) -> None:
-    """A file the command will write at the end (atomically, depthwidth.results.atomic_file):
+    """A file the command will write at the end (atomically, runstore.files.atomic_file):
     not one of a results store's own files, not an existing file unless `force`, not a folder,
     and its folder exists and is writable."""
     p = Path(path).expanduser().absolute()
@@ -126,7 +123,7 @@ def is_store_folder(path: str | os.PathLike) -> bool:
 
 def check_output_folder(path: str | os.PathLike, flag: str, names: tuple[str, ...]) -> None:
     """A folder a command writes its own files `names` into, each replaced whole and atomically
-    (depthwidth.results.atomic_file, which replaces a link rather than writing through it): it
+    (runstore.files.atomic_file, which replaces a link rather than writing through it): it
     is a folder or can become one, it is neither a results store's folder nor inside the store's
     own files (parts/, tune/), also when reached through a link, and no name in it is a folder.
     Called before any work, so nothing is computed for an output that cannot be written."""

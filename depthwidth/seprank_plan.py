@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from depthwidth import seprank, theory
-from depthwidth.results import atomic_file
+from runstore.files import atomic_file
 
 CSV_COLUMNS = (
     "depth",

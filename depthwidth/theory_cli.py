@@ -291,8 +291,8 @@ def cmd_seprank(args: argparse.Namespace) -> int:
     write_csv(rows, out / "seprank.csv")
     print(f"wrote {out / 'seprank.csv'}")
     if args.plot:
-        from depthwidth.results import atomic_file
         from depthwidth.seprank_plot import plot_seprank
+        from runstore.files import atomic_file
 
         with atomic_file(out / "seprank.png") as fh:  # a reader never sees half a figure
             plot_seprank(rows).savefig(fh, format="png", dpi=150)

@@ -29,7 +29,7 @@ from depthwidth.config import RECURRENT_FAMILIES, DataConfig, ModelConfig, Train
 from depthwidth.copyprobe import copy_metrics, probe_batch
 from depthwidth.data import DataSource, resolve
 from depthwidth.models import build_model
-from depthwidth.results import atomic_file
+from runstore.files import atomic_file
 
 CHECKPOINT_FILE = "state.pt"
 # A loss this many times the uniform-guess loss ln(V) counts as diverged, as does NaN/inf:
@@ -273,7 +273,7 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Adam
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
-    """Atomic (depthwidth.results.atomic_file): a crash leaves the previous checkpoint intact."""
+    """Atomic (runstore.files.atomic_file): a crash leaves the previous checkpoint intact."""
     with atomic_file(path / CHECKPOINT_FILE) as f:
         torch.save(state, f)
 

@@ -8,7 +8,7 @@ records it as a finished trial, and runs only the rest: no finished run is lost 
 trial_id is a hash of everything that defines the run, so a row carried this way is the same run.
 Rows that are not trials of the spec are left out and counted. Their loss curves are not in a runs table: the
 carried trials have none in the store. The table passes the one schema of tables
-(depthwidth/schema.py) whole before anything is written, and a row's shape and settings must be
+(runstore/schema.py) whole before anything is written, and a row's shape and settings must be
 those of the trial its trial_id names.
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-from depthwidth.results import REQUIRED_RUN_COLUMNS
-from depthwidth.schema import TableError, check_table, one_row_per_run
+from runstore.record import REQUIRED_RUN_COLUMNS
+from runstore.schema import TableError, check_table, one_row_per_run
 from sweeps.errors import SpecError
 
 # columns whose empty CSV cell means "" (a CSV cannot tell an empty string from a missing value)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from depthwidth.clitools import EXIT_BAD_INPUT, OutputError, check_output_file
+from depthwidth.clitools import EXIT_BAD_INPUT, OutputError
 from depthwidth.clitools import fail as _fail
 from sweeps.errors import SpecError
 from sweeps.export import add_tracker_flags
@@ -24,7 +24,7 @@ from sweeps.slurm import add_commands as add_slurm_commands
 def _errors():
     # lazy: the store's and the cluster's modules load pyarrow and pandas
     from depthwidth.config import ConfigError
-    from depthwidth.results import StoreError
+    from runstore.files import StoreError
     from sweeps.cluster import ClusterError
 
     return (SpecError, StoreError, ClusterError, ConfigError, OutputError)
@@ -49,7 +49,7 @@ def _adopt(spec, storage: str | None):
     paths were resolved knows them by their older ids, sweeps/datapath.py)."""
     if not any(t.aliases for t in spec.trials):
         return spec
-    from sweeps.store import ResultStore  # lazy, as in every handler: pandas and pyarrow
+    from runstore.store import ResultStore  # lazy, as in every handler: pandas and pyarrow
 
     store = ResultStore(storage or spec.storage)
     return spec.adopt(store.finished_ids()) if store.has_runs() else spec
@@ -107,7 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     try:
-        from depthwidth.results import is_remote
+        from runstore.files import is_remote
         from sweeps.cluster import submit
         from sweeps.plan import check_memory
         from sweeps.service import prepare
@@ -159,8 +159,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def cmd_results(args: argparse.Namespace) -> int:
     try:
-        from depthwidth.results import RUNS, StoreError
-        from sweeps.store import ResultStore, runs_table_text
+        from depthwidth.clitools import check_output_file
+        from runstore.files import StoreError
+        from runstore.layout import RUNS
+        from runstore.store import ResultStore, runs_table_text
 
         if args.csv and args.csv != "-":
             check_output_file(args.csv, "--csv", force=args.force)
@@ -174,7 +176,7 @@ def cmd_results(args: argparse.Namespace) -> int:
         if args.csv == "-":
             runs.to_csv(sys.stdout, index=False)
         else:
-            from depthwidth.results import atomic_file
+            from runstore.files import atomic_file
 
             with atomic_file(args.csv, "w") as f:
                 runs.to_csv(f, index=False)
@@ -186,9 +188,9 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     try:
+        from runstore.store import ResultStore
         from sweeps.plan import plan_json, plan_text
         from sweeps.spec import load_spec
-        from sweeps.store import ResultStore
 
         _check_storage(args)
         spec = load_spec(args.spec, allow_missing_data=True)

@@ -20,16 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from depthwidth.clitools import reason
+from runstore.store import ResultStore
 from sweeps import ray_compat
 from sweeps.spec import Resources, SpecError, SweepSpec
-from sweeps.store import ResultStore
 
 TOKEN_HELP = (
     "put the cluster's token in the RAY_AUTH_TOKEN environment variable or in "
     "~/.ray/auth_token (or point RAY_AUTH_TOKEN_PATH at a file holding it); "
     "`ray get-auth-token` on the head node prints it"
 )
-SHIPPED_PACKAGES = ("depthwidth", "sweeps", "analysis")
+SHIPPED_PACKAGES = ("runstore", "depthwidth", "sweeps", "analysis")
 WORKER_PRELOAD = ("torch", "depthwidth.train", "sweeps.trainable")
 DRIVER_MODULES = ("ray.tune", "sweeps.driver", "sweeps.resume", "sweeps.trainable")
 
@@ -318,7 +318,7 @@ def job_client(address: str | None):
 
 
 def _stage(spec: SweepSpec) -> str:
-    """A folder holding the three packages and the spec: the job's runtime_env working_dir."""
+    """A folder holding the four packages and the spec: the job's runtime_env working_dir."""
     import importlib
 
     stage = tempfile.mkdtemp(prefix="depthwidth-job-")

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from depthwidth.data.tokenmeta import meta_beside
-from depthwidth.results import is_remote
+from runstore.files import is_remote
 
 SMALL_FILE = 64 * 2**20  # hashed whole; a larger file by its size and its first and last MiB
 _SAMPLE = 2**20

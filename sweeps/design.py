@@ -199,7 +199,7 @@ def report_text(r: dict) -> str:
 def write_out(r: dict, out: str) -> list[str]:
     """power.png, outcomes.csv (one row per replicate) and design.json in `out`."""
     from analysis.power.design import plot_power
-    from depthwidth.results import atomic_file
+    from runstore.files import atomic_file
 
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 import tomllib
 
 from depthwidth.clitools import fail
-from depthwidth.results import is_remote
+from runstore.files import is_remote
 from sweeps.budget import missing_data_allowed
 from sweeps.spec import SpecError, parse_spec
 
@@ -397,7 +397,7 @@ def _data_path_from(doc: dict, spec_dir: str | None, out: Path) -> None:
 
 
 def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
-    from depthwidth.results import atomic_file
+    from runstore.files import atomic_file
 
     out = Path(args.out or default_out(spec))  # checked before the search
     out.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,8 @@ import socket
 import tempfile
 from typing import Any
 
-from depthwidth.results import TUNE_DIR, Location
+from runstore.layout import TUNE_DIR
+from runstore.location import Location
 from sweeps import ray_compat
 from sweeps.trainable import (
     RESUME_NOTE_KEY,

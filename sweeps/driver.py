@@ -15,10 +15,13 @@ import os
 from ray import tune
 from ray.tune.search import Searcher
 
-from depthwidth.results import StoreError
+from depthwidth.config import TrainConfig
+from runstore.files import StoreError
+from runstore.store import ResultStore, make_curve, make_row
+from sweeps.branches import cost_share
+from sweeps.halving import row_record
 from sweeps.outcome import is_oom
 from sweeps.progress import ProgressView
-from sweeps.store import ResultStore, make_curve, make_row
 from sweeps.tracking import Trackers, TrialInfo, eval_metrics
 from sweeps.trainable import BRANCH_KEY, FINAL_KEY, RESUME_NOTE_KEY
 
@@ -67,6 +70,20 @@ class TrialFeed(Searcher):
         pass
 
 
+def sweep_columns(cfg: dict, res: dict) -> dict:
+    """What only the sweep knows of a trial's row (runstore/store.py's `make_row` takes it
+    computed): what a cooldown branch cost, its cooldown alone (budget.from_one_run,
+    sweeps/branches.py), and a halved trial's rungs with the losses it reached there
+    (sweeps/halving.py)."""
+    out = {}
+    if cfg.get("branched_from"):
+        out["flops_spent"] = float(res["flops"]) * cost_share(TrainConfig.from_dict(cfg["train"]))
+    if cfg.get("halving"):
+        losses = (res.get("metrics") or {}).get("rung_losses")
+        out["halving"] = row_record(cfg["halving"], res.get("curve") or [], losses)
+    return out
+
+
 class StoreWriter(tune.Callback):
     """Writes finished trials to `store` and keeps `view` current. `written` holds the ids
     recorded by this driver run."""
@@ -112,7 +129,13 @@ class StoreWriter(tune.Callback):
         if "workers" in final:  # the world size that actually trained it (sweeps/distributed.py)
             cfg = {**cfg, "workers": final["workers"]}
         row = make_row(
-            self.sweep, cfg, res, final["node"], final["resumed_from_step"], final.get("resume_note", "")
+            self.sweep,
+            cfg,
+            res,
+            final["node"],
+            final["resumed_from_step"],
+            final.get("resume_note", ""),
+            **sweep_columns(cfg, res),
         )
         curve = make_curve(tid, res["curve"])
         try:

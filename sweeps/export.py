@@ -26,9 +26,9 @@ def trial_info(trial, sweep: str) -> TrialInfo:
 def stored_infos(store, runs) -> dict[str, TrialInfo]:
     """trial_id -> TrialInfo for every stored run: axes and labels from the store's spec where it
     still parses, otherwise the config fields that vary across the store."""
-    from depthwidth.results import SPEC
+    from runstore.layout import SPEC
+    from runstore.store import spec_versions
     from sweeps.spec import SpecError, parse_spec
-    from sweeps.store import spec_versions
 
     sweep = str(runs["sweep"].iloc[0]) if "sweep" in runs and len(runs) else store.loc.name
     infos: dict[str, TrialInfo] = {}
@@ -105,9 +105,10 @@ def build(tracking: Tracking, sweep: str, store, export: bool = False) -> Tracke
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from depthwidth.results import RUNS, StoreError
+    from runstore.files import StoreError
+    from runstore.layout import RUNS
+    from runstore.store import ResultStore
     from sweeps.spec import SpecError
-    from sweeps.store import ResultStore
 
     tracking = Tracking().with_flags(
         mlflow=args.mlflow,

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from depthwidth.results import TUNE_DIR
-from sweeps.store import ResultStore
+from runstore.layout import TUNE_DIR
+from runstore.store import ResultStore
 
 
 def trial_dirs(store: ResultStore, trial_ids: Iterable[str]) -> dict[str, list[str]]:

@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from depthwidth.clitools import project_folder
-from depthwidth.results import SPEC, STATUSES, Location, StoreError
+from runstore.files import StoreError
+from runstore.layout import SPEC, STATUSES
+from runstore.location import Location
+from runstore.store import ResultStore
 from sweeps import cluster, ray_compat
 from sweeps.adaptive import Adaptive, check_adaptive
 from sweeps.branches import groups
@@ -33,7 +36,6 @@ from sweeps.plan import check_memory, check_node_memory, ray_resources, trial_pl
 from sweeps.progress import ProgressView, trial_cost, trial_label
 from sweeps.resume import clear_checkpoints, find_checkpoints
 from sweeps.spec import SpecError, SweepSpec, tomllib
-from sweeps.store import ResultStore
 from sweeps.tracking import FLUSH_TIMEOUT_S, Tracking, check_available
 
 # Tune's own loggers (CSV/JSON/TensorBoard per trial) and its table are off: the store and the

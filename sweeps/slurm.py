@@ -388,7 +388,7 @@ def render(spec, opts: JobOptions, spec_path: str, store: str, folder: str, cwd:
 def script_folder(location: str, name: str) -> str:
     """Where the script goes: the store's own folder, or next to where the user is for a store
     behind a URI (sbatch needs a local file)."""
-    from depthwidth.results import is_remote, local_path
+    from runstore.files import is_remote, local_path
 
     if is_remote(location):
         return os.path.abspath(f"{name}-{SCRIPT_FOLDER}")
@@ -398,7 +398,7 @@ def script_folder(location: str, name: str) -> str:
 def prepare_job(args: argparse.Namespace) -> tuple[Any, JobOptions, str, str, str, list[str]]:
     """Everything checked, nothing written: (spec, options with defaults, store, folder,
     script path, notes)."""
-    from depthwidth.results import is_remote, local_path
+    from runstore.files import is_remote, local_path
     from sweeps.service import prepare
     from sweeps.spec import load_spec
 
@@ -500,7 +500,7 @@ def check_partition(opts: JobOptions) -> None:
 
 
 def write_script(path: str, text: str) -> None:
-    from depthwidth.results import atomic_file
+    from runstore.files import atomic_file
 
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with atomic_file(path, "w") as f:
@@ -550,7 +550,7 @@ def describe(opts: JobOptions) -> list[str]:
 def cmd_slurm(args: argparse.Namespace) -> int:
     from depthwidth.clitools import OutputError, fail
     from depthwidth.config import ConfigError
-    from depthwidth.results import StoreError
+    from runstore.files import StoreError
     from sweeps.cluster import ClusterError
 
     try:
@@ -609,11 +609,12 @@ def job_state(job: str) -> str:
 
 def sweep_progress(location: str) -> list[str]:
     """Trials done, started and failed, and the compute stored against the plan's."""
-    from depthwidth.results import SPEC, StoreError
+    from runstore.files import StoreError
+    from runstore.layout import SPEC
+    from runstore.store import ResultStore
     from sweeps.plan import plan_rows, totals
     from sweeps.resume import trial_dirs
     from sweeps.spec import parse_spec
-    from sweeps.store import ResultStore
 
     store = ResultStore(location)
     text = store.first_spec_text()
@@ -646,7 +647,7 @@ def sweep_progress(location: str) -> list[str]:
 def cmd_status(args: argparse.Namespace) -> int:
     from depthwidth.clitools import OutputError, fail
     from depthwidth.config import ConfigError
-    from depthwidth.results import StoreError, is_remote, local_path
+    from runstore.files import StoreError, is_remote, local_path
     from sweeps.cluster import ClusterError
 
     location = args.store

@@ -164,7 +164,7 @@ class TrialInfo:
         return " ".join(f"{k}={v}" for k, v in self.axes)
 
 
-# Every evaluation has these (depthwidth.results.CURVE_COLUMNS less trial_id and step); other
+# Every evaluation has these (runstore.layout.CURVE_COLUMNS less trial_id and step); other
 # columns of curves.parquet belong to some families only and are NaN for the rest.
 _EVAL_KEYS = ("tokens", "flops", "train_loss", "val_loss", "lr", "wall_s")
 

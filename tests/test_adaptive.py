@@ -142,7 +142,7 @@ def run_planted(args: list[str], env: dict, **kw) -> subprocess.Popen:
 
 
 def stored(store: Path) -> pd.DataFrame:
-    from sweeps.store import ResultStore
+    from runstore.store import ResultStore
 
     s = ResultStore(str(store))
     return s.runs() if s.has_runs() else pd.DataFrame(columns=["trial_id"])

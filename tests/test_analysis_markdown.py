@@ -420,8 +420,8 @@ def test_a_finished_sweep_ends_with_the_verdict_and_the_report(tmp_path):
     """The sweep service's last line: the verdict `analyze` prints, then where the report is."""
     import io
 
+    from runstore.store import ResultStore
     from sweeps.service import _analyze
-    from sweeps.store import ResultStore
 
     runs = synthetic.make_runs(
         "two_regime", [1, 2, 3, 4], [16, 32, 64], dict(P, b=1.5), seeds=(0, 1), noise=0.01

@@ -34,7 +34,7 @@ def test_fit_exponent_needs_two_distinct_lengths():
 
 
 def planted_store() -> pd.DataFrame:
-    """A runs table shaped like sweeps/store.py's rows: copy at T = 50..800 for four models,
+    """A runs table shaped like runstore/store.py's rows: copy at T = 50..800 for four models,
     costs planted (relrnn ∝ L, memrnn ∝ L + L²/50), accuracy planted (lstm fails past 200)."""
     rows, H, B = [], 32, 10
     for fam, nu, rho in [("lstm", 10, 15), ("memrnn", 10, 15), ("relrnn", 10, 15), ("relrnn", 5, 3)]:

@@ -79,8 +79,8 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("name", ["runs.parquet", "curves.parquet"])
 def test_store_refuses_a_pickle_posing_as_parquet(tmp_path, capfd, name):
-    from depthwidth.results import StoreError
-    from sweeps.store import ResultStore
+    from runstore.files import StoreError
+    from runstore.store import ResultStore
 
     marker = tmp_path / "MARKER"
     store = tmp_path / "store"
@@ -145,7 +145,7 @@ def test_no_project_module_can_unpickle_a_file():
     root = Path(__file__).resolve().parents[1]
     offenders = {
         str(p.relative_to(root)): calls
-        for pkg in ("depthwidth", "sweeps", "analysis")
+        for pkg in ("runstore", "depthwidth", "sweeps", "analysis")
         for p in sorted((root / pkg).rglob("*.py"))
         if (calls := _unpickling_calls(ast.parse(p.read_text(), str(p))))
     }

@@ -261,7 +261,7 @@ def _wait(what: str, cond, slurm: Slurm, store: Path, timeout: float = 150) -> N
 
 
 def _stored(store: Path) -> set[str]:
-    from sweeps.store import ResultStore
+    from runstore.store import ResultStore
 
     s = ResultStore(str(store))
     return set(s.runs()["trial_id"]) if s.has_runs() else set()

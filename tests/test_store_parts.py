@@ -1,4 +1,4 @@
-"""The store's tables as a compacted base plus append-only parts (depthwidth/results.py): every
+"""The store's tables as a compacted base plus append-only parts (runstore/tables.py): every
 finished trial is read exactly once with the curve of the same version, through reruns, through a
 compaction interrupted at each of its steps, and by a reader racing the writer; the parts stay a
 bounded fraction of the rows, so recording a trial costs O(1) amortised."""
@@ -10,9 +10,12 @@ import threading
 import pandas as pd
 import pytest
 
-from depthwidth import results
-from depthwidth.results import PARTS_DIR, Location, StoreError, read_tables
-from sweeps.store import COMPACT_RATIO, ResultStore, make_curve, make_row
+from runstore import layout, tables
+from runstore.files import StoreError
+from runstore.layout import PARTS_DIR
+from runstore.location import Location
+from runstore.store import COMPACT_RATIO, ResultStore, make_curve, make_row
+from runstore.tables import read_tables
 
 CFG = {
     "model": {
@@ -136,10 +139,10 @@ def test_an_interrupted_compaction_loses_nothing_and_counts_nothing_twice(tmp_pa
     writes: list[str] = []
 
     def write_table(self, name, table):
-        if name in (results.CURVES, results.RUNS):
+        if name in (layout.CURVES, layout.RUNS):
             writes.append(name)
-            if (crash_at == "curves_base" and name == results.CURVES) or (
-                crash_at == "runs_base" and name == results.RUNS
+            if (crash_at == "curves_base" and name == layout.CURVES) or (
+                crash_at == "runs_base" and name == layout.RUNS
             ):
                 raise Crash(name)
         return real_write(self, name, table)
@@ -185,7 +188,7 @@ def test_a_curves_part_without_its_runs_part_is_not_a_trial(tmp_path):
             }
         ]
     )
-    Location(str(root)).write_table(results.part_name(5, "curves"), results._arrow(curve))
+    Location(str(root)).write_table(tables.part_name(5, "curves"), tables._arrow(curve))
     runs, curves, snap = read_tables(Location(str(root)))
     assert check_consistent(runs, curves) == {"a": 1.0} and snap.parts == []
     store = ResultStore(str(root))
@@ -206,7 +209,7 @@ def test_a_reader_racing_the_writer_never_sees_a_trial_twice_or_half(tmp_path):
         loc = Location(str(root))
         while not done.is_set():
             try:
-                if not results.has_runs(loc):
+                if not tables.has_runs(loc):
                     continue
                 runs, curves, _ = read_tables(loc)
                 seen.append(len(check_consistent(runs, curves)))

@@ -1,7 +1,9 @@
-"""The code's shape, read from its source with ast: no two files of depthwidth/, sweeps/ and
-analysis/ import each other through any chain (imports inside functions count), and no function
-there is longer than 100 lines, so each package reads from the top down. And docs/design.md's
-"Layout and layering" names every package, module and ready-made spec there is.
+"""The code's shape, read from its source with ast: no two files of runstore/, depthwidth/,
+sweeps/ and analysis/ import each other through any chain (imports inside functions count), each
+package imports only the packages on the floors below it (runstore at the bottom, imported by the
+others and importing none of them, nor torch nor Ray), and no function there is longer than 100
+lines, so each package reads from the top down. And docs/design.md's "Layout and layering" names
+every package, module and ready-made spec there is.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("depthwidth", "sweeps", "analysis")
+PACKAGES = ("runstore", "depthwidth", "sweeps", "analysis")
+# Each package's floor: it may import the packages on lower floors only.
+FLOORS = {"runstore": 0, "depthwidth": 1, "analysis": 2, "sweeps": 3}
 MAX_LINES = 100
 
 
@@ -24,9 +28,9 @@ def _modules(root: Path = REPO) -> dict[str, Path]:
     return out
 
 
-def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The project modules `name` imports anywhere in its file (a `from package import module`
-    counts as importing the module)."""
+def _imported_names(name: str, path: Path) -> set[str]:
+    """Every module name `name` imports anywhere in its file, relative imports made absolute (a
+    `from package import x` adds both `package` and `package.x`)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -39,8 +43,14 @@ def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
                 base = ".".join(parts + ([base] if base else []))
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names)
+    return found
+
+
+def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The project modules `name` imports anywhere in its file (a `from package import module`
+    counts as importing the module)."""
     out = set()
-    for target in found:
+    for target in _imported_names(name, path):
         while target and target not in known:
             target = target.rpartition(".")[0]
         if target and target != name:
@@ -191,3 +201,38 @@ def test_the_layout_check_finds_a_module_missing_from_the_doc(tmp_path):
         "analysis/newpart/",
         "analysis/readers/store.py",
     ]
+
+
+def test_each_package_imports_only_the_floors_below_it():
+    known = _modules()
+    assert any(n.startswith("runstore.") for n in known)  # the store's package was read
+    upward = []
+    for name, path in known.items():
+        floor = FLOORS[name.split(".")[0]]
+        for target in _imports(name, path, known):
+            if FLOORS[target.split(".")[0]] > floor:
+                upward.append(f"{name} -> {target}")
+    assert upward == []
+
+
+def test_the_store_imports_neither_torch_nor_ray():
+    """The analysis reads stores on a laptop without either (docs/design.md, "Layout")."""
+    heavy = []
+    for name, path in _modules().items():
+        if name.split(".")[0] == "runstore":
+            heavy += [
+                f"{name} -> {m}" for m in _imported_names(name, path) if m.split(".")[0] in ("torch", "ray")
+            ]
+    assert heavy == []
+
+
+def test_every_package_is_installed_and_shipped_with_a_ray_job():
+    """pyproject.toml installs each package, and `sweep submit` stages each (sweeps/cluster.py)."""
+    from sweeps.cluster import SHIPPED_PACKAGES
+    from sweeps.spec import tomllib  # tomli before Python 3.11
+
+    include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    assert sorted(include["include"]) == sorted(f"{p}*" for p in PACKAGES)
+    assert sorted(SHIPPED_PACKAGES) == sorted(PACKAGES)
+    dockerfile = (REPO / "docker" / "Dockerfile").read_text()
+    assert all(f"COPY --chown=1000:100 {p} ./{p}" in dockerfile for p in PACKAGES)

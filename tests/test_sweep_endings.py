@@ -51,7 +51,7 @@ def test_paragraph_says_what_happened_what_is_kept_and_how_to_continue():
     )
     assert "\n" not in text and text.startswith("[s] Ray's memory monitor killed 1 trial (d2 w16)")
     assert "Kept: 5 finished trials in results/x" in text and text.endswith(cmd)
-    from depthwidth.results import StoreError
+    from runstore.files import StoreError
 
     text = paragraph(
         "s",

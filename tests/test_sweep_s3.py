@@ -193,8 +193,8 @@ def test_an_interrupted_trials_checkpoint_is_found_and_read_back_over_s3(s3, tmp
     downloads the furthest; a finished trial's folders are deleted."""
     from ray import tune
 
+    from runstore.store import ResultStore
     from sweeps.resume import clear_checkpoints, find_checkpoints
-    from sweeps.store import ResultStore
 
     _, query = s3
     fs = make_bucket(query, "ckpts")

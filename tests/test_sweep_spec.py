@@ -342,8 +342,8 @@ def test_store_of_another_sweep_is_refused(tmp_path, capsys):
 def test_a_filter_on_config_fields_keeps_the_spec_text(tmp_path):
     """The spec's text is what the store records and what a Ray Job runs: a `where` that names
     config fields must leave it whole, so the store's guard against another sweep still holds."""
+    from runstore.store import ResultStore
     from sweeps.service import prepare
-    from sweeps.store import ResultStore
 
     text = 'where = "width % heads == 0 and depth <= log3(width)"\n' + BASE
     spec = parse_spec(text, "x.toml")

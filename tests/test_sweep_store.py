@@ -10,11 +10,13 @@ import math
 import pandas as pd
 import pytest
 
-from depthwidth.results import CURVE_COLUMNS, REQUIRED_RUN_COLUMNS, StoreError
+from runstore.files import StoreError
+from runstore.layout import CURVE_COLUMNS
+from runstore.record import REQUIRED_RUN_COLUMNS
+from runstore.store import ResultStore, make_curve, make_row
 from sweeps import cli
 from sweeps.progress import ProgressView, fmt_duration, trial_cost
 from sweeps.spec import parse_spec
-from sweeps.store import ResultStore, make_curve, make_row
 
 SPEC = """name = "st"
 [model]

@@ -1,4 +1,4 @@
-"""One schema for every table that enters depthwidth (depthwidth/schema.py, docs/rules.md "One
+"""One schema for every table that enters depthwidth (runstore/schema.py, docs/rules.md "One
 schema for tables"): `sweep run --from`, `analyze` and `design --pilot` refuse the same bad cells
 with one sentence naming the file, column, row and value, exit code 2 and nothing written, and a
 store never holds a row its readers refuse. The runs tables are written directly from the small
@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from test_cli_refusals import cli, sentence
 
-from depthwidth.results import REQUIRED_RUN_COLUMNS
-from depthwidth.schema import TableError, check_table
+from runstore.record import REQUIRED_RUN_COLUMNS
+from runstore.schema import TableError, check_table
 
 TINY = """name = "tiny"
 [model]
@@ -188,8 +188,8 @@ def test_repeats_of_a_trial_id_carry_once_when_equal_and_are_refused_when_not(ti
 
 
 def test_the_store_writer_refuses_a_row_its_readers_would(tmp_path):
-    from depthwidth.results import StoreError
-    from sweeps.store import ResultStore
+    from runstore.files import StoreError
+    from runstore.store import ResultStore
 
     row = runs_of(_spec(tmp_path)).iloc[0].to_dict()
     store = ResultStore(str(tmp_path / "s"))

@@ -42,7 +42,7 @@ max_failures = 2
 
 
 def _stored(store) -> pd.DataFrame:
-    from sweeps.store import ResultStore
+    from runstore.store import ResultStore
 
     s = ResultStore(str(store))
     return s.runs() if s.has_runs() else pd.DataFrame(columns=["trial_id"])

@@ -649,5 +649,5 @@ def power_figure(summary: dict, title: str = "") -> Figure:
 
 def plot_power(summary: dict, path: str, title: str = "") -> None:
     """power_figure, written as a PNG."""
-    # `path` may be an open file (an atomic write: depthwidth.results.atomic_file)
+    # `path` may be an open file (an atomic write: runstore.files.atomic_file)
     power_figure(summary, title).savefig(path, dpi=120, format="png")

@@ -1,8 +1,8 @@
 """Validating and shaping runs for the analysis: a results store (runs.parquet + curves.parquet,
 docs/design.md "The results store") or a CSV / parquet / JSON-lines file of runs or curves.
 
-Reading goes through depthwidth/results.py, the store's one home, so local paths and URIs (s3://...)
-behave alike. A file is recognised by its columns (analysis/readers/formats.py): Gemstones' checkpoints,
+Reading goes through runstore/ (location.py, tables.py), the store's one home, so local paths and
+URIs (s3://...) behave alike. A file is recognised by its columns (analysis/readers/formats.py): Gemstones' checkpoints,
 Epoch's Chinchilla points, or the generic table with loss and depth + width and/or n_params
 (a `step` column makes it long-format learning curves, `tokens` gives each row its training
 tokens). Without n_params, N is derived from the shape (docs/science.md §2); without a shape, only
@@ -21,17 +21,11 @@ import pandas as pd
 from analysis.readers.formats import n_params_for, recognise
 from analysis.readers.halving import finals, halving_note
 from depthwidth.accounting import kaplan_n_params
-from depthwidth.results import (
-    ANALYSIS_DIR,
-    CURVES,
-    RUNS,
-    STATUSES,
-    Location,
-    StoreError,
-    has_runs,
-    read_tables,
-)
-from depthwidth.schema import TableError, check_table, one_row_per_run
+from runstore.files import StoreError
+from runstore.layout import ANALYSIS_DIR, CURVES, RUNS, STATUSES
+from runstore.location import Location
+from runstore.schema import TableError, check_table, one_row_per_run
+from runstore.tables import has_runs, read_tables
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl", ".ndjson")
 
@@ -84,7 +78,7 @@ def _row_error(name: str, col: str, pos: int, value, why: str, csv: bool) -> Inp
 
 
 def checked(table: pd.DataFrame, name: str, csv: bool) -> pd.DataFrame:
-    """The table through the one schema of tables (depthwidth/schema.py), its numbers as numbers;
+    """The table through the one schema of tables (runstore/schema.py), its numbers as numbers;
     InputError naming the file, column, row and value of its first bad cell."""
     try:
         return check_table(table, name, csv)
@@ -285,7 +279,7 @@ def _build(runs, curves, name, curves_name, src, kind, csv, layout="store", note
     loss_col = "final_val_loss" if stored and "loss" not in runs.columns else "loss"
     has_shape = "depth" in runs.columns and "width" in runs.columns
     _require(runs, (["depth", "width"] if kind == "store" or has_shape else ["n_params"]) + [loss_col], name)
-    runs = runs.copy()  # checked by the schema (depthwidth/schema.py) as it was read
+    runs = runs.copy()  # checked by the schema (runstore/schema.py) as it was read
     if "status" not in runs.columns:
         runs["status"] = "ok"
     if "family" not in runs.columns:

@@ -13,7 +13,7 @@ MAX_ROWS = 40  # choices listed in report.md; report.json keeps them all
 
 def section(source) -> dict | None:
     """The adaptive log of a store folder (None for another input or a sweep that was not adaptive)."""
-    from depthwidth.results import Location
+    from runstore.location import Location
 
     try:
         loc = Location(str(source))

@@ -9,7 +9,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 
-from depthwidth.results import Location
+from runstore.location import Location
 
 STORED = "design/design.json"  # `depthwidth design SPEC --out STORE/design` puts its result here
 

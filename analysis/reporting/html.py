@@ -20,29 +20,14 @@ import numpy as np
 import pandas as pd
 from markdown_it import MarkdownIt
 
-from depthwidth.results import atomic_file
+from runstore.files import atomic_file
+from runstore.record import SHOWN_RUN_COLUMNS
 
 CURVE_POINTS = 24
-RUN_COLUMNS = (
-    "trial_id",
-    "family",
-    "depth",
-    "width",
-    "heads",
-    "seed",
-    "n_params",
-    "loss",
-    "final_val_loss",
-    "final_train_loss",
-    "accuracy",
-    "status",
-    "lr",
-    "batch_size",
-    "steps",
-    "tokens",
-    "wall_s",
-    "error",
-)
+# The runs table: the record's columns marked for it (runstore/record.py), with a plain table's
+# `loss` and a copy task's `accuracy` beside the record's losses.
+_AT = SHOWN_RUN_COLUMNS.index("final_val_loss") + 1
+RUN_COLUMNS = (*SHOWN_RUN_COLUMNS[:_AT], "loss", "accuracy", *SHOWN_RUN_COLUMNS[_AT:])
 _ASSETS = Path(__file__).with_name("html_assets")
 
 

@@ -21,7 +21,8 @@ import pandas as pd
 
 from analysis.readers.inputs import InputError
 from depthwidth.clitools import reason
-from depthwidth.results import Location, StoreError, atomic_file
+from runstore.files import StoreError, atomic_file
+from runstore.location import Location
 
 MANIFEST = "report-files.json"
 WORK_PREFIX = ".depthwidth-report-"  # + pid + "-": an unfinished report's working folder

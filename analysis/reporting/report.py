@@ -26,7 +26,9 @@ from depthwidth.accounting import machine_memory_bytes
 from depthwidth.clitools import reason, store_owning
 from depthwidth.config import RECURRENT_FAMILIES
 from depthwidth.published import KAPLAN_2020
-from depthwidth.results import ANALYSIS_DIR, Location, StoreError, atomic_file
+from runstore.files import StoreError, atomic_file
+from runstore.layout import ANALYSIS_DIR
+from runstore.location import Location
 
 REPORT_VERSION = 2
 # The sections `plot` and `kaplan` read from a stored report.json (each a JSON object).

@@ -1,11 +1,10 @@
 """The results store's writer: the sweep driver records each finished trial here.
 
-The location, the schema and the atomic reads and writes live in depthwidth/results.py (the
-contract shared with the analysis, docs/design.md "The results store"). This module keeps what
-only the writer needs: `spec.toml` (the first spec verbatim; later, different submissions appended
-as comments), one runs row and its curve per finished trial, the one-driver lock, and the row
-layout. The store holds only parquet, TOML and JSON, never pickles; an unreadable file is
-reported, never overwritten.
+The location, the tables and the schema below it are shared with the analysis (docs/design.md
+"The results store"). This module keeps what only the writer needs: `spec.toml` (the first spec
+verbatim; later, different submissions appended as comments), one runs row and its curve per
+finished trial, the one-driver lock, and the row layout. The store holds only parquet, TOML and
+JSON, never pickles; an unreadable file is reported, never overwritten.
 """
 
 from __future__ import annotations
@@ -20,20 +19,12 @@ from typing import Any
 
 import pandas as pd
 
-from depthwidth.results import (
-    CURVE_COLUMNS,
-    REQUIRED_RUN_COLUMNS,
-    RUNS,
-    SPEC,
-    TUNE_DIR,
-    Location,
-    StoreError,
-    append_part,
-    compact,
-    has_runs,
-    read_tables,
-)
-from depthwidth.schema import TableError, check_table
+from runstore.files import StoreError
+from runstore.layout import CURVE_COLUMNS, LOCK, RUNS, SPEC, TUNE_DIR
+from runstore.location import Location
+from runstore.record import REQUIRED_RUN_COLUMNS, RunRecord
+from runstore.schema import TableError, check_table
+from runstore.tables import append_part, compact, has_runs, read_tables
 
 COMPACT_RATIO = 8  # fold the parts when they number 1/8 of the folded rows: ≤ 8 row rewrites per trial
 
@@ -165,7 +156,7 @@ class ResultStore:
         import fcntl
 
         os.makedirs(self.root, exist_ok=True)
-        f = open(self.path(".lock"), "a+")
+        f = open(self.path(LOCK), "a+")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -197,9 +188,16 @@ def make_row(
     node: dict[str, Any],
     resumed_from_step: int,
     resume_note: str = "",
+    flops_spent: float | None = None,
+    halving: str | None = None,
 ) -> dict[str, Any]:
-    """One runs.parquet row: docs/design.md's required columns, then provenance and the resolved
-    configs as JSON so the table describes itself. `trial` is Trial.config_dict() + trial_id."""
+    """One runs.parquet row: a `RunRecord`'s columns (runstore/record.py), then a halved trial's
+    `halving` and each numeric metric as its own column (e.g. a copy task's `accuracy`). `trial`
+    is Trial.config_dict() + trial_id. What only the sweep can work out comes in computed: `flops_spent`, what the run cost (its
+    `flops` unless it is a cooldown branch, sweeps/branches.py), and `halving`, its rungs and the
+    losses it reached there (sweeps/halving.py's `row_record`), for a trial that was halved."""
+    if trial.get("branched_from") and flops_spent is None:
+        raise ValueError(f"trial {trial['trial_id']!r} is a cooldown branch: give its flops_spent")
     m, d, t = trial["model"], trial["data"], trial["train"]
     vocab = int(result.get("vocab_size") or m["vocab_size"] or d["vocab_size"])
     raw = result.get("metrics") or {}
@@ -213,74 +211,63 @@ def make_row(
         and v
         and all(_is_number(x) or (isinstance(x, list) and all(_is_number(e) for e in x)) for x in v)
     }
-    row: dict[str, Any] = {
-        "trial_id": trial["trial_id"],
-        "family": m["family"],
-        "depth": int(m["depth"]),
-        "width": int(m["width"]),
-        "heads": int(m["heads"]),
-        "seed": int(t["seed"]),
-        "n_params": int(result["n_params"]),
-        "n_params_total": int(result["n_params_total"]),
-        "flops_per_token": float(result["flops_per_token"]),
-        "tokens": int(result["tokens"]),
-        "steps": int(result["steps"]),
-        "final_train_loss": float(result["final_train_loss"]),
-        "final_val_loss": float(result["final_val_loss"]),
-        "status": str(result["status"]),
-        "wall_s": float(result["wall_s"]),
-        "depthwidth_version": str(result["depthwidth_version"]),
-        "torch_version": str(result["torch_version"]),
-        "device": str(result["device"]),
-        "sweep": sweep,
-        "flops": float(result["flops"]),
-        "unigram_entropy": float(result.get("unigram_entropy", math.nan)),
-        # Wies et al. 2021 (docs/science.md §1): the embedding rank caps what width can buy.
-        "vocab_size": vocab,
-        "embedding_rank": min(vocab, int(m["width"])),
-        "attention": m["attention"],
-        "parametrization": m["parametrization"],
-        "seq_len": int(m["seq_len"]),
-        "ffn_ratio": float(m["ffn_ratio"]),
-        "nu": int(m["nu"]),
-        "rho": int(m["rho"]),
-        "data_source": d["source"],
-        "task_length": int(d["task_length"]),
-        "data_seed": int(d["seed"]),
-        "lr": float(t["lr"]),
-        "batch_size": int(t["batch_size"]),
-        "error": str(result.get("error", "")),
-        "resumed_from_step": int(resumed_from_step),
-        "resume_note": str(resume_note),  # e.g. a damaged checkpoint passed over on resume
-        "workers": int(trial.get("workers", 1)),  # data-parallel workers that trained it
-        "node_id": str(node.get("node_id", "")),
-        "node_ip": str(node.get("node_ip", "")),
-        "finished_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "model_config": json.dumps(m, sort_keys=True),
-        "data_config": json.dumps(d, sort_keys=True),
-        "train_config": json.dumps(t, sort_keys=True),
-        "metrics": json.dumps({**metrics, **profiles}, sort_keys=True),
-        "schedule": str(t.get("schedule", "cosine")),
-        # budget.from_one_run (sweeps/branches.py): the trial_id of the run this budget's cooldown
-        # branched from ("" for a run of its own), and what it cost: a branch its cooldown alone
-        "branched_from": str(trial.get("branched_from", "")),
-        "flops_spent": float(result["flops"]) * (_branch_share(t) if trial.get("branched_from") else 1.0),
-    }
-    if trial.get("halving"):  # its rungs and the losses it reached there (sweeps/halving.py)
-        from sweeps.halving import row_record
-
-        row["halving"] = row_record(trial["halving"], result.get("curve") or [], raw.get("rung_losses"))
+    record = RunRecord(
+        trial_id=trial["trial_id"],
+        family=m["family"],
+        depth=int(m["depth"]),
+        width=int(m["width"]),
+        heads=int(m["heads"]),
+        seed=int(t["seed"]),
+        n_params=int(result["n_params"]),
+        n_params_total=int(result["n_params_total"]),
+        flops_per_token=float(result["flops_per_token"]),
+        tokens=int(result["tokens"]),
+        steps=int(result["steps"]),
+        final_train_loss=float(result["final_train_loss"]),
+        final_val_loss=float(result["final_val_loss"]),
+        status=str(result["status"]),
+        wall_s=float(result["wall_s"]),
+        depthwidth_version=str(result["depthwidth_version"]),
+        torch_version=str(result["torch_version"]),
+        device=str(result["device"]),
+        sweep=sweep,
+        flops=float(result["flops"]),
+        unigram_entropy=float(result.get("unigram_entropy", math.nan)),
+        vocab_size=vocab,
+        embedding_rank=min(vocab, int(m["width"])),
+        attention=m["attention"],
+        parametrization=m["parametrization"],
+        seq_len=int(m["seq_len"]),
+        ffn_ratio=float(m["ffn_ratio"]),
+        nu=int(m["nu"]),
+        rho=int(m["rho"]),
+        data_source=d["source"],
+        task_length=int(d["task_length"]),
+        data_seed=int(d["seed"]),
+        lr=float(t["lr"]),
+        batch_size=int(t["batch_size"]),
+        error=str(result.get("error", "")),
+        resumed_from_step=int(resumed_from_step),
+        resume_note=str(resume_note),
+        workers=int(trial.get("workers", 1)),
+        node_id=str(node.get("node_id", "")),
+        node_ip=str(node.get("node_ip", "")),
+        finished_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        model_config=json.dumps(m, sort_keys=True),
+        data_config=json.dumps(d, sort_keys=True),
+        train_config=json.dumps(t, sort_keys=True),
+        metrics=json.dumps({**metrics, **profiles}, sort_keys=True),
+        schedule=str(t.get("schedule", "cosine")),
+        branched_from=str(trial.get("branched_from", "")),
+        flops_spent=float(result["flops"] if flops_spent is None else flops_spent),
+    )
+    row = record.to_dict()  # the record's columns; the numbers that vary by task go beside them
+    if halving is not None:
+        row["halving"] = halving
     for k, v in metrics.items():  # e.g. copy-task `accuracy` as its own column
         if re.fullmatch(r"[a-z][a-z0-9_]*", k) and k not in row:
             row[k] = float(v)
     return row
-
-
-def _branch_share(train: dict[str, Any]) -> float:
-    from depthwidth.config import TrainConfig
-    from sweeps.branches import cost_share
-
-    return cost_share(TrainConfig.from_dict(train))
 
 
 def make_curve(trial_id: str, curve: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -7,7 +7,6 @@ file, the column, the row and the value. pandas and numpy only: no torch, no Ray
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -15,9 +14,16 @@ import numpy as np
 if TYPE_CHECKING:  # pandas loads in the functions that read tables: `depthwidth train` never needs it
     import pandas as pd
 
-# "stopped": ended early on purpose by successive halving (sweeps/halving.py), not a failure
-STATUSES = ("ok", "diverged", "failed", "stopped")
-OK = STATUSES[0]
+from runstore.layout import OK, STATUSES
+from runstore.record import (
+    CHECKED_RUN_COLUMNS,
+    FILLED_RUN_COLUMNS,
+    LOSS,
+    NUMBER_0,
+    WHOLE_0,
+    Column,
+)
+
 # Above 2^53 a float no longer holds every whole number, and an int64 cast wraps at 9.2e18.
 MAX_WHOLE = 2**53
 # A loss is a cross-entropy in nats per token. A run whose loss passes 10·ln(vocab) is marked
@@ -31,44 +37,23 @@ class TableError(ValueError):
     """A table that breaks the schema; the message names the file, column, row and value."""
 
 
-@dataclass(frozen=True)
-class Column:
-    kind: str  # "whole": a whole number; "number": a finite number; "loss": see LOSS_COLUMNS
-    low: float = 0.0  # the smallest value allowed
-    above: bool = False  # strictly above `low`
-
-
 def _cols(names: str, col: Column) -> dict[str, Column]:
     return dict.fromkeys(names.split(), col)
 
 
-# The one list of known numeric columns; any other column passes as it is (text, JSON, ...).
+# The one table of known numeric columns: the run columns' own (runstore/record.py), then those
+# of tables that are not a store's runs (curves, pilots, a user's CSV); any other column passes as
+# it is (text, JSON, ...).
 COLUMNS: dict[str, Column] = {
-    **_cols("depth width heads vocab_size seq_len embedding_rank workers batch_size", Column("whole", 1)),
-    **_cols("seed data_seed steps warmup_steps task_length nu rho resumed_from_step", Column("whole", 0)),
-    **_cols(
-        "n_params n_params_total n_params_nonemb flops_per_token flops flops_spent tokens",
-        Column("number", 0),
-    ),
-    **_cols("wall_s unigram_entropy beta1 beta2 eps weight_decay min_lr_ratio", Column("number", 0)),
-    **_cols("grad_clip init_std step", Column("number", 0)),
-    **_cols("lr ffn_ratio", Column("number", 0, above=True)),
+    **CHECKED_RUN_COLUMNS,
+    **_cols("n_params_nonemb", NUMBER_0),
+    **_cols("warmup_steps", WHOLE_0),
+    **_cols("beta1 beta2 eps weight_decay min_lr_ratio grad_clip init_std step", NUMBER_0),
     **_cols("depth_alpha", Column("number", -np.inf)),
-    **_cols(" ".join(LOSS_COLUMNS), Column("loss")),
+    **_cols("loss val_loss train_loss", LOSS),
 }
 # A store's rows have these numbers in every row (a failed run still has its shape and counts).
-STORE_FILLED = (
-    "depth",
-    "width",
-    "heads",
-    "seed",
-    "n_params",
-    "n_params_total",
-    "flops_per_token",
-    "tokens",
-    "steps",
-    "wall_s",
-)
+STORE_FILLED = FILLED_RUN_COLUMNS
 
 
 def _plain(v):
