@@ -398,7 +398,7 @@ def test_the_copying_figure_shows_each_width_and_each_run():
                             depth=depth,
                             width=width,
                             seed=seed,
-                            tokens=tokens,
+                            tokens=budget,
                             copy_gain=gain,
                             final_val_loss=loss,
                         )

@@ -95,7 +95,12 @@ def old_trial_id(spec: Path, depth: int, written_path: str) -> str:
     parts["train"] = {
         k: v
         for k, v in parts["train"].items()
-        if k not in ("device", "threads", "compile", "checkpoint_every") and not (k == "eps" and v == 1e-8)
+        if k not in ("device", "threads", "compile", "checkpoint_every")
+        and not (k == "eps" and v == 1e-8)
+        # fields added later still, at the values that reproduce the runs of that time
+        and not (k == "schedule" and v == "cosine")
+        and not (k == "cooldown_fraction" and v == 0.2)
+        and not (k == "cooldown" and v == "1-sqrt")
     }
     parts["model"] = {
         k: v
