@@ -19,11 +19,11 @@ from analysis.fitting.identify import _profile_interval
 
 PROFILE_POINTS = 24
 _FTOL = 1e-10  # L-BFGS-B's stop for a profile value: a deviance change of ~1e-7 per run
-_GAIN = 1e-7  # a neighbour's start counts as an improvement above this relative gain
+_GAIN = 1e-6  # a neighbour's start counts as an improvement above this relative gain
 _SWEEPS = 4
 # A value whose best fit lets a term vanish (its scale drifting to the bound) creeps for hundreds
 # of iterations at a nearly constant loss; its neighbours' starts finish what the cap leaves.
-_MAXITER = 150
+_MAXITER = 60
 
 
 def _at_c(law: Law, logy: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray]:
@@ -94,25 +94,55 @@ def _polish_at(law, X, logy, w, start: np.ndarray, c: float) -> tuple[np.ndarray
     return t, (float(o) if np.isfinite(o) else np.inf)
 
 
-def sweep(law: Law, X: dict, logy: np.ndarray, w: np.ndarray, grid: np.ndarray, th, obj):
-    """Polish every grid value, then start each from its lower neighbour's solution (sweeping up)
-    and from its upper one's (sweeping down), keeping what is lower, until a round changes
-    nothing. A profile solved so is continuous wherever the law's best fit moves continuously with
-    c: an isolated dip or jump means a neighbour was left in a worse basin. Works in place."""
-    for g in range(len(grid)):
-        t, o = _polish_at(law, X, logy, w, th[g], grid[g])
-        if o < obj[g]:
-            th[g], obj[g] = t, o
+def _neighbour_pass(
+    law: Law, X: dict, logy: np.ndarray, w: np.ndarray, grid: np.ndarray, th, obj, fresh
+) -> set:
+    """One batched pass: each neighbour of a value in `fresh` (whose solution is new) is started
+    from that solution, with c held at its own value, and keeps it where it is lower. Returns the
+    values that moved."""
     G = len(grid)
+    pairs = sorted({(s, t) for s in fresh for t in (s - 1, s + 1) if 0 <= t < G})
+    if not pairs:
+        return set()
+    src, tgt = np.array(pairs).T
+    rows = th[src].copy()
+    rows[:, -1] = grid[tgt]
+    lo, hi = law.bounds(np.exp(logy))
+    rlo, rhi = np.tile(lo, (len(rows), 1)), np.tile(hi, (len(rows), 1))
+    rlo[:, -1] = rhi[:, -1] = rows[:, -1]
+    t, o = fitcore.batched_lm(
+        law, rows, X, logy, np.broadcast_to(w, (len(rows), X["n"])), iters=30, tol=1e-8, bounds=(rlo, rhi)
+    )
+    o = np.where(np.isfinite(o), o, np.inf)
+    moved = set()
+    for k in np.argsort(o):
+        g = int(tgt[k])
+        if o[k] < obj[g] * (1 - _GAIN):
+            th[g], obj[g] = t[k], o[k]
+            moved.add(g)
+    return moved
+
+
+def sweep(law: Law, X: dict, logy: np.ndarray, w: np.ndarray, grid: np.ndarray, th, obj):
+    """Polish every value by L-BFGS-B, start its neighbours from each new solution (batched
+    passes, until none moves), and polish again the values that moved, until none does. A
+    profile solved so is continuous wherever the law's best fit moves continuously with c: an
+    isolated dip or jump means a neighbour was left in a worse basin. Works in place."""
+    todo = range(len(grid))
     for _ in range(_SWEEPS):
-        changed = False
-        for order, step in ((range(1, G), -1), (range(G - 2, -1, -1), 1)):
-            for g in order:
-                t, o = _polish_at(law, X, logy, w, th[g + step], grid[g])
-                if o < obj[g] * (1 - _GAIN):
-                    th[g], obj[g], changed = t, o, True
-        if not changed:
+        for g in todo:
+            t, o = _polish_at(law, X, logy, w, th[g], grid[g])
+            if o < obj[g]:
+                th[g], obj[g] = t, o
+        fresh, moved = set(todo), set()
+        for _ in range(_SWEEPS):
+            fresh = _neighbour_pass(law, X, logy, w, grid, th, obj, fresh)
+            moved |= fresh
+            if not fresh:
+                break
+        if not moved:
             break
+        todo = sorted(moved)
     return th, obj
 
 
