@@ -46,7 +46,7 @@ def _value(v) -> str:
 def slices(runs: pd.DataFrame, table: pd.DataFrame) -> list[dict]:
     """The slices to leave out: {kind, value, label, keep (bool per row of `table`)}; a kind with
     one value (nothing would remain), or seeds fewer than MIN_SEEDS, has none."""
-    by_run = runs.set_index("run_id")
+    by_run = runs.drop_duplicates("run_id").set_index("run_id")
     out = []
     for col, word in KINDS:
         if col not in runs or runs[col].isna().any():
@@ -166,6 +166,9 @@ def _refit_law(res: FitResult, X: dict, logy: np.ndarray, W: np.ndarray) -> list
     for s in range(S):
         g = int(np.argmin(pobj[s]))
         t, o = _polished(law, X, logy, W[s], [(th[s], obj[s]), (pth[s, g], pobj[s, g])])
+        if t is None:  # no start reached a finite loss
+            out.append((None, np.inf, None))
+            continue
         iv = _interval(law, X, logy, W[s], grid[sel], pth[s], pobj[s], t, o)
         if (iv["open_below"] and sel[0] > every[0]) or (iv["open_above"] and sel[-1] < every[-1]):
             fth, fobj = _profiles(res, X, logy, W[[s]], every)
@@ -336,6 +339,9 @@ def sensitivity(runs: pd.DataFrame, table: pd.DataFrame, fits: dict, weights=Non
             X = fitcore.make_X(res.law, **regimes._cols(table))
             X.update(res.centres)
             for s, (t, o, prof) in zip(rows, _refit_law(res, X, logy, W[rows])):
+                if t is None:
+                    why[s] = "the refit reached no finite loss"
+                    continue
                 models[s][name] = _entry(res, t, o, prof, X, logy, W[s])
         for s, y in enumerate(why):
             if y is not None:
