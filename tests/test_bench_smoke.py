@@ -22,6 +22,7 @@ CHECKED_ELSEWHERE = {"gpu.py"}
 # A line each smoke run prints when it has gone through to its end.
 LAST_WORDS = {
     "analysis_speed.py": "threshold.base",
+    "analysis_sensitivity.py": "sensitivity added:",
     "design_power.py": "design power vs independent check:",
     "cluster_overhead.py": "| node loss:",
     "data_sources.py": "| tokens (2^16 uint16, memmap) |",

@@ -53,18 +53,25 @@ def test_the_shipped_table_has_the_design_the_page_claims():
     assert shapes == 24 and len(complete) >= 4  # the plan's four seeds at every shape and budget
 
 
-def test_analyze_on_the_shipped_table_reproduces_the_page_verdict(tmp_path):
-    m = VERDICT.search(PAGE.read_text())
-    assert m, "the page states no verdict line"
-    assert (REPO / m["src"]).resolve() == TABLE.resolve()
+@pytest.fixture(scope="module")
+def study_report(tmp_path_factory) -> dict:
+    """`depthwidth analyze` on the shipped table, run once for the tests below."""
+    out = tmp_path_factory.mktemp("study") / "r"
     p = subprocess.run(
-        [sys.executable, "-m", "analysis", "analyze", str(TABLE), "--out", str(tmp_path / "r")],
+        [sys.executable, "-m", "analysis", "analyze", str(TABLE), "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=900,
     )
     assert p.returncode == 0, p.stderr
-    thr = json.loads((tmp_path / "r" / "report.json").read_text())["threshold"]
+    return {"json": json.loads((out / "report.json").read_text()), "stdout": p.stdout}
+
+
+def test_analyze_on_the_shipped_table_reproduces_the_page_verdict(study_report):
+    m = VERDICT.search(PAGE.read_text())
+    assert m, "the page states no verdict line"
+    assert (REPO / m["src"]).resolve() == TABLE.resolve()
+    thr = study_report["json"]["threshold"]
     assert thr["status"] == m["status"]
     if not thr.get("claimed"):  # the page quotes why not
         assert thr["reason"] in " ".join(PAGE.read_text().split())
@@ -74,3 +81,19 @@ def test_analyze_on_the_shipped_table_reproduces_the_page_verdict(tmp_path):
         assert _same_at_printed_precision(m["lo"], lo) and _same_at_printed_precision(m["hi"], hi)
     else:
         assert thr.get("base") is None
+
+
+def test_the_study_preference_for_shape_rests_on_depth_1(study_report):
+    """Without the one-layer runs the shape-agnostic law is preferred; the headline says so."""
+    s = study_report["json"]["sensitivity"]
+    assert s["status"] == "ok" and s["left_out"] == ["depth", "width", "token budget", "seed"]
+    assert len(s["refits"]) == 6 + 4 + 3 + 4
+    assert s["reference"]["preferred"] == "width_depth"
+    row = next(r for r in s["refits"] if r["left_out"] == "depth 1")
+    assert row["preferred"] == "kaplan" and row["n_runs"] == 240
+    assert s["changed"] == ["depth 1"]
+    sentence = "the preference for shape rests on depth 1: without it, N alone is preferred"
+    assert s["headline"] == sentence
+    assert sentence in study_report["stdout"]  # the verdict line `analyze` prints
+    # b = 3 stays outside the best threshold law's profile interval with any one slice left out
+    assert all(r["threshold_law"]["excludes_theory"] for r in [s["reference"]] + s["refits"])

@@ -165,7 +165,9 @@ def start_grid(law: Law, X: dict, logy: np.ndarray, floors=None, alphas=None) ->
         # Three power terms would make 4^3 exponent combinations per floor; three values each
         # cover the same range of shapes at less than half the cost.
         alphas = [0.05, 0.15, 0.4, 1.0] if k < 3 else [0.1, 0.35, 1.0]
-    cs = np.log([1.5, 2.5, 4.0, 8.0]) if law.has_kappa else [None]
+    # Bases up to 30: a κ-law's loss can have one optimum near b = 1.1 and another near the
+    # upper bound (every run past L_th), and a start on each side lets the fit see both.
+    cs = np.log([1.5, 2.5, 4.0, 8.0, 30.0]) if law.has_kappa else [None]
     starts = []
     for f in floors:
         E = f * y.min()
@@ -261,9 +263,24 @@ def batched_lm(
     return theta, obj
 
 
-def polish(law: Law, theta: np.ndarray, X: dict, logy: np.ndarray, w: np.ndarray):
-    """L-BFGS-B on the summed Huber loss from one start (docs/science.md §3); returns (θ, obj, ok)."""
-    lo, hi = law.bounds(np.exp(logy))
+def polish(
+    law: Law,
+    theta: np.ndarray,
+    X: dict,
+    logy: np.ndarray,
+    w: np.ndarray,
+    bounds=None,
+    ftol: float = 1e-15,
+    maxiter: int = 1000,
+):
+    """L-BFGS-B on the summed Huber loss from one start (docs/science.md §3); returns (θ, obj, ok).
+    `bounds` (lo, hi) replaces the law's own; lo = hi holds a parameter fixed (a profile).
+    `ftol` is L-BFGS-B's relative stopping change of the loss (in units of δ), `maxiter` its
+    iteration cap.
+
+    On the kinked, nearly L1 Huber surface the batched Gauss–Newton steps can stall far from an
+    optimum that L-BFGS-B reaches from the same point, so every fit ends with this polish."""
+    lo, hi = law.bounds(np.exp(logy)) if bounds is None else bounds
 
     def f(th):
         logP, J = law.evaluate(th[None, :], X)
@@ -277,7 +294,7 @@ def polish(law: Law, theta: np.ndarray, X: dict, logy: np.ndarray, w: np.ndarray
         jac=True,
         method="L-BFGS-B",
         bounds=list(zip(lo, hi)),
-        options={"maxiter": 1000, "ftol": 1e-15, "gtol": 1e-12},
+        options={"maxiter": maxiter, "ftol": ftol, "gtol": 1e-12},
     )
     return res.x, res.fun * HUBER_DELTA, bool(res.success)
 
@@ -296,8 +313,9 @@ def fit_law(
 
     Every start takes a few batched LM steps (on a random subset of `probe_points` when the data
     are larger: 3000, or as few as 1000 when there are so many starts that starts × points would
-    exceed 3e5); the `keep` best are solved to convergence on all points, and the best of those
-    is polished by L-BFGS-B. Returns (theta, objective, converged)."""
+    exceed 3e5). The `keep` best, and for a κ-law also the best in each third of the range of
+    ln b (its loss can have a local optimum at each end), are solved to convergence on all
+    points, and each is polished by L-BFGS-B (`finish`). Returns (theta, objective, converged)."""
     n = X["n"]
     w = np.ones(n) if w is None else np.asarray(w, float)
     if starts is None:
@@ -314,18 +332,52 @@ def fit_law(
         th0, obj0 = batched_lm(
             law, starts, Xs, logy[idx], np.broadcast_to(w[idx], (len(starts), len(idx))), iters=15, tol=0.0
         )
-        starts = th0[np.argsort(np.where(np.isfinite(obj0), obj0, np.inf))[:keep]]
+        starts = th0[_spread_picks(law, th0, obj0, keep)]
     th, obj = batched_lm(law, starts, X, logy, np.broadcast_to(w, (len(starts), n)), iters=300, tol=1e-10)
-    k = int(np.argmin(np.where(np.isfinite(obj), obj, np.inf)))
-    if not np.isfinite(obj[k]):
+    return finish(law, th, obj, X, logy, w)
+
+
+def _spread_picks(law: Law, theta: np.ndarray, obj: np.ndarray, keep: int) -> np.ndarray:
+    """Rows to solve on: the `keep` lowest losses, and for a κ-law the lowest in each third of
+    the range of c = ln b, so that a second basin is solved even when it probes worse."""
+    o = np.where(np.isfinite(obj), obj, np.inf)
+    order = np.argsort(o, kind="stable")
+    picks = list(order[:keep])
+    if law.has_kappa:
+        edges = np.linspace(*LOG_BASE_BOUNDS, 4)[1:-1]
+        third = np.digitize(theta[:, -1], edges)
+        for t in range(3):
+            members = [i for i in order if third[i] == t and np.isfinite(o[i])]
+            if members and members[0] not in picks:
+                picks.append(members[0])
+    return np.array(picks)
+
+
+def finish(
+    law: Law,
+    theta: np.ndarray,
+    obj: np.ndarray,
+    X: dict,
+    logy: np.ndarray,
+    w: np.ndarray,
+    bounds: tuple[np.ndarray, np.ndarray] | None = None,
+):
+    """The best of several solved candidates (rows of `theta`, losses `obj`): each whose loss is
+    within a factor 3 of the best is polished by L-BFGS-B (a stalled Gauss–Newton solve can sit
+    well above the optimum of its basin), and the winner gets a last batched solve.
+    Returns (theta, objective, converged)."""
+    o = np.where(np.isfinite(obj), obj, np.inf)
+    if not np.isfinite(o.min()):
         return np.full(law.n_params, np.nan), np.inf, False
-    best_th, best_obj = th[k], float(obj[k])
-    t2, o2, ok = polish(law, best_th, X, logy, w)
-    if o2 < best_obj:
-        best_th, best_obj = t2, float(o2)
+    solved = []
+    for k in np.flatnonzero(o <= 3.0 * o.min()):
+        t2, o2, ok = polish(law, theta[k], X, logy, w, bounds)
+        solved.append((t2, float(o2), ok) if o2 < o[k] else (theta[k], float(o[k]), ok))
+    best_th, best_obj, ok = min(solved, key=lambda s: s[1])
     # L-BFGS-B often stops in its line search on the kinked Huber surface; the point counts as
     # converged when a further batched solve cannot lower the loss by one part in a million.
-    t3, o3 = batched_lm(law, best_th[None, :], X, logy, w[None, :], iters=50, tol=1e-12)
+    bnd = None if bounds is None else (bounds[0][None, :], bounds[1][None, :])
+    t3, o3 = batched_lm(law, best_th[None, :], X, logy, w[None, :], iters=50, tol=1e-12, bounds=bnd)
     converged = bool(ok or (best_obj - o3[0]) <= 1e-6 * max(best_obj, 1e-300))
     if o3[0] < best_obj:
         best_th, best_obj = t3[0], float(o3[0])

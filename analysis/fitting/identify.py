@@ -4,7 +4,7 @@ A fit whose parameter sits on its search bound, or whose 95% interval covers the
 range, has not located that parameter: it is reported `not_identified`, never as an estimate
 (docs/science.md §3–4). For the threshold base b of the κ-laws a profile-likelihood interval
 (Venzon & Moolgavkar 1988; Gaussian deviance of the log-loss residuals, as AIC and BIC use) says
-whether the data bound b on both sides, on one, or on neither.
+whether the data bound b on both sides, on one, or on neither (its fits: analysis/fitting/profile.py).
 """
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import chdtri
 
-from analysis.fitting import fitcore
 from analysis.fitting.fitcore import Law
 
 _EDGE = 1e-4  # within this fraction of the range from a bound counts as on it
 _SPAN = 0.02  # an interval reaching within 2% of the range of both bounds spans it
-PROFILE_POINTS = 24
 CHI2_95 = float(chdtri(1, 0.05))  # 3.84, chi-square(1)'s 95% point: one parameter profiled
 
 
@@ -67,114 +65,6 @@ def spans_range(law: Law, draws: np.ndarray, logy: np.ndarray) -> dict[str, str]
                 f"[{_raw_value(raw, lo[k]):.3g}, {_raw_value(raw, hi[k]):.3g}]"
             )
     return out
-
-
-def _fits_at_fixed_c(
-    law: Law,
-    X: dict,
-    logy: np.ndarray,
-    w: np.ndarray,
-    cs: np.ndarray,
-    starts: np.ndarray,
-    keep: int,
-    iters: int,
-    tol: float,
-):
-    """For each c in `cs`, the best fit with c held there: every start (rows of the other
-    parameters) takes 15 steps on at most 1000 points, the `keep` best per c are solved on all
-    points. Returns (theta (len(cs), p), summed Huber loss (len(cs),))."""
-    lo, hi = law.bounds(np.exp(logy))
-    n, S, G = X["n"], len(starts), len(cs)
-
-    def rows_at(base, c):
-        rows = np.c_[base, c]
-        rlo, rhi = np.tile(lo, (len(rows), 1)), np.tile(hi, (len(rows), 1))
-        rlo[:, -1] = rhi[:, -1] = c
-        return rows, (rlo, rhi)
-
-    if S > keep:
-        idx = np.arange(n) if n <= 1000 else np.sort(np.random.default_rng(0).choice(n, 1000, replace=False))
-        rows, bnd = rows_at(np.tile(starts, (G, 1)), np.repeat(cs, S))
-        th, obj = fitcore.batched_lm(
-            law,
-            rows,
-            fitcore.subset_X(X, idx),
-            logy[idx],
-            np.broadcast_to(w[idx], (len(rows), len(idx))),
-            iters=15,
-            tol=0.0,
-            bounds=bnd,
-        )
-        obj = np.where(np.isfinite(obj), obj, np.inf).reshape(G, S)
-        order = np.argsort(obj, axis=1)[:, :keep]
-        base = th.reshape(G, S, -1)[np.arange(G)[:, None], order, :-1].reshape(G * keep, -1)
-    else:
-        keep = S
-        base = np.tile(starts, (G, 1))
-    rows, bnd = rows_at(base, np.repeat(cs, keep))
-    th, obj = fitcore.batched_lm(
-        law, rows, X, logy, np.broadcast_to(w, (len(rows), n)), iters=iters, tol=tol, bounds=bnd
-    )
-    obj = np.where(np.isfinite(obj), obj, np.inf).reshape(G, keep)
-    k = np.argmin(obj, axis=1)
-    return th.reshape(G, keep, -1)[np.arange(G), k], obj[np.arange(G), k]
-
-
-def profile_base(
-    law: Law,
-    X: dict,
-    logy: np.ndarray,
-    w: np.ndarray,
-    theta_hat: np.ndarray,
-    n_eff: float,
-    points: int = PROFILE_POINTS,
-) -> dict:
-    """Profile of the threshold base b = e^c: every other parameter refitted with c held at each
-    of `points` values across its search range, on a finer grid around ĉ, and at ĉ.
-
-    A first pass starts every value from θ̂ and a coarse grid of starts; the grid values where
-    the interval's ends are decided (deviance between 3.84/8 and 8·3.84) are then refitted from
-    the law's full grid of starts and from their neighbours' solutions, until they settle (an
-    under-solved profile would read as a narrower interval). The deviance
-    D(b) = n_eff·ln(RSS(b)/RSS_min) (weighted RSS of the log residuals; n_eff is the number of
-    independent runs, so checkpoints of one run do not count as separate evidence) and the 95%
-    interval is {b : D(b) ≤ 3.84}, the connected set around the minimum. An end that reaches the
-    search bound is open: the data do not bound b on that side."""
-    lo, hi = law.bounds(np.exp(logy))
-    coarse = np.linspace(lo[-1], hi[-1], points)
-    # The fine grid (two coarse steps either side of ĉ) resolves a profile narrower than a step.
-    step = coarse[1] - coarse[0]
-    fine = np.clip(theta_hat[-1] + np.linspace(-2 * step, 2 * step, 9), lo[-1], hi[-1])
-    grid = np.unique(np.r_[coarse, fine, theta_hat[-1]])
-    G = len(grid)
-    coarse_starts = fitcore.start_grid(law, X, logy, floors=[0.95, 0.3], alphas=[0.15, 0.6])[:, :-1]
-    coarse_starts = np.unique(np.round(np.vstack([coarse_starts, theta_hat[None, :-1]]), 12), axis=0)
-    th, obj = _fits_at_fixed_c(law, X, logy, w, grid, coarse_starts, keep=1, iters=50, tol=1e-8)
-    full_starts = fitcore.start_grid(law, X, logy)[:, :-1]
-    lp_hat, _ = law.evaluate(theta_hat[None, :], X, jac=False)
-    rss_hat = float(np.sum(w * (logy - lp_hat[0]) ** 2))
-
-    def deviance():
-        logP, _ = law.evaluate(th, X, jac=False)
-        rss = np.where(np.isfinite(obj), np.sum(w[None, :] * (logy[None, :] - logP) ** 2, axis=1), np.inf)
-        rss_min = max(min(rss.min(), rss_hat), 1e-300)
-        return n_eff * np.log(np.maximum(rss, rss_min) / rss_min)
-
-    dev, done = deviance(), set()
-    for _ in range(4):
-        edge = [g for g in np.flatnonzero((dev > CHI2_95 / 8) & (dev < 8 * CHI2_95)) if g not in done]
-        if not edge:
-            break
-        for g in edge:
-            neighbours = th[[max(g - 1, 0), min(g + 1, G - 1), g], :-1]
-            t, o = _fits_at_fixed_c(
-                law, X, logy, w, grid[[g]], np.vstack([full_starts, neighbours]), keep=3, iters=300, tol=1e-11
-            )
-            if o[0] < obj[g]:
-                th[g], obj[g] = t[0], o[0]
-        done.update(edge)
-        dev = deviance()
-    return _profile_interval(np.exp(grid), dev, float(np.exp(theta_hat[-1])))
 
 
 def _profile_interval(b: np.ndarray, dev: np.ndarray, b_hat: float) -> dict:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from analysis.fitting import fitcore, identify
 from analysis.fitting.fitcore import Law
+from analysis.fitting.profile import profile_and_refit
 
 OK, INSUFFICIENT, FAILED, NOT_IDENTIFIED = "ok", "insufficient_data", "failed", "not_identified"
 _FORMULA_TERM = {
@@ -72,6 +73,7 @@ class FitResult:
     weights: Any = field(default=None, repr=False, compare=False)  # per point; None = all 1
     not_identified: dict = field(default_factory=dict)  # reported name -> why
     profile: dict | None = None  # profile likelihood of b (κ-laws)
+    profile_theta: Any = field(default=None, repr=False, compare=False)  # (grid of ln b, θ rows)
     note: str = ""
 
     @property
@@ -212,7 +214,8 @@ def fit(
     the fit `not_identified` (docs/science.md §3), with one exception: a floor E on its lower
     bound (e^-12 × the smallest loss) means the data ask for no floor, so with `floor_fallback`
     the law is refitted without E, as Kaplan's pure form, and says so. With `profile` a κ-law
-    also gets the profile-likelihood interval of b (analysis/fitting/identify.py)."""
+    also gets the profile-likelihood interval of b (analysis/fitting/profile.py), and its point
+    fit restarts from any profile value with a lower loss."""
     n = len(logy)
     groups = np.arange(n) if groups is None else np.asarray(groups)
     n_groups = len(np.unique(groups))
@@ -237,11 +240,17 @@ def fit(
             return _floorless(
                 law, name, logy, cols, groups, n_boot, seed, strata, need, distinct_of, weights, profile
             )
+        prof = warm = None
+        if profile and law.has_kappa:
+            # The profile may find a lower loss than the point fit did; then the fit restarts there.
+            n_eff = float(np.sum(w)) if weights is not None else n_groups
+            prof, theta, obj, refit_ok, warm = profile_and_refit(law, X, logy, w, theta, obj, n_eff)
+            converged = converged if refit_ok is None else refit_ok
+            hits = identify.bound_hits(law, theta, logy)
         logP, _ = law.evaluate(theta[None, :], X, jac=False)
         resid = logy - logP[0]
         centres = {k: v for k, v in X.items() if k.startswith("mid_")}
         boot, boot_method = _bootstrap(law, theta, X, logy, groups, n_boot, seed, strata, w, n_groups)
-        prof = _profile(law, X, logy, w, theta, weights, n_groups) if profile and law.has_kappa else None
     except (FloatingPointError, ValueError, np.linalg.LinAlgError) as exc:
         return FitResult(
             name=name,
@@ -271,6 +280,7 @@ def fit(
         boot_theta=boot,
         weights=None if weights is None else w,
         profile=prof,
+        profile_theta=warm,
     )
     if unidentified:
         why = "; ".join(f"{k}: {v}" for k, v in unidentified.items())
@@ -310,13 +320,6 @@ def _bootstrap(law, theta, X, logy, groups, n_boot, seed, strata, w, n_groups):
     if n_groups < 3:
         return np.empty((0, law.n_params)), "none"
     return fitcore.bootstrap(law, theta, X, logy, groups, n_boot, seed, strata, w=w)
-
-
-def _profile(law, X, logy, w, theta, weights, n_groups):
-    """The profile-likelihood interval of b (analysis/fitting/identify.py), counting runs or weights."""
-    return identify.profile_base(
-        law, X, logy, w, theta, float(np.sum(w)) if weights is not None else n_groups
-    )
 
 
 def percentile_ci(law: Law, boot: np.ndarray, centres: dict) -> dict[str, tuple[float, float]]:

@@ -88,34 +88,26 @@ def _cols(table: pd.DataFrame) -> dict:
     return cols
 
 
-def _fit_one(name: str, law: Law, table: pd.DataFrame, weights, n_boot: int, seed: int) -> FitResult:
+def unfit_reason(law: Law, table: pd.DataFrame) -> str | None:
+    """Why `law` cannot be fitted on the runs in `table` (too few depths or widths), or None."""
     n_depths, n_widths = table["depth"].nunique(), table["width"].nunique()
     if law.has_kappa and (n_depths < 3 or n_widths < 2):
-        return insufficient(
-            name,
-            law,
+        return (
             f"the threshold base needs at least 3 depths and 2 widths; "
-            f"has {n_depths} depths and {n_widths} widths",
-            len(table),
-            len(table),
+            f"has {n_depths} depths and {n_widths} widths"
         )
     if law.has_kappa and table["width"].min() < 2:
-        return insufficient(
-            name,
-            law,
-            f"kappa_b needs ln d > 0, but a run has width {table['width'].min():g}",
-            len(table),
-            len(table),
-        )
+        return f"kappa_b needs ln d > 0, but a run has width {table['width'].min():g}"
     if "width" in law.terms and (n_depths < 2 or n_widths < 2):
-        return insufficient(
-            name,
-            law,
-            f"a separable width-depth law needs at least 2 depths and "
-            f"2 widths; has {n_depths} and {n_widths}",
-            len(table),
-            len(table),
+        return (
+            f"a separable width-depth law needs at least 2 depths and 2 widths; has {n_depths} and {n_widths}"
         )
+    return None
+
+
+def _fit_one(name: str, law: Law, table: pd.DataFrame, weights, n_boot: int, seed: int) -> FitResult:
+    if why := unfit_reason(law, table):
+        return insufficient(name, law, why, len(table), len(table))
     key = table["depth"].astype(str) + ":" + table["width"].astype(str)
     if "D" in law.terms:
         key = key + ":" + table["tokens"].astype(str)

@@ -19,6 +19,8 @@ from analysis.reporting.markdown_sections import (
     design_md,
     inputs_md,
     is_absent,
+    sensitivity_md,
+    sensitivity_sentence,
 )
 from depthwidth.published import LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE
 
@@ -117,9 +119,9 @@ def _transition_sentence(thr: dict) -> str | None:
 
 
 def lth_paragraph(r: dict) -> str:
-    """What the data say about L_th, in words: the headline in the case it is in, where the
-    threshold lies against the depths swept, the preferred law, the cross-check and the
-    model-free transition widths."""
+    """What the data say about L_th, in words: the headline in the case it is in, whether one
+    slice left out changes it, where the threshold lies against the depths swept, the preferred
+    law, the cross-check and the model-free transition widths."""
     thr, reg = r["threshold"], r["regimes"]
     if is_absent(thr):
         return f"Not analysed: {thr['reason']}."
@@ -127,6 +129,7 @@ def lth_paragraph(r: dict) -> str:
     loc = thr.get("location") or {}
     parts = [
         _headline_sentence(thr),
+        sensitivity_sentence(r),
         _lth_at_widths(loc) if loc.get("per_width") else None,
         f"Of the loss laws, `{pref}` is preferred by BIC." if pref and pref != "kaplan" else None,
         _cross_check_sentence(thr.get("cross_check")),
@@ -144,16 +147,29 @@ def verdict_line(r: dict) -> str:
     b = f"b = {thr['base']:.3g}" + (f" (95% interval {ci})" if ci else "") if thr.get("base") else ""
     if thr.get("claimed"):
         theory = "contains" if thr.get("consistent_with_theory") else "excludes"
-        return f"verdict: a depth threshold is located, {b}; the interval {theory} the theory's b = 3"
+        return (
+            f"verdict: a depth threshold is located, {b}; the interval {theory} the theory's b = 3"
+            + _rests_on(r)
+        )
     if thr.get("extrapolation"):
         return (
             f"verdict: no threshold located: {thr['location']['text']} (the law's {b} is an "
-            f"extrapolation, not claimed)"
+            f"extrapolation, not claimed)" + _rests_on(r)
         )
+    return _verdict_words(thr, b) + _rests_on(r)
+
+
+def _verdict_words(thr: dict, b: str) -> str:
     why = (thr.get("reason") or "no estimate").split("; ")[0]
     if thr.get("status") == "not_identified":
         return f"verdict: the threshold base is not identified: {why}"
     return f"verdict: no threshold claimed: {why}" + (f" (best estimate {b})" if b else "")
+
+
+def _rests_on(r: dict) -> str:
+    """'; <which slice the verdict rests on>' when one slice left out changes it, else ''."""
+    s = r.get("sensitivity") or {}
+    return f"; {s['headline']}" if s.get("status") == "ok" and s.get("changed") else ""
 
 
 def _table(header: list[str], rows: list[list]) -> list[str]:
@@ -410,6 +426,7 @@ def render(r: dict, design_power: dict | None = None) -> str:
         return "\n".join(L + _shape_free_tail(r))
     for section in (
         _threshold_table_md,
+        sensitivity_md,
         _laws_md,
         _power_laws_md,
         _crossovers_md,

@@ -210,3 +210,50 @@ def design_md(r: dict, power: dict | None = None) -> list[str]:
         f"identifies b: {d['text']}."
     )
     return ["## Design", "", text + (f" {plan}" if plan else ""), ""]
+
+
+def sensitivity_sentence(r: dict) -> str | None:
+    """The sensitivity check in one sentence: which single slice changes the verdict, or none."""
+    s = r.get("sensitivity") or {}
+    if s.get("status") != "ok" or not s.get("headline"):
+        return None
+    text = s["headline"]
+    return "Left out one at a time, " + text + "."
+
+
+def _b_cell(tl: dict | None) -> str:
+    if not tl:
+        return "–"
+    lo, hi = tl["interval"]
+    return f"{tl['law']}: {_g(tl['b'])} [{_g(lo)}, {_g(hi)}]" + (" (open)" if tl["open"] else "")
+
+
+def sensitivity_md(r: dict) -> list[str]:
+    """Each slice left out in turn: the refit's preferred law, verdict on b and the best
+    threshold law's b with its profile interval, beside the same on all runs."""
+    s = r.get("sensitivity")
+    if not s:
+        return []
+    L = ["## Sensitivity: each slice of the design left out", ""]
+    if s.get("status") != "ok":
+        return L + [f"Not run: {s.get('reason')}.", ""]
+    L += [_upper(s["headline"]) + ".", "", f"How: {s['method']}.", ""]
+    L += [
+        "| left out | runs | preferred law (BIC margin) | b: verdict | best threshold law: b [profile 95%] "
+        "| b = 3 | changes |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in [s["reference"]] + s["refits"]:
+        tl = row.get("threshold_law")
+        b3 = "–" if not tl else ("excluded" if tl["excludes_theory"] else "inside")
+        margin = f" ({_g(row['bic_margin'])})" if row.get("bic_margin") is not None else ""
+        L.append(
+            f"| {row['left_out']} | {row['n_runs']} | {row['preferred']}{margin} | "
+            f"{row['status'].replace('_', ' ')} | {_b_cell(tl)} | {b3} | "
+            f"{', '.join(row.get('changes') or []) or '–'} |"
+        )
+    return L + [""]
+
+
+def _upper(text: str) -> str:
+    return text[:1].upper() + text[1:]

@@ -17,7 +17,7 @@ import numpy as np
 from analysis.fitting import powerlaw
 from analysis.fitting._blas import single_threaded
 from analysis.fitting.fitcore import bootstrap_bytes
-from analysis.laws import chinchilla, kaplan, levine, regimes, threshold, tokens, tuning
+from analysis.laws import chinchilla, kaplan, levine, regimes, sensitivity, threshold, tokens, tuning
 from analysis.readers.inputs import Dataset, InputError, default_out, load, locate, nothing_to_fit
 from analysis.reporting import adaptive_report, design_note, plots
 from analysis.reporting.markdown import render, render_kaplan
@@ -217,6 +217,20 @@ def threshold_section(
     return threshold.headline(reg, transition, knee_fit, design, grid=threshold.swept_grid(ds.runs))
 
 
+def sensitivity_section(ds: Dataset, fits: _Fits, leave_out: bool = True) -> dict:
+    """The loss laws refitted with each depth, width, token budget and seed left out in turn
+    (analysis/laws/sensitivity.py), on the same points and weights as the fits on all runs."""
+    if not ds.has_shape or not fits.regimes.get("fits"):
+        return absent(refits=[], headline=None)
+    if not leave_out:
+        return absent("not run: the sensitivity check was turned off", refits=[], headline=None)
+    data_aware = fits.regimes.get("data_terms")
+    table = fits.points if data_aware else ds.runs
+    checkpoints = data_aware and fits.points_source.get("kind") == "checkpoints"
+    weights = table["weight"].to_numpy(float) if checkpoints else None
+    return sensitivity.sensitivity(ds.runs, table.reset_index(drop=True), fits.regimes["fits"], weights)
+
+
 def kaplan_section(ds: Dataset, fits: _Fits, bootstrap: int, seed: int) -> dict:
     """Our exponents, shape sensitivity and depth collapse beside Kaplan et al. 2020."""
     if not ds.has_shape:
@@ -276,10 +290,17 @@ def regime_accounting_section(ds: Dataset, head: dict) -> dict:
     return levine.accounting(ds.runs, b, head.get("status", "not_claimed"))
 
 
-def build_report(ds: Dataset, bootstrap: int = 200, seed: int = 0, watch: Stopwatch | None = None) -> dict:
+def build_report(
+    ds: Dataset,
+    bootstrap: int = 200,
+    seed: int = 0,
+    watch: Stopwatch | None = None,
+    leave_out: bool = True,
+) -> dict:
     """All fits for one dataset, one section at a time. Never raises on thin data: each part that
     cannot be fitted carries status 'insufficient_data' or 'not_identified' and a reason; parts
-    the input cannot have (shape comparisons without a shape) are 'absent' with the reason."""
+    the input cannot have (shape comparisons without a shape) are 'absent' with the reason.
+    `leave_out` runs the sensitivity check (each slice of the design left out in turn)."""
     lap = (watch or Stopwatch()).lap
     fits = _Fits()
     runs = ds.runs
@@ -296,6 +317,8 @@ def build_report(ds: Dataset, bootstrap: int = 200, seed: int = 0, watch: Stopwa
     design = levine.design_advice(runs) if ds.has_shape and len(runs) else absent()
     head = threshold_section(ds, reg, transition, design, bootstrap, seed)
     lap("threshold")
+    sens = sensitivity_section(ds, fits, leave_out)
+    lap("sensitivity")
     comp = kaplan_section(ds, fits, bootstrap, seed)
     lap("kaplan")
     accounting = regime_accounting_section(ds, head)
@@ -321,6 +344,7 @@ def build_report(ds: Dataset, bootstrap: int = 200, seed: int = 0, watch: Stopwa
         "regimes": reg,
         "design": design,
         "threshold": head,
+        "sensitivity": sens,
         "regime_accounting": accounting,
         "kaplan": comp,
         **adaptive_report.entry(ds.source),  # the runs an adaptive sweep chose, and why
@@ -407,6 +431,7 @@ def analyze(
     no_tune: bool = False,
     progress=None,
     n: str = "non-embedding",
+    leave_out: bool = True,
 ) -> dict:
     """Fit, plot and write the report for a results store or CSV; returns the report dict.
     Every fit sees each shape at its best setting of the tuning axes (analysis.laws.tuning; `tune`
@@ -414,7 +439,8 @@ def analyze(
 
     Bad input, or an output that cannot be written, raises analysis.readers.inputs.InputError before any
     fit runs; nothing is written unless the whole report is. `progress`, if given, is called
-    with one line per finished stage (the CLI prints them on stderr)."""
+    with one line per finished stage (the CLI prints them on stderr). `leave_out` runs the
+    sensitivity check (the report's `sensitivity` section; off, the section is 'absent')."""
     check_bootstrap(bootstrap, seed)
     watch = Stopwatch(progress)
     ds = load(source, n)
@@ -428,7 +454,7 @@ def analyze(
     watch.lap("load")
     out = ReportOutput(dest)
     try:
-        report = build_report(ds, int(bootstrap), int(seed), watch)
+        report = build_report(ds, int(bootstrap), int(seed), watch, leave_out)
         report["source_fingerprint"] = source_print
         report["tuning"] = tuned
         if (report["chinchilla"].get("points") or {}).get("kind"):  # a data term was fitted
