@@ -149,18 +149,20 @@ def figure(cells: pd.DataFrame, wsd: pd.DataFrame, cos: pd.DataFrame, path: Path
             )
     ax.set_xscale("log")
     ax.set_xlabel("token budget (steps of 16 x 64 tokens)")
-    ax.set_ylabel("final validation loss (nats), best lr, mean ± SD over seeds")
+    ax.set_ylabel("final val loss (nats), mean ± SD over seeds")
+    ax.set_title("each schedule at its best learning rate", fontsize=9)
     ax.legend(fontsize=6, ncol=2, loc="upper right")
     ax = axes[1]
     for i, (d, wd) in enumerate(shapes):
         g = cells[(cells["depth"] == d) & (cells["width"] == wd)]
         x = i + (np.log(g["steps"]) - np.log(g["steps"]).mean()) * 0.15
         ax.scatter(x, g["diff"], s=14, color=colours[i % 10])
-    sd = cos.groupby(SHAPE + ["steps"])["final_val_loss"].std(ddof=1).median()
-    ax.axhspan(-sd, sd, color="0.9", label=f"± seed SD (median {sd:.3f})")
+    sd = c.groupby(SHAPE + ["steps"])["final_val_loss"].std(ddof=1).median()  # at the best rate
+    ax.axhspan(-sd, sd, color="0.9", label=f"± the cosine losses' seed SD (median {sd:.3f})")
     ax.axhline(0, color="0.4", lw=0.8)
     ax.set_xticks(range(len(shapes)), [f"d{d} w{wd}" for d, wd in shapes])
-    ax.set_ylabel("WSD branch − cosine (nats), per budget and seed")
+    ax.set_ylabel("WSD branch − cosine (nats)")
+    ax.set_title("per budget (100, 300, 900 left to right) and seed", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=130)

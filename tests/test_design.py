@@ -378,3 +378,12 @@ def test_propose_tries_five_budgets_from_one_run():
     assert t1["flops"] / t3["flops"] == pytest.approx(steps_one / 1300, rel=1e-6)
     already = dict(d)
     assert all(not str(w["tokens"]).startswith("5 budgets") for _, w in candidate_docs(already, 1e5))
+    # every candidate but the plan as written trains on WSD (docs/bench/wsd.md), unless the plan
+    # names its schedule
+    cands = candidate_docs(two, 1e5)
+    assert "schedule" not in cands[0][0].get("train", {})
+    assert all(d["train"]["schedule"] == "wsd" and w["wsd"] for d, w in cands[1:])
+    named = dict(two, train=dict(two["train"], schedule="cosine"))
+    assert all(
+        d["train"]["schedule"] == "cosine" for d, _ in candidate_docs(named, 1e5)[1:] if "budget" not in d
+    )
