@@ -1,13 +1,15 @@
 """The in-context copying probe (Olsson et al. 2022, "In-context Learning and Induction Heads";
 docs/science.md §11): the loss on the second half of a sequence of random tokens repeated once.
 
-Random tokens carry no statistics a model could have learned, so the first half costs about
-ln(vocab) or more; in the second half each token is the one that followed the same token one
-half earlier, which an induction head (two composing attention layers) can copy. `copy_loss` is
-the mean loss over the second half's copyable targets, `copy_gain` the first half's loss less it:
-near zero for a model that cannot copy, up to ln(vocab) for a perfect copier. The probe batch is
-fixed (its own generator, never the run's RNG), so it is the same at every evaluation of every run
-of one vocabulary and context.
+The tokens are drawn independently from the training data's own token frequencies (uniformly from
+the vocabulary where those are not known): the first half then carries no context a model could
+use beyond the frequencies, and costs about the unigram entropy; a token the data never holds
+would measure only how badly a model rates the impossible. In the second half each token is the
+one that followed the same token one half earlier, which an induction head (two composing
+attention layers) can copy. `copy_loss` is the mean loss over the second half's copyable targets,
+`copy_gain` the first half's loss less it: near zero for a model that cannot copy, up to about the
+unigram entropy for a perfect copier. The probe batch is fixed (its own generator, never the run's
+RNG), so it is the same at every evaluation of every run on one corpus and context.
 """
 
 from __future__ import annotations
@@ -19,12 +21,19 @@ PROBE_ROWS = 8  # sequences per evaluation: a small share of an evaluation's for
 PROBE_SEED = 20220924  # the probe's own generator
 
 
-def probe_batch(vocab_size: int, seq_len: int, rows: int = PROBE_ROWS) -> tuple[torch.Tensor, torch.Tensor]:
-    """(x, y) of `rows` sequences: h random tokens, the same h again (h = seq_len // 2 + 1, cut to
-    the seq_len + 1 tokens x and y need), shifted by one as a language model reads them."""
+def probe_batch(
+    vocab_size: int, seq_len: int, rows: int = PROBE_ROWS, counts=None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, y) of `rows` sequences: h random tokens (from `counts`' frequencies where given), the
+    same h again (h = seq_len // 2 + 1, cut to the seq_len + 1 tokens x and y need), shifted by
+    one as a language model reads them."""
     half = seq_len // 2 + 1
     g = torch.Generator().manual_seed(PROBE_SEED + 1009 * vocab_size + seq_len)
-    first = torch.randint(0, vocab_size, (rows, half), generator=g)
+    if counts is None:
+        first = torch.randint(0, vocab_size, (rows, half), generator=g)
+    else:  # the data's unigram distribution (counts: one per token of the vocabulary)
+        p = torch.as_tensor(counts, dtype=torch.float64)
+        first = torch.multinomial(p / p.sum(), rows * half, replacement=True, generator=g).view(rows, half)
     seq = torch.cat([first, first], dim=1)[:, : seq_len + 1]  # (rows, seq_len + 1)
     return seq[:, :-1], seq[:, 1:]
 

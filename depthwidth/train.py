@@ -476,11 +476,10 @@ class _Run:
         # recurrent families measure ‖∂L/∂h_t‖ at every evaluation, not only at the end.
         self.probe_during = self.model_cfg.family in RECURRENT_FAMILIES
         # a transformer on text: the copying probe at every evaluation (depthwidth.copyprobe)
-        self.copy_probe = (
-            probe_batch(self.model_cfg.vocab_size, self.model_cfg.seq_len)
-            if copy_probe_on(self.model_cfg, data_cfg)
-            else None
-        )
+        self.copy_probe = None
+        if copy_probe_on(self.model_cfg, data_cfg):
+            counts = self.data.token_counts() if hasattr(self.data, "token_counts") else None
+            self.copy_probe = probe_batch(self.model_cfg.vocab_size, self.model_cfg.seq_len, counts=counts)
         self.status, self.error = "ok", ""
         self.last = self.curve[-1] if self.curve else {}
         self.n_evals = len(self.curve)

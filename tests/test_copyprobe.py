@@ -55,3 +55,16 @@ def test_a_text_run_records_the_probe_at_every_evaluation(tmp_path):
     assert math.isfinite(run.metrics["copy_loss"]) and math.isfinite(run.metrics["copy_gain"])
     synthetic = train(model, DataConfig(source="pcfg", vocab_size=32), cfg)
     assert "copy_loss" not in synthetic.curve[-1]  # on by default for text only
+
+
+def test_the_probe_draws_the_datas_own_tokens_by_their_frequency():
+    """With the data's token counts, the probe's random half holds only tokens the data holds, in
+    about their proportions; a token the data never holds would only measure how badly a model
+    rates the impossible."""
+    counts = torch.zeros(256, dtype=torch.int64)
+    counts[[10, 20, 30]] = torch.tensor([6000, 3000, 1000])
+    x, _ = probe_batch(256, 255, rows=8, counts=counts.numpy())
+    seen, n = torch.unique(x, return_counts=True)
+    assert set(seen.tolist()) == {10, 20, 30}
+    share = dict(zip(seen.tolist(), (n / n.sum()).tolist()))
+    assert share[10] == pytest.approx(0.6, abs=0.06) and share[30] == pytest.approx(0.1, abs=0.04)

@@ -65,14 +65,20 @@ class _WindowSource(DataSource):
         w = torch.from_numpy(data[starts[:, None] + np.arange(T)].astype(np.int64))
         return w[:, :-1].contiguous(), w[:, 1:].contiguous()
 
-    def unigram_entropy(self) -> float:
-        """Entropy of the train split's token frequencies (computed once, in chunks)."""
-        if self._entropy is None:
+    def token_counts(self) -> np.ndarray:
+        """How often each token occurs in the train split (counted once, in chunks)."""
+        if getattr(self, "_counts", None) is None:
             data = self.splits["train"]
             counts = np.zeros(self.vocab_size, dtype=np.int64)
             for lo in range(0, len(data), _CHUNK):
                 counts += np.bincount(data[lo : lo + _CHUNK], minlength=self.vocab_size)
-            self._entropy = entropy_of_counts(counts)
+            self._counts = counts
+        return self._counts
+
+    def unigram_entropy(self) -> float:
+        """Entropy of the train split's token frequencies."""
+        if self._entropy is None:
+            self._entropy = entropy_of_counts(self.token_counts())
         return self._entropy
 
     def _sizes(self) -> str:
