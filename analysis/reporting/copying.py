@@ -40,7 +40,7 @@ def copying_plot(runs: pd.DataFrame) -> Figure:
         colour = cmap(0.9 * i / max(1, len(widths) - 1))
         left.scatter(g["depth"], g[COLUMN], s=10, color=colour, alpha=0.5)
         mean = g.groupby("depth")[COLUMN].mean()
-        left.plot(mean.index, mean.to_numpy(), marker="o", ms=4, color=colour, label=f"width {w}")
+        left.plot(mean.index, mean.to_numpy(), marker="o", ms=4, color=colour, label=f"width {int(w)}")
     left.axhline(0, color="0.6", lw=0.8)
     left.set_xlabel("depth (layers)")
     left.set_ylabel("copy gain (nats): first half's loss − the repeat's")
@@ -55,7 +55,7 @@ def copying_plot(runs: pd.DataFrame) -> Figure:
             g["final_val_loss"],
             s=14,
             color=dmap(0.85 * j / max(1, len(depths) - 1)),
-            label=f"depth {d}",
+            label=f"depth {int(d)}",
         )
     right.set_xlabel("copy gain (nats)")
     right.set_ylabel("final validation loss (nats)")
