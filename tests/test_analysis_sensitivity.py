@@ -80,3 +80,17 @@ def test_slices_by_hand():
     assert [c["label"] for c in two_seeds][-2:] == ["token budget 1.02e5", "token budget 9.22e5"]
     assert not any(c["kind"] == "seed" for c in two_seeds)
     assert np.array_equal(two_seeds[0]["keep"], runs["depth"].to_numpy() != 1)
+
+
+def test_a_verdict_on_b_changes_only_when_a_claim_is_gained_or_lost():
+    """'not claimed' and 'not identified' both claim nothing: a refit moving between them is no
+    change of verdict; one that claims b where all runs do not (or the reverse) is."""
+    from analysis.laws.sensitivity import _changes
+
+    ref = {"preferred": "width_depth", "status": "not_identified"}
+    assert _changes(ref, {"preferred": "width_depth", "status": "not_claimed"}) == []
+    assert _changes(ref, {"preferred": "width_depth", "status": "claimed"}) == ["status"]
+    assert _changes({**ref, "status": "claimed"}, {"preferred": "kaplan", "status": "not_claimed"}) == [
+        "preferred",
+        "status",
+    ]

@@ -247,13 +247,15 @@ def _verdict(label: str, kind: str | None, value, models: dict, runs: pd.DataFra
 
 
 def _changes(ref: dict, row: dict) -> list[str]:
-    """What of the verdict on all runs a refit changes: the preferred law or the headline's status.
+    """What of the verdict on all runs a refit changes: the preferred law, or whether b is claimed.
     Whether an interval holds b = 3 is reported, not compared: the refits' profile-only
     intervals are narrower than the headline's, which also spans the bootstrap's."""
     out = []
     if row["preferred"] != ref["preferred"]:
         out.append("preferred")
-    if row["status"] != ref["status"]:
+    # the verdict on b is whether it is claimed: "not claimed" and "not identified" both claim
+    # nothing, so a refit that moves between them changes no verdict (the table shows both)
+    if (row["status"] == "claimed") != (ref["status"] == "claimed"):
         out.append("status")
     return out
 
