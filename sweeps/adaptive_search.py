@@ -13,6 +13,7 @@ from typing import Any
 from ray.tune.search import Searcher
 
 from sweeps.adaptive import LOG, Adaptive, Cell, Policy, estimate_record, log_record, read_log, spec_cells
+from sweeps.trialconfig import TrialConfig
 
 
 class AdaptiveSearch(Searcher):
@@ -21,7 +22,7 @@ class AdaptiveSearch(Searcher):
 
     def __init__(self, configs: list[dict], spec, store, cfg: Adaptive, note=print):
         super().__init__()
-        self.configs = {c["trial"]["trial_id"]: c for c in configs}
+        self.configs = {TrialConfig.id_of(c): c for c in configs}
         self.spec_ids = {t.trial_id for t in spec.trials}
         self.store, self.note = store, note
         self.cells = spec_cells(spec)
@@ -44,7 +45,7 @@ class AdaptiveSearch(Searcher):
             return Searcher.FINISHED
         cfg = self.queue.pop(0)
         self.running.add(trial_id)
-        self.chosen.add(cfg["trial"]["trial_id"])
+        self.chosen.add(TrialConfig.id_of(cfg))
         return cfg
 
     def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:

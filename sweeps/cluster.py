@@ -23,6 +23,7 @@ from depthwidth.clitools import reason
 from runstore.store import ResultStore
 from sweeps import ray_compat
 from sweeps.spec import Resources, SpecError, SweepSpec
+from sweeps.trialconfig import TrialConfig
 
 TOKEN_HELP = (
     "put the cluster's token in the RAY_AUTH_TOKEN environment variable or in "
@@ -221,9 +222,10 @@ def trial_resources(config: dict[str, Any]):
 
     from sweeps.distributed import DRIVER
 
-    if config["run"].get("workers", 1) > 1:
+    tc = TrialConfig.from_dict(config)
+    if tc.run.workers > 1:
         return PlacementGroupFactory([dict(DRIVER)])
-    return PlacementGroupFactory([config["trial"]["resources"]])
+    return PlacementGroupFactory([dict(tc.resources)])
 
 
 def concurrent_trials(asks: list[dict[str, float]], workers: int, nodes: list[dict[str, Any]]) -> int | None:

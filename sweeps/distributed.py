@@ -33,6 +33,7 @@ from sweeps.trainable import (
     train_configs,
     trial_hook,
 )
+from sweeps.trialconfig import TrialConfig
 
 # The Tune trial only drives the Train run and holds no model: it asks for no CPU, so that N
 # workers of one CPU fit a node of N CPUs, only for the memory its process takes (Ray, Train and
@@ -43,30 +44,31 @@ GROUP_TIMEOUT = dt.timedelta(minutes=30)  # a collective that waits longer fails
 
 
 def run_workers(config: dict[str, Any]) -> None:
-    """The Tune function's body for a trial of config["run"]["workers"] > 1 workers."""
+    """The Tune function's body for a trial of more than one worker (TrialConfig.run.workers)."""
     from ray import train as ray_train
     from ray.train.torch import TorchTrainer
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    trial, run = config["trial"], config["run"]
+    tc = TrialConfig.from_dict(config)
+    run = tc.run
     ray_compat.fast_train_health_check()
-    ask = dict(trial["resources"])  # per worker
+    ask = dict(tc.resources)  # per worker
     use_gpu = ask.get("GPU", 0) > 0
-    store = Location(run["store"])
+    store = Location(run.store)
     trainer = TorchTrainer(
         worker_loop,
         train_loop_config=config,
         scaling_config=ray_train.ScalingConfig(
-            num_workers=int(run["workers"]), use_gpu=use_gpu, resources_per_worker=ask
+            num_workers=run.workers, use_gpu=use_gpu, resources_per_worker=ask
         ),
         torch_config=_own_process_group("nccl" if use_gpu else "gloo"),
         run_config=ray_train.RunConfig(
             # the Tune trial's own folder: one Train run per trial and experiment, so a restarted
             # Tune attempt continues the same run (Train restores it by name)
-            name=trial["trial_id"],
-            storage_path=store.path(f"{TUNE_DIR}/{run['experiment']}"),
+            name=tc.trial_id,
+            storage_path=store.path(f"{TUNE_DIR}/{run.experiment}"),
             storage_filesystem=store.fs,
-            failure_config=ray_train.FailureConfig(max_failures=int(run.get("max_failures", 0))),
+            failure_config=ray_train.FailureConfig(max_failures=run.max_failures),
             checkpoint_config=ray_train.CheckpointConfig(num_to_keep=2),
             callbacks=[TuneReportCallback()],
         ),
@@ -141,13 +143,13 @@ def worker_loop(config: dict[str, Any]) -> None:
 
     from depthwidth.train import Parallel, load_checkpoint, train
 
-    trial, run = config["trial"], config["run"]
-    tid = trial["trial_id"]
+    tc = TrialConfig.from_dict(config)
+    tid, run = tc.trial_id, tc.run
     ctx = ray_train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    model, data, train_cfg = train_configs(trial, run)
+    model, data, train_cfg = train_configs(tc)
     device = None
-    if trial["resources"].get("GPU", 0) > 0:
+    if tc.resources.get("GPU", 0) > 0:
         from ray.train.torch import get_device
 
         device = str(get_device())
@@ -156,13 +158,13 @@ def worker_loop(config: dict[str, Any]) -> None:
     work = tempfile.mkdtemp(prefix=f"depthwidth-{tid}-{rank}-")
     try:
         candidates = [ray_train.get_checkpoint()]  # the Train run's last, after a worker restart
-        candidates += [tune.Checkpoint(uri) for uri in trial.get("resume_uris", [])]  # older runs'
+        candidates += [tune.Checkpoint(uri) for uri in tc.resume_uris]  # older runs'
         resume_from, resumed_step, note = first_loadable(
             [c for c in candidates if c is not None], work, load_checkpoint
         )
         hook = trial_hook(run)
         if hook and rank == 0:
-            hook.started(run["hook"][1], tid, resumed_step, os.getpid(), world)
+            hook.started(run.hook[1], tid, resumed_step, os.getpid(), world)
 
         def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
             metrics = {
@@ -177,7 +179,7 @@ def worker_loop(config: dict[str, Any]) -> None:
                 saved.set_metadata({"trial_id": tid, "step": int(metrics["step"])})
             ray_train.report(metrics, checkpoint=saved)  # every rank, every evaluation
             if saved is not None and hook:
-                hook.checkpointed(run["hook"][1], tid, resumed_step, int(metrics["step"]))
+                hook.checkpointed(run.hook[1], tid, resumed_step, int(metrics["step"]))
 
         result = train(
             model,
@@ -186,7 +188,7 @@ def worker_loop(config: dict[str, Any]) -> None:
             report=report,
             checkpoint_dir=os.path.join(work, "checkpoint"),
             resume_from=resume_from,
-            parallel=Parallel(rank, world, run.get("sharding", "ddp"), device),
+            parallel=Parallel(rank, world, run.sharding, device),
         )
         ray_train.report(final_report(tid, result, resumed_step, note, world))
     finally:

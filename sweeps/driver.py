@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 from ray import tune
 from ray.tune.search import Searcher
 
-from depthwidth.config import TrainConfig
 from runstore.files import StoreError
 from runstore.store import ResultStore, make_curve, make_row
 from sweeps.branches import cost_share
@@ -24,6 +24,7 @@ from sweeps.outcome import is_oom
 from sweeps.progress import ProgressView
 from sweeps.tracking import Trackers, TrialInfo, eval_metrics
 from sweeps.trainable import BRANCH_KEY, FINAL_KEY, RESUME_NOTE_KEY
+from sweeps.trialconfig import TrialConfig
 
 _TUNE_KEYS = (
     "done",
@@ -70,17 +71,17 @@ class TrialFeed(Searcher):
         pass
 
 
-def sweep_columns(cfg: dict, res: dict) -> dict:
+def sweep_columns(tc: TrialConfig, res: dict) -> dict:
     """What only the sweep knows of a trial's row (runstore/store.py's `make_row` takes it
     computed): what a cooldown branch cost, its cooldown alone (budget.from_one_run,
     sweeps/branches.py), and a halved trial's rungs with the losses it reached there
     (sweeps/halving.py)."""
     out = {}
-    if cfg.get("branched_from"):
-        out["flops_spent"] = float(res["flops"]) * cost_share(TrainConfig.from_dict(cfg["train"]))
-    if cfg.get("halving"):
+    if tc.branched_from:
+        out["flops_spent"] = float(res["flops"]) * cost_share(tc.train)
+    if tc.halving:
         losses = (res.get("metrics") or {}).get("rung_losses")
-        out["halving"] = row_record(cfg["halving"], res.get("curve") or [], losses)
+        out["halving"] = row_record(tc.halving, res.get("curve") or [], losses)
     return out
 
 
@@ -99,43 +100,42 @@ class StoreWriter(tune.Callback):
         self.view.draw(event=False)  # the clock ticks between events (throttled inside)
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        self.view.started(trial.config["trial"]["trial_id"])
+        self.view.started(TrialConfig.id_of(trial.config))
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        cfg = trial.config["trial"]
-        tid = cfg["trial_id"]
+        tc = TrialConfig.from_dict(trial.config)
+        tid = tc.trial_id
         if result.get(RESUME_NOTE_KEY) and tid not in self.noted:  # a damaged checkpoint passed over
             self.noted.add(tid)
             self.view.note(f"trial {self.labels[tid]}: {result[RESUME_NOTE_KEY]}")
         if result.get(BRANCH_KEY):  # a cooldown branch of this run (sweeps/branches.py)
             final = json.loads(result[BRANCH_KEY])
-            member = next(b for b in cfg.get("branches", []) if b["trial_id"] == final["trial_id"])
-            self.store_trial({**cfg, **member, "branched_from": tid}, final)
+            self.store_trial(tc.branch(final["trial_id"]), final)
             result[BRANCH_KEY] = ""
         if FINAL_KEY not in result:
             self.view.progressed(tid, result.get("progress"))
             return
-        if self.store_trial(cfg, json.loads(result[FINAL_KEY])):
+        if self.store_trial(tc, json.loads(result[FINAL_KEY])):
             result[FINAL_KEY] = ""  # stored: Tune keeps the last result of every trial, not the curve
 
-    def store_trial(self, cfg: dict, final: dict) -> bool:
-        """Record one finished trial (`cfg`: its config as the Tune trial carries it; `final`:
+    def store_trial(self, tc: TrialConfig, final: dict) -> bool:
+        """Record one finished trial (`tc`: its config, or its cooldown branch's; `final`:
         final_report's JSON). False when it was stored already (a restart repeating its report)
         or the store failed."""
-        tid = cfg["trial_id"]
+        tid = tc.trial_id
         if tid in self.written or self.failure is not None:
             return False
         res = final["result"]
         if "workers" in final:  # the world size that actually trained it (sweeps/distributed.py)
-            cfg = {**cfg, "workers": final["workers"]}
+            tc = replace(tc, workers=int(final["workers"]))
         row = make_row(
             self.sweep,
-            cfg,
+            tc.row_config(),
             res,
             final["node"],
             final["resumed_from_step"],
             final.get("resume_note", ""),
-            **sweep_columns(cfg, res),
+            **sweep_columns(tc, res),
         )
         curve = make_curve(tid, res["curve"])
         try:
@@ -152,7 +152,7 @@ class StoreWriter(tune.Callback):
         return True
 
     def on_trial_recover(self, iteration, trials, trial, **info):
-        tid = trial.config["trial"]["trial_id"]
+        tid = TrialConfig.id_of(trial.config)
         why = (
             "was killed by Ray's memory monitor"
             if error_line(trial).startswith("killed by Ray's")
@@ -161,7 +161,7 @@ class StoreWriter(tune.Callback):
         self.view.note(f"trial {self.labels[tid]} {why}; restarting from its last checkpoint")
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        self.view.errored(trial.config["trial"]["trial_id"], error_line(trial))
+        self.view.errored(TrialConfig.id_of(trial.config), error_line(trial))
 
 
 def error_line(trial) -> str:
@@ -213,7 +213,7 @@ class TrackerFeed(tune.Callback):
             self.writer.view.note(message)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        tid = trial.config["trial"]["trial_id"]
+        tid = TrialConfig.id_of(trial.config)
         if FINAL_KEY not in result and BRANCH_KEY not in result and "step" in result and tid in self.infos:
             self.trackers.evaluation(
                 self.infos[tid], int(result["step"]), eval_metrics(result, skip=_TUNE_KEYS)

@@ -14,23 +14,23 @@ import time
 
 import numpy as np
 
+from sweeps.trialconfig import TrialConfig
+
 PLANTED_ENV = "DEPTHWIDTH_PLANTED_LAW"
 DEFAULT_LAW = {"E": 1.5, "A_kappa": 20.0, "alpha_kappa": 0.3, "b": 3.0, "noise": 0.02}
 
 
-def planted_result(trial: dict, law: dict | None = None) -> dict:
-    """The RunResult dict of a trial (Trial.config_dict() + trial_id) under the planted law."""
+def planted_result(tc: TrialConfig, law: dict | None = None) -> dict:
+    """The RunResult dict of a trial under the planted law."""
     from analysis.fitting.synthetic import planted_loss
     from depthwidth.accounting import count_params, train_flops_per_token
-    from depthwidth.config import DataConfig, ModelConfig, TrainConfig
     from sweeps.budget import resolve_model
 
     p = {**DEFAULT_LAW, **(law or {})}
-    model = resolve_model(ModelConfig.from_dict(trial["model"]), DataConfig.from_dict(trial["data"]))
-    train = TrainConfig.from_dict(trial["train"])
+    model, train = resolve_model(tc.model, tc.data), tc.train
     counts = count_params(model)
     # seeded by the trial id: a rerun of the same trial draws the same loss
-    rng = np.random.default_rng(int(hashlib.sha256(trial["trial_id"].encode()).hexdigest()[:8], 16))
+    rng = np.random.default_rng(int(hashlib.sha256(tc.trial_id.encode()).hexdigest()[:8], 16))
     clean = float(planted_loss("two_regime", [model.depth], [model.width], p)[0])
     loss = clean * float(np.exp(rng.normal(0.0, p["noise"])))
     tokens = train.steps * train.batch_size * model.seq_len
@@ -63,17 +63,17 @@ def planted_trial(config: dict) -> None:
 
     from sweeps.trainable import FINAL_KEY, RESUME_NOTE_KEY, trial_hook
 
-    trial, run = config["trial"], config["run"]
+    tc = TrialConfig.from_dict(config)
     law = json.loads(os.environ.get(PLANTED_ENV) or "{}")
-    hook = trial_hook(run)
+    hook = trial_hook(tc.run)
     if hook:  # a test notes the start and may hold the trial here
-        hook.started(run["hook"][1], trial["trial_id"], 0, os.getpid())
-        hook.checkpointed(run["hook"][1], trial["trial_id"], 0, 0)
+        hook.started(tc.run.hook[1], tc.trial_id, 0, os.getpid())
+        hook.checkpointed(tc.run.hook[1], tc.trial_id, 0, 0)
     time.sleep(float(law.pop("sleep_s", 0.0)))
-    result = planted_result(trial, law)
+    result = planted_result(tc, law)
     tune.report(
         {
-            "trial_id": trial["trial_id"],
+            "trial_id": tc.trial_id,
             "step": result["steps"],
             "progress": 1.0,
             RESUME_NOTE_KEY: "",

@@ -17,7 +17,7 @@ import math
 import os
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 from depthwidth.clitools import project_folder
@@ -37,6 +37,7 @@ from sweeps.progress import ProgressView, trial_cost, trial_label
 from sweeps.resume import clear_checkpoints, find_checkpoints
 from sweeps.spec import SpecError, SweepSpec, tomllib
 from sweeps.tracking import FLUSH_TIMEOUT_S, Tracking, check_available
+from sweeps.trialconfig import Branch, RunSettings, TrialConfig
 
 # Tune's own loggers (CSV/JSON/TensorBoard per trial) and its table are off: the store and the
 # progress view replace them, and they cost ~0.3 s per trial on 2 CPUs.
@@ -310,7 +311,7 @@ def _trial_configs(
     plans: dict[str, dict[str, Any]],
     halving: Mapping[str, Any] | None = None,
     one_run: bool = False,
-) -> tuple[list[dict[str, Any]], dict[str, list]]:
+) -> tuple[list[TrialConfig], dict[str, list]]:
     """Each trial's config as its Tune function reads it, with the checkpoints in the store it
     may resume from (furthest first); a trial to rerun gets none. With `one_run`
     (budget.from_one_run) the budgets still to do of one run are one Tune trial: the longest,
@@ -321,22 +322,13 @@ def _trial_configs(
     runs = [t for t in todo if t.trial_id in shares]
     resume = find_checkpoints(store, [t.trial_id for t in runs if t.trial_id not in again])
     trials = [
-        {
-            "trial_id": t.trial_id,
-            **t.config_dict(),
-            "resume_uris": [uri for uri, _ in resume.get(t.trial_id, [])],
+        TrialConfig.of(
+            t,
+            resume_uris=tuple(uri for uri, _ in resume.get(t.trial_id, [])),
             **_asks(plans[t.trial_id]),
-            **({"halving": dict(halving[t.trial_id])} if halving else {}),
-            **(
-                {
-                    "branches": [
-                        {"trial_id": b.trial_id, "train": b.train.to_dict()} for b in shares[t.trial_id]
-                    ]
-                }
-                if shares[t.trial_id]
-                else {}
-            ),
-        }
+            halving=dict(halving[t.trial_id]) if halving else None,
+            branches=tuple(Branch(b.trial_id, b.train) for b in shares[t.trial_id]),
+        )
         for t in runs
     ]
     return trials, resume
@@ -373,10 +365,10 @@ class _Feed:
             self.trackers, self.infos = _trackers(run.spec, run.store, run.tracking)
             self.callbacks.append(TrackerFeed(self.trackers, self.infos, self.driver))
 
-    def unfinished(self, part: list[dict[str, Any]]) -> bool:
+    def unfinished(self, part: list[TrialConfig]) -> bool:
         """Whether a trial of this Tune run is neither stored nor failed."""
         return any(
-            t["trial_id"] not in self.driver.written and self.view.status.get(t["trial_id"]) != "error"
+            t.trial_id not in self.driver.written and self.view.status.get(t.trial_id) != "error"
             for t in part
         )
 
@@ -397,7 +389,7 @@ def _concurrent_limit(
     )
 
 
-def _fit_in_chunks(run: _Run, trials: list[dict[str, Any]], feed: _Feed, limit: int | None) -> dict[str, Any]:
+def _fit_in_chunks(run: _Run, trials: list[TrialConfig], feed: _Feed, limit: int | None) -> dict[str, Any]:
     """Tune keeps every trial of a run in memory (~100 KB each, and rewrites them all at every
     experiment checkpoint), so a sweep of thousands is several Tune runs in a row, the next
     started only when the last ended with each of its trials stored or failed. Returns how the
@@ -413,18 +405,18 @@ def _fit_in_chunks(run: _Run, trials: list[dict[str, Any]], feed: _Feed, limit: 
     ended: dict[str, Any] = {}
     for k, part in enumerate(chunks):
         name = exp if len(chunks) == 1 else f"{exp}-{k + 1}"
-        settings = {
-            "cpus": r.cpus,
-            "hook": hook if all(hook) else None,
-            "workers": r.workers,
-            "sharding": r.sharding,
-            "max_failures": r.max_failures,
-            "store": run.store.location,
-            "experiment": name,
-            "cwd": os.getcwd(),
-            "halving_board": run.board,
-        }
-        tuner = _tuner(run, [{"trial": t, "run": settings} for t in part], name, feed, limit)
+        settings = RunSettings(
+            cpus=r.cpus,
+            hook=(hook[0], hook[1]) if all(hook) else None,
+            workers=r.workers,
+            sharding=r.sharding,
+            max_failures=r.max_failures,
+            store=run.store.location,
+            experiment=name,
+            cwd=os.getcwd(),
+            halving_board=run.board,
+        )
+        tuner = _tuner(run, [replace(t, run=settings).to_dict() for t in part], name, feed, limit)
         with _quiet_tune(run.verbose):
             try:
                 tuner.fit()  # Tune turns Ctrl-C into a graceful stop; the trials left are reported
@@ -483,7 +475,7 @@ def _tuner(run: _Run, configs: list[dict[str, Any]], name: str, feed: _Feed, lim
 def _trial_name(trial) -> str:
     """Tune's name and folder for a trial: its trial_id. A function, not a lambda: Tune pickles
     it into the saved state of every trial, by reference here (60 bytes, not 1.2 KB)."""
-    return trial.config["trial"]["trial_id"]
+    return TrialConfig.id_of(trial.config)
 
 
 def _asks(plan: dict[str, Any]) -> dict[str, Any]:

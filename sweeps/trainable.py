@@ -20,6 +20,7 @@ import ray
 from ray import tune
 
 from depthwidth.clitools import reason
+from sweeps.trialconfig import RunSettings, TrialConfig
 
 FINAL_KEY = "final_result"  # the last report of a trial: RunResult.to_dict() as JSON
 # a cooldown branch's result (sweeps/branches.py), reported with the run's checkpoint after it:
@@ -33,61 +34,46 @@ HOOK_FILE_ENV, HOOK_DIR_ENV = "DEPTHWIDTH_TRIAL_HOOK", "DEPTHWIDTH_TEST_HOOK_DIR
 RUNG_LOSSES_KEY = "rung_losses"  # a WSD run's halving: its rungs' cooldown-branch losses, in its metrics
 
 
-def train_configs(trial: dict[str, Any], run: dict[str, Any]):
+def train_configs(tc: TrialConfig):
     """The trial's three configs; threads = 0 becomes sweeps/packing.py's rule for its size and
     CPUs (threads are not part of trial_id)."""
-    from depthwidth.config import DataConfig, ModelConfig, TrainConfig
     from sweeps.packing import cpu_threads, machine_load
 
-    model = ModelConfig.from_dict(trial["model"])
-    data = DataConfig.from_dict(trial["data"])
-    if data.path and not os.path.isabs(os.path.expanduser(data.path)) and run.get("cwd"):
-        # Tune runs each trial in its own folder: a relative data path in a spec means the folder
-        # the sweep was started from (the stored config, and so the trial id, keep it as written)
-        data = data.replace(path=os.path.join(run["cwd"], data.path))
-    train_cfg = TrainConfig.from_dict(trial["train"])
+    train_cfg = tc.train
     if train_cfg.threads == 0:
-        flops = trial.get("flops_per_step")
-        threads = (
-            cpu_threads(flops, run["cpus"], *machine_load())
-            if flops is not None
-            else max(1, int(run["cpus"]))
-        )
+        flops, cpus = tc.flops_per_step, tc.run.cpus
+        threads = cpu_threads(flops, cpus, *machine_load()) if flops is not None else max(1, int(cpus))
         train_cfg = train_cfg.replace(threads=threads)
-    return model, data, train_cfg
+    return tc.model, tc.data_for_run(), train_cfg
 
 
 def run_trial(config: dict[str, Any]) -> None:
     """The Tune function of a one-process trial (sweeps/distributed.py runs a trial of several)."""
-    from depthwidth.config import TrainConfig
     from depthwidth.train import load_checkpoint, train
 
-    trial, run = config["trial"], config["run"]
-    tid = trial["trial_id"]
-    model, data, train_cfg = train_configs(trial, run)
+    tc = TrialConfig.from_dict(config)
+    tid = tc.trial_id
+    model, data, train_cfg = train_configs(tc)
 
     work = tempfile.mkdtemp(prefix=f"depthwidth-{tid}-")
     try:
         candidates = [tune.get_checkpoint()]  # this run's own, after a lost worker
-        candidates += [tune.Checkpoint(uri) for uri in trial.get("resume_uris", [])]  # older runs'
+        candidates += [tune.Checkpoint(uri) for uri in tc.resume_uris]  # older runs'
         resume_from, resumed_step, note = first_loadable(
             [c for c in candidates if c is not None], work, load_checkpoint
         )
-        hook = trial_hook(run)
+        hook = trial_hook(tc.run)
         if hook:
-            hook.started(run["hook"][1], tid, resumed_step, os.getpid())
-        gate = halving_gate(trial, run, resume_from, load_checkpoint)
-        branches = [
-            TrainConfig.from_dict(b["train"]).replace(threads=train_cfg.threads)
-            for b in trial.get("branches", [])
-        ]
+            hook.started(tc.run.hook[1], tid, resumed_step, os.getpid())
+        gate = halving_gate(tc, resume_from, load_checkpoint)
+        branches = [b.train.replace(threads=train_cfg.threads) for b in tc.branches]
         rungs = gate.rung_branches(train_cfg) if gate is not None and gate.by_branch else []
         first = min((b.cooldown_start for b in branches + rungs), default=None)
         if first is not None and resumed_step > first:  # a branch still to take lies behind it
             why = f"its checkpoint at step {resumed_step} is past a cooldown branch still to take, so the run started from step 0"
             note = "; ".join(x for x in (note, why) if x)
             resume_from, resumed_step = None, 0
-        out = _Reporter(trial, run, train_cfg, hook, gate, note, resumed_step, rungs)
+        out = _Reporter(tc, train_cfg, hook, gate, note, resumed_step, rungs)
         result = train(
             model,
             data,
@@ -112,10 +98,10 @@ class _Reporter:
     cooldown branch of a one-run sweep (its result, with the checkpoint that records it as
     taken), and each halving rung judged on a branch."""
 
-    def __init__(self, trial, run, train_cfg, hook, gate, note: str, resumed_step: int, rungs: list):
-        self.tid, self.run, self.steps = trial["trial_id"], run, train_cfg.steps
+    def __init__(self, tc: TrialConfig, train_cfg, hook, gate, note: str, resumed_step: int, rungs: list):
+        self.tid, self.run, self.steps = tc.trial_id, tc.run, train_cfg.steps
         self.hook, self.gate, self.note, self.resumed_step, self.rungs = hook, gate, note, resumed_step, rungs
-        self.ids = {b["train"]["steps"]: b["trial_id"] for b in trial.get("branches", [])}
+        self.ids = tc.branch_ids()
 
     def send(self, metrics: dict[str, Any], checkpoint: str | None, step: int) -> None:
         metrics = {
@@ -131,7 +117,7 @@ class _Reporter:
         c.set_metadata({"trial_id": self.tid, "step": int(step)})
         tune.report(metrics, checkpoint=c)  # persisted to the store's tune/ before returning
         if self.hook:
-            self.hook.checkpointed(self.run["hook"][1], self.tid, self.resumed_step, int(step))
+            self.hook.checkpointed(self.run.hook[1], self.tid, self.resumed_step, int(step))
 
     def report(self, metrics: dict[str, Any], checkpoint: str | None = None):
         from depthwidth.train import STOP
@@ -172,22 +158,21 @@ def final_report(tid: str, result, resumed_step: int, note: str, workers: int | 
     }
 
 
-def halving_gate(trial: dict[str, Any], run: dict[str, Any], resume_from: str | None, load):
+def halving_gate(tc: TrialConfig, resume_from: str | None, load):
     """The trial's side of a successive halving (sweeps/halving.py), or None outside one. A WSD
     run's rungs are judged on cooldown branches, whose losses a resumed run's checkpoint keeps."""
-    if not trial.get("halving") or not run.get("halving_board"):
+    if not tc.halving or not tc.run.halving_board:
         return None
     from sweeps.halving import Gate
 
-    by_branch = trial["train"].get("schedule") == "wsd"
     state = load(resume_from) if resume_from else {}
-    if by_branch:
-        rungs = set(trial["halving"]["rungs"])
+    if tc.wsd:
+        rungs = set(tc.halving["rungs"])
         done = zip(state.get("branches_done", []), state.get("branch_losses", []))
         earlier = [float(loss) for steps, loss in done if int(steps) in rungs]
     else:
         earlier = json.loads(state["curve"]) if state else []
-    return Gate(trial["trial_id"], trial["halving"], run["halving_board"], earlier, by_branch=by_branch)
+    return Gate(tc.trial_id, tc.halving, tc.run.halving_board, earlier, by_branch=tc.wsd)
 
 
 def first_loadable(candidates: list, work: str, load) -> tuple[str | None, int, str]:
@@ -212,13 +197,13 @@ def first_loadable(candidates: list, work: str, load) -> tuple[str | None, int, 
     return None, 0, "; ".join(skipped)
 
 
-def trial_hook(run: dict[str, Any]):
-    """The test harness's hook module that run["hook"] ([file, folder]) names, or None."""
-    if not run.get("hook"):
+def trial_hook(run: RunSettings):
+    """The test harness's hook module that `run.hook` ((file, folder)) names, or None."""
+    if not run.hook:
         return None
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("depthwidth_trial_hook", run["hook"][0])
+    spec = importlib.util.spec_from_file_location("depthwidth_trial_hook", run.hook[0])
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

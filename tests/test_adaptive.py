@@ -54,10 +54,11 @@ def spec_text(name: str, adaptive: str = "", depths=DEPTHS, widths=WIDTHS) -> st
 
 def planted_runs(spec) -> pd.DataFrame:
     from sweeps.planted import planted_result
+    from sweeps.trialconfig import TrialConfig
 
     rows = []
     for t in spec.trials:
-        r = planted_result({"trial_id": t.trial_id, **t.config_dict()})
+        r = planted_result(TrialConfig.of(t))
         rows.append(
             {
                 "trial_id": t.trial_id,

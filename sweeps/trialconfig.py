@@ -1,0 +1,179 @@
+"""What one trial runs, as it crosses into Ray Tune and back: a frozen `TrialConfig`.
+
+The spec's trials (sweeps/spec.py `Trial`) become `TrialConfig`s in the service; Tune carries
+`TrialConfig.to_dict()` as each trial's config, and the trainable, the distributed workers, the
+driver's callbacks, the adaptive searcher and the resource function read it back with
+`TrialConfig.from_dict`. Those two methods are the only places that see the layout as strings:
+{"trial": what this trial trains and asks for, "run": what every trial of one Tune run shares}.
+What a trial produced goes the other way as runstore/record.py's `RunRecord`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from depthwidth.config import DataConfig, ModelConfig, TrainConfig
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A shorter token budget taken as a cooldown branch of the trial's run (sweeps/branches.py):
+    its own trial_id and its own training config (the budget's WSD run)."""
+
+    trial_id: str
+    train: TrainConfig
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What every trial of one Tune run shares: the CPUs per worker, the workers per trial and
+    how they shard, the failures Ray may retry, the store and the Tune experiment, the folder the
+    sweep started from (relative data paths mean it), the halving board's actor name, and a test
+    harness's hook ((file, folder), sweeps/trainable.py's HOOK_FILE_ENV; None in normal use)."""
+
+    cpus: float = 1.0
+    workers: int = 1
+    sharding: str = "ddp"
+    max_failures: int = 0
+    store: str = ""
+    experiment: str = ""
+    cwd: str = ""
+    halving_board: str | None = None
+    hook: tuple[str, str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cpus": self.cpus,
+            "hook": list(self.hook) if self.hook else None,
+            "workers": self.workers,
+            "sharding": self.sharding,
+            "max_failures": self.max_failures,
+            "store": self.store,
+            "experiment": self.experiment,
+            "cwd": self.cwd,
+            "halving_board": self.halving_board,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunSettings:
+        hook = d.get("hook")
+        return cls(
+            cpus=d.get("cpus", 1.0),
+            workers=int(d.get("workers", 1)),
+            sharding=d.get("sharding", "ddp"),
+            max_failures=int(d.get("max_failures", 0)),
+            store=d.get("store", ""),
+            experiment=d.get("experiment", ""),
+            cwd=d.get("cwd", ""),
+            halving_board=d.get("halving_board"),
+            hook=(str(hook[0]), str(hook[1])) if hook else None,
+        )
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    """One trial: its id and configs; its Ray request per worker, worker count and work per
+    step (for its torch threads); the checkpoints of earlier driver runs it may resume from,
+    furthest first; its halving record (sweeps/halving.py) and cooldown branches, where it has
+    them; the run it is itself a branch of (set only on a branch's row); and its Tune run's
+    settings."""
+
+    trial_id: str
+    model: ModelConfig
+    data: DataConfig
+    train: TrainConfig
+    resources: Mapping[str, float] = field(default_factory=dict)
+    workers: int = 1
+    flops_per_step: float | None = None
+    resume_uris: tuple[str, ...] = ()
+    halving: Mapping[str, Any] | None = None
+    branches: tuple[Branch, ...] = ()
+    branched_from: str = ""
+    run: RunSettings = RunSettings()
+
+    # -- the only readers and writers of the layout Tune carries ----------------------------
+    def to_dict(self) -> dict[str, Any]:
+        trial: dict[str, Any] = {
+            "trial_id": self.trial_id,
+            **self.configs_dict(),
+            "resume_uris": list(self.resume_uris),
+            "resources": dict(self.resources),
+            "workers": self.workers,
+            "flops_per_step": self.flops_per_step,
+        }
+        if self.halving:
+            trial["halving"] = dict(self.halving)
+        if self.branches:
+            trial["branches"] = [{"trial_id": b.trial_id, "train": b.train.to_dict()} for b in self.branches]
+        if self.branched_from:
+            trial["branched_from"] = self.branched_from
+        return {"trial": trial, "run": self.run.to_dict()}
+
+    @classmethod
+    def from_dict(cls, config: Mapping[str, Any]) -> TrialConfig:
+        t = config["trial"]
+        return cls(
+            trial_id=t["trial_id"],
+            model=ModelConfig.from_dict(t["model"]),
+            data=DataConfig.from_dict(t["data"]),
+            train=TrainConfig.from_dict(t["train"]),
+            resources=dict(t.get("resources") or {}),
+            workers=int(t.get("workers", 1)),
+            flops_per_step=t.get("flops_per_step"),
+            resume_uris=tuple(t.get("resume_uris", ())),
+            halving=dict(t["halving"]) if t.get("halving") else None,
+            branches=tuple(
+                Branch(b["trial_id"], TrainConfig.from_dict(b["train"])) for b in t.get("branches", ())
+            ),
+            branched_from=t.get("branched_from", ""),
+            run=RunSettings.from_dict(config.get("run") or {}),
+        )
+
+    @classmethod
+    def of(cls, trial, **more: Any) -> TrialConfig:
+        """The config of a spec's trial (sweeps/spec.py `Trial`), with `more` of the fields above."""
+        return cls(trial_id=trial.trial_id, model=trial.model, data=trial.data, train=trial.train, **more)
+
+    @staticmethod
+    def id_of(config: Mapping[str, Any]) -> str:
+        """The trial_id in a Tune config, without reading the rest (Tune's name for a trial)."""
+        return config["trial"]["trial_id"]
+
+    # -- what the rest of the sweep asks of a trial ------------------------------------------
+    def configs_dict(self) -> dict[str, dict[str, Any]]:
+        """The three configs as the store's JSON columns keep them."""
+        return {"model": self.model.to_dict(), "data": self.data.to_dict(), "train": self.train.to_dict()}
+
+    def row_config(self) -> dict[str, Any]:
+        """What runstore/store.py's `make_row` reads of the trial for its row."""
+        return {
+            "trial_id": self.trial_id,
+            **self.configs_dict(),
+            "workers": self.workers,
+            "branched_from": self.branched_from,
+        }
+
+    def branch(self, trial_id: str) -> TrialConfig:
+        """The config of this run's cooldown branch `trial_id`, as its row records it."""
+        b = next(b for b in self.branches if b.trial_id == trial_id)
+        return replace(self, trial_id=b.trial_id, train=b.train, branches=(), branched_from=self.trial_id)
+
+    def branch_ids(self) -> dict[int, str]:
+        """Each cooldown branch's trial_id by its budget in steps."""
+        return {b.train.steps: b.trial_id for b in self.branches}
+
+    @property
+    def wsd(self) -> bool:
+        return self.train.schedule == "wsd"
+
+    def data_for_run(self) -> DataConfig:
+        """The data config the trial trains on. Tune runs each trial in its own folder, so a
+        relative data path in a spec means the folder the sweep started from (the stored config,
+        and so the trial id, keep the path as written)."""
+        d = self.data
+        if d.path and not os.path.isabs(os.path.expanduser(d.path)) and self.run.cwd:
+            return d.replace(path=os.path.join(self.run.cwd, d.path))
+        return d

@@ -1,0 +1,107 @@
+"""The one typed config a trial crosses into Ray Tune with (sweeps/trialconfig.py)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+from depthwidth.config import DataConfig, ModelConfig, TrainConfig
+from sweeps.spec import load_spec
+from sweeps.trialconfig import Branch, RunSettings, TrialConfig
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _config(**more) -> TrialConfig:
+    model = ModelConfig(depth=2, width=32, heads=2, seq_len=16)
+    train = TrainConfig(steps=90, lr=3e-3, schedule="wsd", seed=4)
+    return TrialConfig(
+        trial_id="abc",
+        model=model,
+        data=DataConfig(source="digits", path="data/x"),
+        train=train,
+        resources={"CPU": 1.0, "memory": 2.0**30},
+        workers=2,
+        flops_per_step=1.5e9,
+        resume_uris=("file:///s/tune/a/checkpoint_000001",),
+        branches=(Branch("def", train.replace(steps=30)),),
+        run=RunSettings(cpus=2, workers=2, store="/s", experiment="e-1", cwd="/home/u", hook=("h.py", "/d")),
+        **more,
+    )
+
+
+def test_round_trip_is_exact_and_the_layout_is_the_one_tune_carried():
+    tc = _config(halving={"axis": "lr", "eta": 3, "rungs": [10, 30], "group": "g0"})
+    d = tc.to_dict()
+    assert TrialConfig.from_dict(d) == tc
+    # the layout every stored Tune experiment holds (a resumed driver reads older ones)
+    assert set(d) == {"trial", "run"}
+    assert set(d["trial"]) == {
+        "trial_id",
+        "model",
+        "data",
+        "train",
+        "resume_uris",
+        "resources",
+        "workers",
+        "flops_per_step",
+        "halving",
+        "branches",
+    }
+    assert d["trial"]["branches"] == [{"trial_id": "def", "train": tc.branches[0].train.to_dict()}]
+    assert d["run"]["hook"] == ["h.py", "/d"]
+    assert set(d["run"]) == {
+        "cpus",
+        "hook",
+        "workers",
+        "sharding",
+        "max_failures",
+        "store",
+        "experiment",
+        "cwd",
+        "halving_board",
+    }
+    assert TrialConfig.id_of(d) == "abc"
+
+
+def test_a_branch_row_is_its_budget_with_the_run_it_came_from():
+    tc = _config()
+    b = tc.branch("def")
+    assert (b.trial_id, b.train.steps, b.branched_from, b.branches) == ("def", 30, "abc", ())
+    assert b.model == tc.model and b.workers == 2
+    row = b.row_config()
+    assert row["branched_from"] == "abc" and row["train"]["steps"] == 30 and row["workers"] == 2
+    assert tc.branch_ids() == {30: "def"}
+    with pytest.raises(StopIteration):
+        tc.branch("nope")
+
+
+def test_a_relative_data_path_means_the_folder_the_sweep_started_from():
+    tc = _config()
+    assert tc.data_for_run().path == "/home/u/data/x"
+    assert tc.data.path == "data/x"  # the stored config (and so the id) keeps it as written
+
+
+def test_a_spec_trial_keeps_its_id_and_configs():
+    spec = load_spec(str(ROOT / "sweeps" / "smoke.toml"))
+    t = spec.trials[0]
+    tc = TrialConfig.of(t)
+    assert tc.trial_id == t.trial_id and tc.configs_dict() == t.config_dict()
+
+
+def test_no_module_reads_the_tune_config_by_key_but_its_own():
+    """Only sweeps/trialconfig.py subscripts a Tune config's "trial" or "run" part."""
+    offenders = []
+    for path in sorted((ROOT / "sweeps").rglob("*.py")):
+        if path.name == "trialconfig.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.slice, ast.Constant)
+                and node.slice.value in ("trial", "run")
+            ):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, offenders
