@@ -37,11 +37,13 @@ def cpu_model() -> str:
 
 def generate(path: Path, megabytes: float, seed: int = 0) -> int:
     """A text file of about `megabytes` MB: 50,000 made-up words drawn by Zipf's law, sentences of
-    5-25 words, paragraphs of 1-6 sentences separated by blank lines. Returns the bytes written."""
-    rng = np.random.default_rng(seed)
+    5-25 words, paragraphs of 1-6 sentences separated by blank lines. The words are the same for
+    every seed (one language); the seed draws the text. Returns the bytes written."""
+    lexicon = np.random.default_rng(12345)
     letters = np.array(list("etaoinshrdlcumwfgypbvkjxqz"))
-    lengths = rng.integers(2, 10, size=50_000)
-    words = np.array(["".join(rng.choice(letters, size=n)) for n in lengths])
+    lengths = lexicon.integers(2, 10, size=50_000)
+    words = np.array(["".join(lexicon.choice(letters, size=n)) for n in lengths])
+    rng = np.random.default_rng(seed)
     target, written = int(megabytes * 1e6), 0
     with open(path, "w", encoding="utf-8") as f:
         while written < target:
@@ -102,11 +104,12 @@ def main() -> None:
         args.mb, args.sample_mb, args.vocab, args.out = 2.0, 1.0, 512, None
     tmp = Path(tempfile.mkdtemp(prefix="dw-bench-prepare-", dir="/tmp"))
     try:
-        rows = measure(args, tmp)
+        rows, numbers = measure(args, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     lines = [
-        f"machine: {cpu_model()}, {len(os.sched_getaffinity(0))} cores; {datetime.date.today()}",
+        f"machine: {cpu_model()}, {len(os.sched_getaffinity(0))} cores; {datetime.date.today()}; "
+        f"load average {os.getloadavg()[0]:.1f} at the end",
         "",
         "| measurement | value |",
         "|---|---|",
@@ -114,10 +117,53 @@ def main() -> None:
     ]
     print("\n".join(lines))
     if args.out:
-        Path(args.out).write_text("\n".join(lines) + "\n")
+        out = Path(args.out)
+        out.write_text("\n".join(lines) + "\n")
+        out.with_suffix(".json").write_text(json.dumps(numbers, indent=1) + "\n")
+        figure(numbers, out.with_suffix(".png"))
 
 
-def measure(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
+def figure(n: dict[str, float], path: Path) -> None:
+    """Throughput of each way of encoding, and each command's peak memory beside the corpus size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6), constrained_layout=True)
+    names = [
+        f"data prepare\n{n['sample_mb']:.0f} MB sample",
+        f"data prepare\n{n['corpus_mb']:.0f} MB corpus",
+        "encode_batch\n(in memory)",
+        "encode_batch_fast\n(in memory)",
+    ]
+    rates = [
+        n["prepare_sample_tps"],
+        n["prepare_corpus_tps"],
+        n["encode_batch_tps"],
+        n["encode_batch_fast_tps"],
+    ]
+    a.barh(names, [r / 1e6 for r in rates], color=["C0", "C0", "C7", "C7"])
+    a.invert_yaxis()
+    a.set_xlabel("million tokens per second")
+    a.set_title("Encoding throughput, given tokenizer.json")
+    cmds = [
+        f"BPE training + encode\n{n['corpus_mb']:.0f} MB",
+        f"encode {n['sample_mb']:.0f} MB",
+        f"encode {n['corpus_mb']:.0f} MB",
+    ]
+    peaks = [n["train_peak_mb"], n["sample_peak_mb"], n["corpus_peak_mb"]]
+    b.barh(cmds, peaks, color="C1")
+    b.axvline(n["corpus_mb"], color="k", ls="--", lw=1, label=f"corpus size ({n['corpus_mb']:.0f} MB)")
+    b.invert_yaxis()
+    b.set_xlabel("peak resident memory of the command (MB)")
+    b.set_title("Memory")
+    b.legend(loc="lower right", fontsize=8)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def measure(args: argparse.Namespace, tmp: Path) -> tuple[dict[str, str], dict[str, float]]:
     sample, big = tmp / "sample.txt", tmp / "big.txt"
     generate(sample, args.sample_mb, seed=1)
     t0 = time.perf_counter()
@@ -138,7 +184,21 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
     )
     b_tokens = json.loads((tmp / "b" / "meta.json").read_text())["tokens"]
     ref = reference(sample, tokenizer)
-    return {
+    numbers = {
+        "corpus_mb": size / 1e6,
+        "sample_mb": args.sample_mb,
+        "documents": meta["documents"],
+        "train_wall_s": wall,
+        "train_peak_mb": peak,
+        "tokens": meta["tokens"],
+        "prepare_sample_tps": s_tokens / s_wall,
+        "sample_peak_mb": s_peak,
+        "prepare_corpus_tps": b_tokens / b_wall,
+        "corpus_peak_mb": b_peak,
+        "encode_batch_tps": ref["encode_batch"],
+        "encode_batch_fast_tps": ref["encode_batch_fast"],
+    }
+    rows = {
         "generated corpus": f"{size / 1e6:,.0f} MB, {meta['documents']:,} documents (generated in {gen_s:.0f} s)",
         f"prepare, {args.vocab:,}-symbol BPE trained on it": f"{wall:.0f} s wall, {meta['tokens']:,} tokens",
         "prepare, peak RSS (whole corpus, BPE training included)": f"{peak:,.0f} MB",
@@ -149,6 +209,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
         "reference: `Tokenizer.encode_batch_fast`, in memory": f"{ref['encode_batch_fast']:,.0f} tokens/s",
         "`data prepare` / encode_batch_fast": f"{s_tokens / s_wall / ref['encode_batch_fast']:.2f}",
     }
+    return rows, numbers
 
 
 if __name__ == "__main__":
