@@ -116,7 +116,7 @@ def test_the_cycle_finder_finds_a_planted_cycle_through_a_function_level_import(
 def test_no_two_files_import_each_other_through_any_chain():
     known = _modules()
     graph = {n: _imports(n, p, known) for n, p in known.items()}
-    assert len(graph) > 50 and graph["sweeps.service"]  # the packages were read
+    assert len(graph) > 50 and graph["sweeps.running.service"]  # the packages were read
     assert _cycles(graph) == []
 
 
@@ -185,7 +185,9 @@ def test_the_layout_check_finds_a_module_missing_from_the_doc(tmp_path):
     for pkg in PACKAGES:
         (tmp_path / pkg).mkdir()
         (tmp_path / pkg / "__init__.py").write_text("")
-    (tmp_path / "sweeps" / "halving.py").write_text("")  # named in sweeps/'s entries
+    (tmp_path / "sweeps" / "plans").mkdir()
+    (tmp_path / "sweeps" / "plans" / "__init__.py").write_text("")
+    (tmp_path / "sweeps" / "plans" / "halving.py").write_text("")  # named in plans/'s entries
     (tmp_path / "analysis" / "readers").mkdir()
     (tmp_path / "analysis" / "readers" / "__init__.py").write_text("")
     (tmp_path / "analysis" / "readers" / "halving.py").write_text("")  # named under readers/
@@ -228,8 +230,8 @@ def test_the_store_imports_neither_torch_nor_ray():
 
 def test_every_package_is_installed_and_shipped_with_a_ray_job():
     """pyproject.toml installs each package, and `sweep submit` stages each (sweeps/cluster.py)."""
-    from sweeps.cluster import SHIPPED_PACKAGES
-    from sweeps.spec import tomllib  # tomli before Python 3.11
+    from sweeps.backends.cluster import SHIPPED_PACKAGES
+    from sweeps.plans.spec import tomllib  # tomli before Python 3.11
 
     include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
     assert sorted(include["include"]) == sorted(f"{p}*" for p in PACKAGES)
