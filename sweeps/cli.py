@@ -1,7 +1,7 @@
 """`depthwidth sweep run | submit | status | logs | results | plan`: the sweep service's commands.
 
-Thin: parse, validate the spec, call sweeps.running.service / sweeps.backends.cluster. The spec, the store, the
-service and Ray load pyarrow, pandas or Ray, so they are imported only inside the handlers that
+Thin: parse, validate the spec, call sweeps.running.service / sweeps.backends.cluster. The spec,
+the store, the service and Ray load pyarrow, pandas or Ray, so they are imported only inside the handlers that
 need them, and `depthwidth --help` stays fast (tests/test_sweep_spec.py checks that importing this
 module loads neither Ray nor torch). Bad input: one sentence on stderr
 naming the field and value, exit code 2, nothing written or submitted.

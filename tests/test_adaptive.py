@@ -1,5 +1,5 @@
-"""Adaptive sweeps (sweeps/designing/adaptive.py, sweeps/designing/adaptive_search.py): bad [adaptive] input, the
-choice rule on planted losses, and on real Ray a target stop, a budget stop, a resume after the
+"""Adaptive sweeps (sweeps/designing/adaptive.py, sweeps/designing/adaptive_search.py): bad
+[adaptive] input, the choice rule on planted losses, and on real Ray a target stop, a budget stop, a resume after the
 driver is killed, and `--adaptive` with the real trainable. The Ray runs other than the last use
 sweeps/running/planted.py's trainable (losses from the two-regime law with b = 3) through the real CLI."""
 

@@ -1,5 +1,5 @@
-"""Successive halving over the learning rate (sweeps/plans/halving.py, analysis/readers/halving.py): the rule on
-planted losses, bad [halving] input through the real CLI, and a real sweep on a local Ray whose
+"""Successive halving over the learning rate (sweeps/plans/halving.py,
+analysis/readers/halving.py): the rule on planted losses, bad [halving] input through the real CLI, and a real sweep on a local Ray whose
 stored rows, live verdicts and analysis agree with the rule."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Adaptive sequential sweeps: after a first batch, run the spec's trials that most narrow the
 interval of the threshold base b (docs/science.md §4), until it is narrow enough or the budget is
-spent. The choice rule (`Policy`) needs no Ray, so benchmarks can replay it; sweeps/designing/adaptive_search.py
-hands its choices to Ray Tune as a Searcher. Each choice and its reason go to <store>/adaptive.jsonl.
+spent. The choice rule (`Policy`) needs no Ray, so benchmarks can replay it;
+sweeps/designing/adaptive_search.py hands its choices to Ray Tune as a Searcher. Each choice and its reason go to <store>/adaptive.jsonl.
 """
 
 from __future__ import annotations

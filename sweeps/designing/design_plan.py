@@ -1,6 +1,7 @@
 """The plan `depthwidth design` rates: a spec's trials as `sweep plan` expands them (no Ray), the
 planted model for them (its noise assumed, given, or estimated from a pilot), and the plan's cost
-in words. Shared by the rating (sweeps/designing/design.py) and the search (sweeps/designing/design_search.py)."""
+in words. Shared by the rating (sweeps/designing/design.py) and the search
+(sweeps/designing/design_search.py)."""
 
 from __future__ import annotations
 
