@@ -1,6 +1,6 @@
 """Benchmark: seconds per training step of `train()` on CPU at 1, 2, ... torch threads, over model
 sizes from a tiny to a mid-sized transformer, to place the size at which a second thread starts to
-pay (the rule in sweeps/packing.py:cpu_threads). Each (size, threads) cell runs in a fresh process
+pay (the rule in sweeps/plans/packing.py:cpu_threads). Each (size, threads) cell runs in a fresh process
 so thread pools do not carry over; the load average is recorded with every cell.
 
 Run by hand:  python bench/cpu_threads.py [--smoke] [--threads 1,2] [--out FILE.json]

@@ -1,6 +1,6 @@
 """Adaptive sweeps against the full grid, on planted losses: for each effect (b = 2.2, 3, 4.5 under
 the two-regime law of docs/science.md §4, and a null where loss depends on N alone) and each
-replicate, the grid's b interval and the adaptive searcher's (sweeps/adaptive.Policy, driven
+replicate, the grid's b interval and the adaptive searcher's (sweeps/designing/adaptive.Policy, driven
 directly without Ray on the same planted losses; its Ray path is tested in tests/test_adaptive.py).
 Run by hand:  python bench/design.py [--replicates 20] [--out docs/bench/design.md], or one process
 per effect (--effects 3.0 --out part.md) and then --merge part_*.csv.
@@ -24,8 +24,8 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.fitting import synthetic  # noqa: E402
-from sweeps.adaptive import Adaptive, Policy, estimate, spec_cells  # noqa: E402
-from sweeps.spec import parse_spec  # noqa: E402
+from sweeps.designing.adaptive import Adaptive, Policy, estimate, spec_cells  # noqa: E402
+from sweeps.plans.spec import parse_spec  # noqa: E402
 
 SPEC = """name = "design-bench"
 [model]

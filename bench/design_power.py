@@ -89,8 +89,8 @@ def independent_check(
     import multiprocessing as mp
 
     from analysis.power import design as dz
-    from sweeps.design_plan import default_model, trials_frame
-    from sweeps.spec import load_spec
+    from sweeps.designing.design_plan import default_model, trials_frame
+    from sweeps.plans.spec import load_spec
 
     spec = load_spec(spec_path)
     trials, _ = trials_frame(spec)

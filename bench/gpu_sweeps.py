@@ -83,7 +83,7 @@ def curve(store: Path) -> list[float]:
 def curve_in_process(spec: Path) -> list[float]:
     """The spec's one trial trained by one process, as `train()` runs it inside a trial."""
     from depthwidth.train import train
-    from sweeps.spec import load_spec
+    from sweeps.plans.spec import load_spec
 
     (trial,) = load_spec(spec).trials
     res = train(trial.model, trial.data, trial.train.replace(threads=1))

@@ -1,7 +1,7 @@
 """Benchmark of `depthwidth sweep plan` on a grid of 10^6 candidate trials (six axes of 10).
 
 Two cases through the CLI in a subprocess: the bare grid (refused at once: more trials than one
-sweep plans, sweeps/expand.py MAX_TRIALS) and the same grid with a `where` filter that keeps
+sweep plans, sweeps/plans/expand.py MAX_TRIALS) and the same grid with a `where` filter that keeps
 5,600 trials (filtered while expanding, then planned). Prints wall and CPU seconds and the load.
 
     python bench/plan_scale.py   (--smoke: a 1,000-candidate grid, 80 trials kept)

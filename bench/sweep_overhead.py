@@ -63,7 +63,7 @@ def back_to_back(spec_path: str) -> tuple[float, float]:
     import torch
 
     from depthwidth.train import train
-    from sweeps.spec import load_spec
+    from sweeps.plans.spec import load_spec
 
     torch.set_num_threads(1)
     trials = load_spec(spec_path).trials
@@ -130,9 +130,9 @@ def driver_memory(tmp: str, big_spec: str = BIG_SPEC) -> dict:
     """Child process: import the driver's modules (ray included), expand and plan a 500-trial
     spec, build a 500-row store trial by trial; report peak RSS."""
     code = f"""
-import json, resource, time, ray, sweeps.service
-from sweeps.spec import parse_spec
-from sweeps.plan import plan_rows
+import json, resource, time, ray, sweeps.running.service
+from sweeps.plans.spec import parse_spec
+from sweeps.plans.plan import plan_rows
 from runstore.store import ResultStore, make_row, make_curve
 spec = parse_spec({big_spec!r}, "big.toml")
 t = time.perf_counter(); rows = plan_rows(spec); plan_s = time.perf_counter() - t

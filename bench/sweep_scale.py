@@ -159,8 +159,8 @@ def plan_cost(spec: Path) -> dict:
     code = f"""
 import json, resource, time
 t = time.perf_counter()
-from sweeps.spec import load_spec
-from sweeps.plan import plan_rows
+from sweeps.plans.spec import load_spec
+from sweeps.plans.plan import plan_rows
 spec = load_spec({str(spec)!r}); rows = plan_rows(spec)
 print(json.dumps(dict(trials=len(rows), plan_s=time.perf_counter() - t,
                       peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))

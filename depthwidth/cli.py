@@ -32,8 +32,8 @@ from depthwidth.config import (
 
 SUBCOMMAND_MODULES = (
     "sweeps.cli",
-    "sweeps.export",
-    "sweeps.design",
+    "sweeps.results.export",
+    "sweeps.designing.design",
     "analysis.cli",
     "depthwidth.theory_cli",
     "depthwidth.data_cli",

@@ -30,7 +30,7 @@ SCREENED_FAMILIES = ("relrnn", "rellstm")  # relevancy screening: ν and ρ mean
 FAMILIES = (TRANSFORMER,) + RECURRENT_FAMILIES
 # Fields that tune a run without changing the model's shape or its data (docs/design.md "Tuning
 # axes"): the analysis picks each shape's best setting of them (analysis/laws/tuning.py), and a
-# successive halving may stop only their losing values (sweeps/halving.py).
+# successive halving may stop only their losing values (sweeps/plans/halving.py).
 TUNING_FIELDS = {
     "train": (
         "lr",

@@ -163,8 +163,8 @@ class TrainBatches:
 @dataclass(frozen=True)
 class Parallel:
     """Data parallelism for `train()` inside an initialised torch.distributed process group (each
-    worker of a Ray Train trial joins one: sweeps/distributed.py). Every rank draws the same global batch of
-    `train_cfg.batch_size` rows (a pure function of the seed and step) and trains on its own
+    worker of a Ray Train trial joins one: sweeps/running/distributed.py). Every rank draws the
+    same global batch of `train_cfg.batch_size` rows (a pure function of the seed and step) and trains on its own
     1/world of the rows; gradients are averaged over the ranks (DDP, or FSDP's sharded
     reduction), so the step is that of one worker on the whole batch: the gradient of a mean
     over equal shards is the mean of the shards' gradients. Losses are averaged the same way,
@@ -601,7 +601,7 @@ class _Run:
                 answer = on_branch(cfg, result, saved)
             except BaseException as exc:  # the caller's own exception: let it through
                 raise _FromCaller(exc) from exc
-            if answer == STOP:  # e.g. a halving rung judged on this branch (sweeps/halving.py)
+            if answer == STOP:  # e.g. a halving rung judged on this branch (sweeps/plans/halving.py)
                 self.status = "stopped"
 
     def hold_state(self, checkpoint_dir: str | os.PathLike | None) -> dict[str, Any]:
@@ -673,7 +673,8 @@ class _Run:
             try:  # the per-step profile stays in the curve; callers get scalars
                 scalars = {k: v for k, v in metrics.items() if not isinstance(v, list)}
                 answer = report(scalars) if saved is None else report(scalars, checkpoint=saved)
-                # told to stop (e.g. successive halving, sweeps/halving.py); a finished run is not cut short
+                # told to stop (e.g. successive halving, sweeps/plans/halving.py); a finished run is
+                # not cut short
                 if answer == STOP and self.status == "ok" and step < self.cfg.steps:
                     self.status = "stopped"
             except BaseException as exc:  # the caller's own exception: let it through

@@ -17,7 +17,7 @@ LOCK = ".lock"  # the one writer's lock (runstore/store.py)
 STORE_MARKS = (RUNS, SPEC, PARTS_DIR)
 STORE_OWN = (RUNS, CURVES, SPEC, LOCK, PARTS_DIR, TUNE_DIR)
 
-# "stopped": ended early on purpose by successive halving (sweeps/halving.py), not a failure
+# "stopped": ended early on purpose by successive halving (sweeps/plans/halving.py), not a failure
 STATUSES = ("ok", "diverged", "failed", "stopped")
 OK, DIVERGED, FAILED, STOPPED = STATUSES
 

@@ -94,7 +94,7 @@ class RunRecord:
     train_config: str = _col()
     metrics: str = _col(default="{}")  # every number the run reported, and its lists of numbers
     schedule: str = _col(default="cosine")
-    # budget.from_one_run (sweeps/branches.py): the trial_id of the run this budget's cooldown
+    # budget.from_one_run (sweeps/plans/branches.py): the trial_id of the run this budget's cooldown
     # branched from ("" for a run of its own), and what it cost: a branch its cooldown alone
     branched_from: str = _col(default="")
     flops_spent: float = _col(default=math.nan)

@@ -194,8 +194,8 @@ def make_row(
     """One runs.parquet row: a `RunRecord`'s columns (runstore/record.py), then a halved trial's
     `halving` and each numeric metric as its own column (e.g. a copy task's `accuracy`). `trial`
     is Trial.config_dict() + trial_id. What only the sweep can work out comes in computed: `flops_spent`, what the run cost (its
-    `flops` unless it is a cooldown branch, sweeps/branches.py), and `halving`, its rungs and the
-    losses it reached there (sweeps/halving.py's `row_record`), for a trial that was halved."""
+    `flops` unless it is a cooldown branch, sweeps/plans/branches.py), and `halving`, its rungs and the
+    losses it reached there (sweeps/plans/halving.py's `row_record`), for a trial that was halved."""
     if trial.get("branched_from") and flops_spent is None:
         raise ValueError(f"trial {trial['trial_id']!r} is a cooldown branch: give its flops_spent")
     m, d, t = trial["model"], trial["data"], trial["train"]

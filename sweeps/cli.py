@@ -1,7 +1,7 @@
 """`depthwidth sweep run | submit | status | logs | results | plan`: the sweep service's commands.
 
-Thin: parse, validate the spec, call sweeps.service / sweeps.cluster. The spec, the store, the
-service and Ray load pyarrow, pandas or Ray, so they are imported only inside the handlers that
+Thin: parse, validate the spec, call sweeps.running.service / sweeps.backends.cluster. The spec,
+the store, the service and Ray load pyarrow, pandas or Ray, so they are imported only inside the handlers that
 need them, and `depthwidth --help` stays fast (tests/test_sweep_spec.py checks that importing this
 module loads neither Ray nor torch). Bad input: one sentence on stderr
 naming the field and value, exit code 2, nothing written or submitted.
@@ -15,9 +15,9 @@ import sys
 
 from depthwidth.clitools import EXIT_BAD_INPUT, OutputError
 from depthwidth.clitools import fail as _fail
-from sweeps.errors import SpecError
-from sweeps.export import add_tracker_flags
-from sweeps.outcome import continue_command
+from sweeps.plans.errors import SpecError
+from sweeps.results.export import add_tracker_flags
+from sweeps.running.outcome import continue_command
 from sweeps.slurm import add_commands as add_slurm_commands
 
 
@@ -25,7 +25,7 @@ def _errors():
     # lazy: the store's and the cluster's modules load pyarrow and pandas
     from depthwidth.config import ConfigError
     from runstore.files import StoreError
-    from sweeps.cluster import ClusterError
+    from sweeps.backends.cluster import ClusterError
 
     return (SpecError, StoreError, ClusterError, ConfigError, OutputError)
 
@@ -46,7 +46,7 @@ def _check_storage(args: argparse.Namespace) -> None:
 
 def _adopt(spec, storage: str | None):
     """The spec with the ids the store already holds for its trials (a store written before data
-    paths were resolved knows them by their older ids, sweeps/datapath.py)."""
+    paths were resolved knows them by their older ids, sweeps/plans/datapath.py)."""
     if not any(t.aliases for t in spec.trials):
         return spec
     from runstore.store import ResultStore  # lazy, as in every handler: pandas and pyarrow
@@ -67,8 +67,8 @@ def _tracker_flags(args: argparse.Namespace) -> tuple[str, ...]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     try:
-        from sweeps.service import run_sweep
-        from sweeps.spec import load_spec
+        from sweeps.plans.spec import load_spec
+        from sweeps.running.service import run_sweep
 
         _check_max_concurrent(args)
         _check_storage(args)
@@ -108,10 +108,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     try:
         from runstore.files import is_remote
-        from sweeps.cluster import submit
-        from sweeps.plan import check_memory
-        from sweeps.service import prepare
-        from sweeps.spec import load_spec
+        from sweeps.backends.cluster import submit
+        from sweeps.plans.plan import check_memory
+        from sweeps.plans.spec import load_spec
+        from sweeps.running.service import prepare
 
         _check_max_concurrent(args)
         _check_storage(args)
@@ -136,7 +136,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     try:
-        from sweeps.cluster import job_status
+        from sweeps.backends.cluster import job_status
 
         status, message = job_status(args.address, args.job)
     except _errors() as exc:
@@ -147,7 +147,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     try:
-        from sweeps.cluster import job_logs
+        from sweeps.backends.cluster import job_logs
 
         text = job_logs(args.address, args.job, follow=args.follow)
     except _errors() as exc:
@@ -189,8 +189,8 @@ def cmd_results(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     try:
         from runstore.store import ResultStore
-        from sweeps.plan import plan_json, plan_text
-        from sweeps.spec import load_spec
+        from sweeps.plans.plan import plan_json, plan_text
+        from sweeps.plans.spec import load_spec
 
         _check_storage(args)
         spec = load_spec(args.spec, allow_missing_data=True)
@@ -204,10 +204,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def spec_line(name: str, path) -> str:
-    """One line of `sweep specs`: the name, its planned cost (sweeps/plan.py totals) and what it
+    """One line of `sweep specs`: the name, its planned cost (sweeps/plans/plan.py totals) and what it
     is for (the spec's description); a spec whose data is not here is costed all the same."""
-    from sweeps.plan import plan_rows, totals
-    from sweeps.spec import SpecError, load_spec
+    from sweeps.plans.plan import plan_rows, totals
+    from sweeps.plans.spec import SpecError, load_spec
 
     try:
         spec = load_spec(path, allow_missing_data=True)
@@ -223,7 +223,7 @@ def spec_line(name: str, path) -> str:
 
 
 def cmd_specs(args: argparse.Namespace) -> int:
-    from sweeps.bundled import bundled_specs
+    from sweeps.plans.bundled import bundled_specs
 
     specs = bundled_specs()
     print(f"{len(specs)} bundled specs (run one by name, e.g. `depthwidth sweep plan smoke`):")

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweeps.errors import SpecError
+from sweeps.plans.errors import SpecError
 
 SCRIPT_FOLDER = "slurm"  # inside the store: the script, the job ids, SLURM's and Ray's logs
 JOBS_FILE = "jobs.txt"
@@ -170,10 +170,10 @@ def check_shared(store_path: str, nodes: int, mounts_text: str | None = None) ->
 
 
 def fill_defaults(spec, opts: JobOptions, n_todo: int) -> JobOptions:
-    """The options not given, from the plan (sweeps/plan.py): GPUs for the largest trial, CPUs
+    """The options not given, from the plan (sweeps/plans/plan.py): GPUs for the largest trial, CPUs
     and memory for the trials one node runs at once, time for the plan's compute at the spec's
     assumed throughput. Each choice is explained in `opts.why`."""
-    from sweeps.plan import plan_rows, totals
+    from sweeps.plans.plan import plan_rows, totals
 
     r = spec.resources
     rows = plan_rows(spec)
@@ -399,8 +399,8 @@ def prepare_job(args: argparse.Namespace) -> tuple[Any, JobOptions, str, str, st
     """Everything checked, nothing written: (spec, options with defaults, store, folder,
     script path, notes)."""
     from runstore.files import is_remote, local_path
-    from sweeps.service import prepare
-    from sweeps.spec import load_spec
+    from sweeps.plans.spec import load_spec
+    from sweeps.running.service import prepare
 
     opts = JobOptions(
         nodes=args.nodes,
@@ -551,7 +551,7 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     from depthwidth.clitools import OutputError, fail
     from depthwidth.config import ConfigError
     from runstore.files import StoreError
-    from sweeps.cluster import ClusterError
+    from sweeps.backends.cluster import ClusterError
 
     try:
         spec, opts, store, folder, path, notes = prepare_job(args)
@@ -612,9 +612,9 @@ def sweep_progress(location: str) -> list[str]:
     from runstore.files import StoreError
     from runstore.layout import SPEC
     from runstore.store import ResultStore
-    from sweeps.plan import plan_rows, totals
-    from sweeps.resume import trial_dirs
-    from sweeps.spec import parse_spec
+    from sweeps.plans.plan import plan_rows, totals
+    from sweeps.plans.spec import parse_spec
+    from sweeps.running.resume import trial_dirs
 
     store = ResultStore(location)
     text = store.first_spec_text()
@@ -648,7 +648,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from depthwidth.clitools import OutputError, fail
     from depthwidth.config import ConfigError
     from runstore.files import StoreError, is_remote, local_path
-    from sweeps.cluster import ClusterError
+    from sweeps.backends.cluster import ClusterError
 
     location = args.store
     folder = (

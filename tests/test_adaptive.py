@@ -1,7 +1,7 @@
-"""Adaptive sweeps (sweeps/adaptive.py, sweeps/adaptive_search.py): bad [adaptive] input, the
-choice rule on planted losses, and on real Ray a target stop, a budget stop, a resume after the
+"""Adaptive sweeps (sweeps/designing/adaptive.py, sweeps/designing/adaptive_search.py): bad
+[adaptive] input, the choice rule on planted losses, and on real Ray a target stop, a budget stop, a resume after the
 driver is killed, and `--adaptive` with the real trainable. The Ray runs other than the last use
-sweeps/planted.py's trainable (losses from the two-regime law with b = 3) through the real CLI."""
+sweeps/running/planted.py's trainable (losses from the two-regime law with b = 3) through the real CLI."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeps.adaptive import LOG, Policy, parse_adaptive, read_log, spec_cells
-from sweeps.errors import SpecError
+from sweeps.designing.adaptive import LOG, Policy, parse_adaptive, read_log, spec_cells
+from sweeps.plans.errors import SpecError
 
 SPEC = """name = "{name}"
 [model]
@@ -42,7 +42,7 @@ max_failures = 1
 DEPTHS, WIDTHS = [1, 2, 3, 4, 6, 8], [16, 32, 64, 128]
 # the trainable replaced by the planted one in the driver; Tune ships it to the workers by name
 PLANTED_DRIVER = (
-    "import sys, sweeps.trainable as t, sweeps.planted as p; t.run_trial = p.planted_trial; "
+    "import sys, sweeps.running.trainable as t, sweeps.running.planted as p; t.run_trial = p.planted_trial; "
     "from sweeps.cli import main; sys.exit(main(sys.argv[1:]))"
 )
 
@@ -53,8 +53,8 @@ def spec_text(name: str, adaptive: str = "", depths=DEPTHS, widths=WIDTHS) -> st
 
 
 def planted_runs(spec) -> pd.DataFrame:
-    from sweeps.planted import planted_result
-    from sweeps.trialconfig import TrialConfig
+    from sweeps.plans.trialconfig import TrialConfig
+    from sweeps.running.planted import planted_result
 
     rows = []
     for t in spec.trials:
@@ -109,7 +109,7 @@ def test_bad_adaptive_table_exits_2_and_writes_nothing(tmp_path, table, field):
 
 
 def test_policy_on_planted_losses_narrows_b_and_keeps_its_budget():
-    from sweeps.spec import parse_spec
+    from sweeps.plans.spec import parse_spec
 
     spec = parse_spec(spec_text("policy"))
     target = parse_adaptive(

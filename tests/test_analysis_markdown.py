@@ -421,7 +421,7 @@ def test_a_finished_sweep_ends_with_the_verdict_and_the_report(tmp_path):
     import io
 
     from runstore.store import ResultStore
-    from sweeps.service import _analyze
+    from sweeps.running.service import _analyze
 
     runs = synthetic.make_runs(
         "two_regime", [1, 2, 3, 4], [16, 32, 64], dict(P, b=1.5), seeds=(0, 1), noise=0.01

@@ -1,4 +1,4 @@
-"""`sweep run SPEC --from TABLE` (sweeps/carry.py): a sweep moved to another machine with only its
+"""`sweep run SPEC --from TABLE` (sweeps/running/carry.py): a sweep moved to another machine with only its
 exported runs table resumes without running a finished trial again, through the real CLI on a
 local Ray; bad tables are refused with nothing written."""
 

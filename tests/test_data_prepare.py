@@ -131,8 +131,8 @@ def test_jsonl_with_a_given_tokenizer_and_uint32_for_a_large_vocabulary(tmp_path
 
 
 def test_a_trial_id_hashes_the_prepared_data_identity(tmp_path):
-    from sweeps import datapath
-    from sweeps.spec import trial_id_of
+    from sweeps.plans import datapath
+    from sweeps.plans.spec import trial_id_of
 
     for name, seed in (("a", 0), ("b", 1)):
         (tmp_path / f"{name}.txt").write_text("\n\n".join(documents(30, seed)))
@@ -268,7 +268,7 @@ def test_tiny_shakespeare_with_a_1024_symbol_bpe_trains_in_a_sweep_on_embedded_r
     assert sorted(runs["status"]) == ["ok", "ok"], runs.get("error")
     assert all(json.loads(c)["path"] == str(tmp_path / "prepared") for c in runs["data_config"])
     assert (runs["final_val_loss"] < np.log(1024)).all()  # below a uniform guess over the vocabulary
-    from sweeps.spec import load_spec
+    from sweeps.plans.spec import load_spec
 
     ids = {t.trial_id for t in load_spec(tmp_path / "bpe.toml").trials}
     assert ids == set(runs["trial_id"])  # the ids name the prepared corpus by its meta.json hash

@@ -162,8 +162,8 @@ def test_design_json_agrees_with_analyze_on_the_same_planted_sweeps(tmp_path):
     assert r["noise"]["source"] == "assumed" and r["cost"]["flops"] > 0
     assert (out / "power.png").stat().st_size > 0
     outcomes = pd.read_csv(out / "outcomes.csv", keep_default_na=False)
-    from sweeps.design_plan import default_model, trials_frame
-    from sweeps.spec import load_spec
+    from sweeps.designing.design_plan import default_model, trials_frame
+    from sweeps.plans.spec import load_spec
 
     s = load_spec(spec)
     trials, _ = trials_frame(s)
@@ -324,9 +324,9 @@ def test_propose_tries_three_shared_token_budgets():
     downwards, as the CPU study's plan was by hand; a plan with three already gets no such rule."""
     import tomllib
 
-    from sweeps.design_search import candidate_docs, to_toml
-    from sweeps.plan import plan_rows
-    from sweeps.spec import parse_spec
+    from sweeps.designing.design_search import candidate_docs, to_toml
+    from sweeps.plans.plan import plan_rows
+    from sweeps.plans.spec import parse_spec
 
     doc = tomllib.loads(SPEC.format(depths="[1, 2, 4]", widths="[16, 32]"))
     mean_tokens = 8 * 32 * 600.0  # batch 8 x seq 32 tokens per step
@@ -355,13 +355,13 @@ def test_propose_tries_three_shared_token_budgets():
 
 def test_propose_tries_five_budgets_from_one_run():
     """The search's fourth token rule: five budgets a factor 2 apart up to the plan's longest,
-    each a cooldown branch of one WSD run per shape (sweeps/branches.py). It is costed as it runs:
+    each a cooldown branch of one WSD run per shape (sweeps/plans/branches.py). It is costed as it runs:
     the run once and each branch by its cooldown, less than the three separate budgets."""
     import tomllib
 
-    from sweeps.design_search import candidate_docs, to_toml
-    from sweeps.plan import plan_rows, totals
-    from sweeps.spec import parse_spec
+    from sweeps.designing.design_search import candidate_docs, to_toml
+    from sweeps.plans.plan import plan_rows, totals
+    from sweeps.plans.spec import parse_spec
 
     doc = tomllib.loads(SPEC.format(depths="[1, 2, 4]", widths="[16, 32]"))
     two = dict(doc, grid=dict(doc["grid"], steps=[300, 900]))

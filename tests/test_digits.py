@@ -160,7 +160,7 @@ def test_cli_trains_on_digits_and_refuses_a_bad_spec(tmp_path, capsys):
 def test_kerg_cpu_study_spec():
     from collections import Counter
 
-    from sweeps.spec import load_spec
+    from sweeps.plans.spec import load_spec
 
     spec = load_spec(SWEEPS / "kerg-cpu.toml")
     by = Counter((t.model.family, t.data.source) for t in spec.trials)

@@ -1,7 +1,7 @@
 """Data-parallel `train()` (depthwidth.train.Parallel) on CPU with the gloo backend: two workers
 with half the batch each follow one worker's loss curve, under DDP and FSDP, and a checkpoint
 written by two workers resumes, with two workers or one, onto the same curve. Real
-torch.distributed process groups in spawned processes, joined by sweeps/distributed.py's
+torch.distributed process groups in spawned processes, joined by sweeps/running/distributed.py's
 `join_process_group` as a Ray Train worker joins one (the address passed through a file instead of
 Train's broadcast): on 127.0.0.1 for DDP, on this machine's network address for FSDP (as on a
 cluster node), and every port rank 0 listens on is bound to that address alone. No Ray
@@ -69,7 +69,7 @@ def _worker(rank: int, world: int, host: str, sharding: str, folder: str) -> Non
     import torch.distributed as dist
     from test_security import _listeners
 
-    from sweeps.distributed import join_process_group
+    from sweeps.running.distributed import join_process_group
 
     def stop_at_12(metrics, checkpoint=None):
         if metrics["step"] == 12:  # a crash right after this evaluation's checkpoint

@@ -1,5 +1,5 @@
-"""Successive halving over the learning rate (sweeps/halving.py, analysis/readers/halving.py): the rule on
-planted losses, bad [halving] input through the real CLI, and a real sweep on a local Ray whose
+"""Successive halving over the learning rate (sweeps/plans/halving.py,
+analysis/readers/halving.py): the rule on planted losses, bad [halving] input through the real CLI, and a real sweep on a local Ray whose
 stored rows, live verdicts and analysis agree with the rule."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from analysis.readers.halving import beaten, decide, finals, survivors
-from sweeps.errors import SpecError
-from sweeps.halving import Board, Halving, rung_steps
+from sweeps.plans.errors import SpecError
+from sweeps.plans.halving import Board, Halving, rung_steps
 
 
 def test_survivors_keep_the_best_third_rounded_up():
@@ -240,9 +240,9 @@ def test_a_real_sweep_stops_the_losers_at_the_rung(tmp_path):
 
 
 def test_plan_cost_counts_what_the_halving_trains(tmp_path):
-    from sweeps.halving import steps_share
-    from sweeps.plan import plan_rows, totals
-    from sweeps.spec import parse_spec
+    from sweeps.plans.halving import steps_share
+    from sweeps.plans.plan import plan_rows, totals
+    from sweeps.plans.spec import parse_spec
 
     assert steps_share(3, [100], 300, 3) == pytest.approx((3 * 100 + 1 * 200) / 900)
     assert steps_share(9, [10, 30], 90, 3) == pytest.approx((9 * 10 + 3 * 20 + 1 * 60) / 810)
@@ -256,8 +256,8 @@ def test_design_plays_the_halving_out_on_planted_losses(tmp_path):
     import numpy as np
 
     from analysis.power.design import PlantModel, planted_table
-    from sweeps.design_plan import trials_frame
-    from sweeps.spec import parse_spec
+    from sweeps.designing.design_plan import trials_frame
+    from sweeps.plans.spec import parse_spec
 
     text = SPEC.format(halving="eta = 3", store=tmp_path / "s").replace("depth = [1]", "depth = [1, 2, 3]")
     trials, _ = trials_frame(parse_spec(text))

@@ -230,7 +230,7 @@ def cluster(tmp_path_factory):
 
 
 def test_sweep_spreads_over_both_nodes_and_survives_losing_one(cluster, tmp_path):
-    from sweeps.spec import load_spec
+    from sweeps.plans.spec import load_spec
 
     storage, hook = tmp_path / "store", tmp_path / "hook"
     spec = tmp_path / "multinode.toml"

@@ -1,4 +1,4 @@
-"""What each trial asks of Ray (sweeps/packing.py, sweeps/plan.py): GPU shares from the memory
+"""What each trial asks of Ray (sweeps/plans/packing.py, sweeps/plans/plan.py): GPU shares from the memory
 estimate with head-room, quantised so Ray can pack them, shown by `sweep plan --json` and checked
 against depthwidth.accounting.memory_estimate recomputed here; memory per worker under DDP and
 FSDP; host memory asks for CPU trials; the GPU memory a cluster's nodes report; and the rule for
@@ -14,7 +14,7 @@ import pytest
 from depthwidth.accounting import count_params, memory_estimate
 from depthwidth.config import DataConfig, ModelConfig
 from sweeps import cli
-from sweeps.packing import (
+from sweeps.plans.packing import (
     GPU_CONTEXT_GB,
     SAFETY,
     SHARES,
@@ -25,7 +25,7 @@ from sweeps.packing import (
     worker_memory,
     workers_to_fit,
 )
-from sweeps.spec import load_spec, resolve_model
+from sweeps.plans.spec import load_spec, resolve_model
 
 SPEC = """name = "pack"
 [model]

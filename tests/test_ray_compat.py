@@ -1,4 +1,4 @@
-"""sweeps/ray_compat.py: each use of a private Ray name finds its target with the expected shape in
+"""sweeps/backends/ray_compat.py: each use of a private Ray name finds its target with the expected shape in
 the installed Ray, and when the target moves the loopback guard and the auth reload raise while
 the speed-only patches warn and leave Ray alone; and an embedded Ray started in this very process
 listens on loopback only.
@@ -16,8 +16,8 @@ pytest.importorskip("ray")
 import ray  # noqa: E402
 from ray._private import ray_constants, services, worker  # noqa: E402
 
-from sweeps import ray_compat  # noqa: E402
-from sweeps.driver import StoreWriter, TrackerFeed  # noqa: E402
+from sweeps.backends import ray_compat  # noqa: E402
+from sweeps.running.driver import StoreWriter, TrackerFeed  # noqa: E402
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def test_loopback_guard_raises_when_its_target_moves(ray_state, monkeypatch, mov
 
 
 def test_a_moved_loopback_target_stops_a_local_sweep_with_one_sentence(ray_state, monkeypatch):
-    from sweeps import cluster
+    from sweeps.backends import cluster
 
     monkeypatch.delattr(ray_constants, "ENABLE_RAY_CLUSTER")
     with pytest.raises(cluster.ClusterError, match=r"^Ray \S+ has no .*ENABLE_RAY_CLUSTER.*\.$"):
@@ -197,7 +197,7 @@ def test_a_setting_patch_finds_its_target_keeps_the_users_value_and_warns_when_i
 def test_a_local_sweeps_ray_started_in_this_process_listens_on_loopback_only(ray_state):
     from test_security import _is_loopback, _listeners, _process_tree
 
-    from sweeps import cluster
+    from sweeps.backends import cluster
 
     assert not ray.is_initialized()
     assert cluster.connect(None) is True  # what `sweep run` without --address does

@@ -80,8 +80,8 @@ def test_memory_estimate_by_hand():
 def test_sweep_plan_and_train_count_the_same_attention_flops(tmp_path):
     """`sweep plan` charges steps × batch × (T + 20) × 3 × the forward count with attention; a
     run of the same trial reports the same training FLOPs."""
-    from sweeps.plan import plan_rows
-    from sweeps.spec import parse_spec
+    from sweeps.plans.plan import plan_rows
+    from sweeps.plans.spec import parse_spec
 
     text = """
 name = "acct"

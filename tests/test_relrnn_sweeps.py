@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeps.plan import plan_rows, totals
-from sweeps.spec import SpecError, load_spec, parse_spec
+from sweeps.plans.plan import plan_rows, totals
+from sweeps.plans.spec import SpecError, load_spec, parse_spec
 
 SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"
 

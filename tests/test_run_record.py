@@ -20,7 +20,7 @@ from runstore.record import (
 )
 from runstore.schema import COLUMNS, STORE_FILLED
 from runstore.store import ResultStore, make_curve, make_row
-from sweeps.spec import parse_spec
+from sweeps.plans.spec import parse_spec
 
 SPEC = """name = "st"
 [model]

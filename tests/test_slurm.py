@@ -275,7 +275,7 @@ def _starts(hook: Path) -> list[tuple[str, int]]:
 
 
 def _setup(tmp_path: Path, name: str, hold: list[str]) -> tuple[Path, Path, Path, list[str]]:
-    from sweeps.spec import load_spec
+    from sweeps.plans.spec import load_spec
 
     # a space in the store's path: sbatch must read the quoted #SBATCH --output line whole, or
     # the job's output file is not where the waits and assertions below read it
@@ -415,8 +415,8 @@ def test_smoke_script_is_valid_and_starts_ray(tmp_path: Path):
 
 
 def test_shared_filesystem_check_reads_the_mounts():
+    from sweeps.plans.spec import SpecError
     from sweeps.slurm import check_shared
-    from sweeps.spec import SpecError
 
     mounts = "/dev/sda1 / ext4 rw 0 0\nserver:/export /shared nfs4 rw 0 0\ntmpfs /shared/tmp tmpfs rw 0 0\n"
     assert "nfs4" in check_shared("/shared/results/x", 2, mounts)
@@ -482,8 +482,8 @@ STUBS = {
 
 def _stub_job(tmp_path: Path, nodes: list[str], grace: int = 120, **env: str):
     """The batch script for len(nodes) nodes with the stand-ins on PATH: (script, env, calls)."""
+    from sweeps.plans.spec import parse_spec
     from sweeps.slurm import JobOptions, render
-    from sweeps.spec import parse_spec
 
     spec = parse_spec(SPEC.format(name="stub", storage=tmp_path / "store"))
     opts = JobOptions(

@@ -82,7 +82,7 @@ def test_ids_follow_the_datas_content_not_the_path_string(tmp_path):
 def old_trial_id(spec: Path, depth: int, written_path: str) -> str:
     """The id as it was computed before data paths were resolved: SHA-256 of the three configs'
     canonical JSON, with the data path as the string written in the spec."""
-    from sweeps.spec import parse_spec
+    from sweeps.plans.spec import parse_spec
 
     t = next(
         t for t in parse_spec(spec.read_text(), str(spec), str(spec.parent)).trials if t.model.depth == depth

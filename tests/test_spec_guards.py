@@ -112,7 +112,7 @@ def test_a_project_folder_is_no_store_without_force(tmp_path):
 
 def test_analyze_quotes_a_design_only_of_the_plan_the_store_ran(tmp_path):
     from analysis.reporting.design_note import plan_fingerprint
-    from sweeps.spec import load_spec
+    from sweeps.plans.spec import load_spec
 
     (tmp_path / "tiny.toml").write_text(TINY)
     runs_of(tmp_path / "tiny.toml").to_csv(tmp_path / "runs.csv", index=False)

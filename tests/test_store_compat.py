@@ -19,7 +19,7 @@ from runstore.location import Location
 from runstore.record import REQUIRED_RUN_COLUMNS, RunRecord
 from runstore.store import ResultStore, spec_versions
 from runstore.tables import read_tables
-from sweeps.spec import parse_spec
+from sweeps.plans.spec import parse_spec
 
 OLD_STORE = Path(__file__).resolve().parent.parent.parent / "shared" / "repro" / "smoke-overclaim"
 

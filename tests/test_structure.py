@@ -1,9 +1,10 @@
 """The code's shape, read from its source with ast: no two files of runstore/, depthwidth/,
 sweeps/ and analysis/ import each other through any chain (imports inside functions count), each
 package imports only the packages on the floors below it (runstore at the bottom, imported by the
-others and importing none of them, nor torch nor Ray), and no function there is longer than 100
-lines, so each package reads from the top down. And docs/design.md's "Layout and layering" names
-every package, module and ready-made spec there is.
+others and importing none of them, nor torch nor Ray), each part of sweeps/ (plans/, running/,
+cli.py, ...) imports only itself and the parts on the floors below it, and no function there is
+longer than 100 lines, so each package reads from the top down. And docs/design.md's "Layout and
+layering" names every package, module and ready-made spec there is.
 """
 
 from __future__ import annotations
@@ -16,6 +17,18 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("runstore", "depthwidth", "sweeps", "analysis")
 # Each package's floor: it may import the packages on lower floors only.
 FLOORS = {"runstore": 0, "depthwidth": 1, "analysis": 2, "sweeps": 3}
+# Each part of sweeps/ and its floor: it may import itself and the parts on lower floors only (not
+# a part on its own floor). What a sweep is at the bottom; where it runs, how it is designed and
+# where its results go on it; running it above them; the SLURM commands and the CLI on top.
+SWEEPS_FLOORS = {
+    "plans": 0,
+    "backends": 1,
+    "designing": 1,
+    "results": 1,
+    "running": 2,
+    "slurm": 3,
+    "cli": 4,
+}
 MAX_LINES = 100
 
 
@@ -116,7 +129,7 @@ def test_the_cycle_finder_finds_a_planted_cycle_through_a_function_level_import(
 def test_no_two_files_import_each_other_through_any_chain():
     known = _modules()
     graph = {n: _imports(n, p, known) for n, p in known.items()}
-    assert len(graph) > 50 and graph["sweeps.service"]  # the packages were read
+    assert len(graph) > 50 and graph["sweeps.running.service"]  # the packages were read
     assert _cycles(graph) == []
 
 
@@ -185,7 +198,9 @@ def test_the_layout_check_finds_a_module_missing_from_the_doc(tmp_path):
     for pkg in PACKAGES:
         (tmp_path / pkg).mkdir()
         (tmp_path / pkg / "__init__.py").write_text("")
-    (tmp_path / "sweeps" / "halving.py").write_text("")  # named in sweeps/'s entries
+    (tmp_path / "sweeps" / "plans").mkdir()
+    (tmp_path / "sweeps" / "plans" / "__init__.py").write_text("")
+    (tmp_path / "sweeps" / "plans" / "halving.py").write_text("")  # named in plans/'s entries
     (tmp_path / "analysis" / "readers").mkdir()
     (tmp_path / "analysis" / "readers" / "__init__.py").write_text("")
     (tmp_path / "analysis" / "readers" / "halving.py").write_text("")  # named under readers/
@@ -215,6 +230,59 @@ def test_each_package_imports_only_the_floors_below_it():
     assert upward == []
 
 
+def _sweeps_upward(known: dict[str, Path]) -> list[str]:
+    """Each import of one part of sweeps/ by another on the same or a higher floor (a module
+    directly in sweeps/, such as cli.py, is a part of its own)."""
+    upward = []
+    for name, path in known.items():
+        parts = name.split(".")
+        if parts[0] != "sweeps" or len(parts) < 2:
+            continue
+        for target in _imports(name, path, known):
+            there = target.split(".")
+            if there[0] != "sweeps" or len(there) < 2 or there[1] == parts[1]:
+                continue
+            if SWEEPS_FLOORS[there[1]] >= SWEEPS_FLOORS[parts[1]]:
+                upward.append(f"{name} -> {target}")
+    return upward
+
+
+def test_each_part_of_sweeps_has_a_floor_and_imports_only_the_floors_below_it():
+    known = _modules()
+    parts = {n.split(".")[1] for n in known if n.startswith("sweeps.")}
+    assert parts == set(SWEEPS_FLOORS)  # a new part of sweeps/ is given its floor here
+    assert _sweeps_upward(known) == []
+
+
+def test_the_floor_check_finds_an_import_up_or_across_inside_a_function(tmp_path):
+    for pkg in PACKAGES:
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    for part in ("plans", "results", "running"):
+        (tmp_path / "sweeps" / part).mkdir()
+        (tmp_path / "sweeps" / part / "__init__.py").write_text("")
+    (tmp_path / "sweeps" / "plans" / "spec.py").write_text("from sweeps.plans import errors\n")
+    (tmp_path / "sweeps" / "plans" / "errors.py").write_text("")
+    (tmp_path / "sweeps" / "results" / "export.py").write_text("from sweeps.plans.spec import x\n")
+    (tmp_path / "sweeps" / "running" / "service.py").write_text("from ..results import export\n")
+    (tmp_path / "sweeps" / "cli.py").write_text("import sweeps.running.service\n")
+    known = _modules(tmp_path)
+    assert _sweeps_upward(known) == []  # down only: each import is allowed
+    (tmp_path / "sweeps" / "plans" / "plan.py").write_text(
+        "def f():\n    from sweeps.running import service\n"
+    )
+    (tmp_path / "sweeps" / "results" / "trackers.py").write_text("import sweeps.backends.cluster\n")
+    (tmp_path / "sweeps" / "backends").mkdir()
+    (tmp_path / "sweeps" / "backends" / "__init__.py").write_text("")
+    (tmp_path / "sweeps" / "backends" / "cluster.py").write_text("")
+    known = _modules(tmp_path)
+    assert sorted(_sweeps_upward(known)) == [
+        "sweeps.plans.plan -> sweeps.running",  # up, from inside a function
+        "sweeps.plans.plan -> sweeps.running.service",
+        "sweeps.results.trackers -> sweeps.backends.cluster",  # across, to a part on its own floor
+    ]
+
+
 def test_the_store_imports_neither_torch_nor_ray():
     """The analysis reads stores on a laptop without either (docs/design.md, "Layout")."""
     heavy = []
@@ -227,9 +295,9 @@ def test_the_store_imports_neither_torch_nor_ray():
 
 
 def test_every_package_is_installed_and_shipped_with_a_ray_job():
-    """pyproject.toml installs each package, and `sweep submit` stages each (sweeps/cluster.py)."""
-    from sweeps.cluster import SHIPPED_PACKAGES
-    from sweeps.spec import tomllib  # tomli before Python 3.11
+    """pyproject.toml installs each package, and `sweep submit` stages each (sweeps/backends/cluster.py)."""
+    from sweeps.backends.cluster import SHIPPED_PACKAGES
+    from sweeps.plans.spec import tomllib  # tomli before Python 3.11
 
     include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
     assert sorted(include["include"]) == sorted(f"{p}*" for p in PACKAGES)

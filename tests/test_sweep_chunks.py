@@ -1,4 +1,4 @@
-"""A sweep larger than one Tune run (sweeps/service.py runs at most CHUNK_TRIALS trials per Tune
+"""A sweep larger than one Tune run (sweeps/running/service.py runs at most CHUNK_TRIALS trials per Tune
 run, since Tune keeps every trial it has run in memory): on real embedded Ray with the limit
 lowered to 2, five trials run as three Tune runs and are each stored once; a Ctrl-C during the
 first run stops the sweep there, and the next `sweep run` finishes the rest."""
@@ -18,7 +18,7 @@ pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
 RUN = (
-    "import sys, sweeps.service as s; s.CHUNK_TRIALS = 2; from sweeps import cli; "
+    "import sys, sweeps.running.service as s; s.CHUNK_TRIALS = 2; from sweeps import cli; "
     "sys.exit(cli.main(sys.argv[1:]))"
 )
 
@@ -58,7 +58,7 @@ def test_a_sweep_in_several_tune_runs_stores_each_trial_once_and_stops_on_ctrl_c
             proc.kill()
     assert proc.returncode == 1, out + err
     assert "sweep was stopped" in out or "sweep was interrupted" in out
-    assert "Kept: 1 finished trial in" in out  # the closing paragraph (sweeps/outcome.py)
+    assert "Kept: 1 finished trial in" in out  # the closing paragraph (sweeps/running/outcome.py)
     assert {t for t, _ in starts(hook)} == set(ids[:2])  # the later Tune runs never started
     assert list(pd.read_parquet(store / "runs.parquet")["trial_id"]) == [ids[0]]
 

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from test_sweep_ray import cli, hook_env, run_cli, trial_ids, wait_for, write_spec
 
-from sweeps.outcome import continue_command, paragraph
-from sweeps.progress import ProgressView
+from sweeps.running.outcome import continue_command, paragraph
+from sweeps.running.progress import ProgressView
 
 
 def test_log_lines_follow_each_start():

@@ -1,4 +1,4 @@
-"""Expanding large grids (sweeps/expand.py): the where filter runs while expanding, a grid of more
+"""Expanding large grids (sweeps/plans/expand.py): the where filter runs while expanding, a grid of more
 trials than one sweep plans is refused at once (exit 2 naming the limit), and filtering before
 building a trial keeps exactly the trials that filtering the built trials keeps."""
 
@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from sweeps.expand import MAX_TRIALS
-from sweeps.spec import SpecError, parse_spec
+from sweeps.plans.expand import MAX_TRIALS
+from sweeps.plans.spec import SpecError, parse_spec
 
 GRID = """name = "big"
 {where}

@@ -80,7 +80,7 @@ def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None
 
 
 def trial_ids(spec: Path) -> list[str]:
-    from sweeps.spec import load_spec
+    from sweeps.plans.spec import load_spec
 
     return [t.trial_id for t in load_spec(spec).trials]
 
@@ -235,8 +235,8 @@ def test_extend_finished_sweep_runs_only_new_points(ray_cluster, tmp_path):
     assert set(after.index) == old_ids | new_ids
     assert sorted(after["status"]) == ["diverged", "ok", "ok", "ok", "ok"]
     # `sweep plan` and the stored rows count training FLOPs with one formula (accounting.py)
-    from sweeps.plan import plan_rows
-    from sweeps.spec import load_spec
+    from sweeps.plans.plan import plan_rows
+    from sweeps.plans.spec import load_spec
 
     for row in plan_rows(load_spec(spec)):
         stored = after.loc[row["trial_id"]]

@@ -194,7 +194,7 @@ def test_an_interrupted_trials_checkpoint_is_found_and_read_back_over_s3(s3, tmp
     from ray import tune
 
     from runstore.store import ResultStore
-    from sweeps.resume import clear_checkpoints, find_checkpoints
+    from sweeps.running.resume import clear_checkpoints, find_checkpoints
 
     _, query = s3
     fs = make_bucket(query, "ckpts")

@@ -16,8 +16,8 @@ import pytest
 
 from depthwidth.config import TrainConfig
 from sweeps import cli
-from sweeps.spec import SpecError, load_spec, parse_spec, tomllib, trial_id_of
-from sweeps.where import WhereError, compile_where, evaluate_where
+from sweeps.plans.spec import SpecError, load_spec, parse_spec, tomllib, trial_id_of
+from sweeps.plans.where import WhereError, compile_where, evaluate_where
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = """name = "t"
@@ -343,7 +343,7 @@ def test_a_filter_on_config_fields_keeps_the_spec_text(tmp_path):
     """The spec's text is what the store records and what a Ray Job runs: a `where` that names
     config fields must leave it whole, so the store's guard against another sweep still holds."""
     from runstore.store import ResultStore
-    from sweeps.service import prepare
+    from sweeps.running.service import prepare
 
     text = 'where = "width % heads == 0 and depth <= log3(width)"\n' + BASE
     spec = parse_spec(text, "x.toml")
@@ -597,7 +597,7 @@ def test_planning_a_sweep_does_not_import_torch(tmp_path):
     spec = tmp_path / "s.toml"
     spec.write_text(BASE.replace("steps = 10", "tokens_per_param = 5\nmin_steps = 2"))
     code = (
-        "import sys; from sweeps.spec import load_spec; from sweeps.plan import plan_text; "
+        "import sys; from sweeps.plans.spec import load_spec; from sweeps.plans.plan import plan_text; "
         f"s = load_spec({str(spec)!r}); text = plan_text(s); "
         "print(len(s.trials), 'torch' in sys.modules)"
     )

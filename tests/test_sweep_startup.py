@@ -26,8 +26,8 @@ import json, sys
 from ray import tune
 from ray.air._internal import usage
 from ray.tune.execution import class_cache
-from sweeps.driver import StoreWriter, TrackerFeed
-from sweeps.ray_compat import lighter_tune
+from sweeps.running.driver import StoreWriter, TrackerFeed
+from sweeps.backends.ray_compat import lighter_tune
 
 class Trainable: pass
 before = class_cache._ActorClassCache().get(Trainable)._default_options.get("runtime_env")
@@ -55,7 +55,7 @@ def test_stopping_an_embedded_ray_leaves_none_of_its_processes():
     out = _run("""
 import json, ray
 from ray._private import worker
-from sweeps import cluster
+from sweeps.backends import cluster
 assert cluster.connect(None) is True
 procs = {k: [i.process for i in v] for k, v in worker._global_node.all_processes.items()}
 cluster.stop(True).join()

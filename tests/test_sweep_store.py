@@ -15,8 +15,8 @@ from runstore.layout import CURVE_COLUMNS
 from runstore.record import REQUIRED_RUN_COLUMNS
 from runstore.store import ResultStore, make_curve, make_row
 from sweeps import cli
-from sweeps.progress import ProgressView, fmt_duration, trial_cost
-from sweeps.spec import parse_spec
+from sweeps.plans.spec import parse_spec
+from sweeps.running.progress import ProgressView, fmt_duration, trial_cost
 
 SPEC = """name = "st"
 [model]

@@ -1,4 +1,4 @@
-"""Trials of several data-parallel workers through Ray Train inside Tune (sweeps/distributed.py),
+"""Trials of several data-parallel workers through Ray Train inside Tune (sweeps/running/distributed.py),
 on CPU with gloo, through the real CLI on embedded Ray: one trial as 2 workers with half the batch
 each, held after its first checkpoint while every port of the sweep's processes is checked to
 listen on 127.0.0.1 alone (the workers' process group included), then one worker killed. Train
@@ -94,7 +94,7 @@ def test_a_two_worker_trial_listens_on_loopback_only_and_resumes_with_both_worke
     assert not list((store / "tune").glob(f"*/{tid}"))  # finished: its checkpoints are gone
 
     from depthwidth.train import train
-    from sweeps.spec import load_spec
+    from sweeps.plans.spec import load_spec
 
     (trial,) = load_spec(spec).trials
     alone = train(trial.model, trial.data, trial.train.replace(threads=1))

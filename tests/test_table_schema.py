@@ -48,7 +48,7 @@ path = "stores/tiny"
 
 def runs_of(spec_path: Path) -> pd.DataFrame:
     """A runs table as `sweep results --csv` writes it, one ok row per trial of the spec."""
-    from sweeps.spec import load_spec
+    from sweeps.plans.spec import load_spec
 
     rows = []
     for i, t in enumerate(load_spec(spec_path).trials):

@@ -55,7 +55,7 @@ def mlflow_runs(db: Path, experiment: str) -> dict[str, dict]:
 
 
 def wandb_runs(folder: Path) -> dict[str, dict]:
-    from sweeps.trackers import wandb_offline_runs
+    from sweeps.results.trackers import wandb_offline_runs
 
     return {
         rid: {"steps": e["steps"], "status": e["summary"].get("status"), "files": len(e["files"])}
@@ -64,7 +64,7 @@ def wandb_runs(folder: Path) -> dict[str, dict]:
 
 
 def tensorboard_runs(logdir: Path) -> dict[str, dict]:
-    from sweeps.trackers import tensorboard_scalars
+    from sweeps.results.trackers import tensorboard_scalars
 
     out = {}
     for folder in sorted(glob.glob(str(logdir / "*"))):
@@ -273,7 +273,7 @@ def test_unreachable_trackers_are_one_warning_each(tmp_path):
 
 
 def test_tracking_table_is_validated(tmp_path):
-    from sweeps.spec import SpecError, parse_spec
+    from sweeps.plans.spec import SpecError, parse_spec
 
     base = 'name = "t"\n[grid]\ndepth = [1]\n'
     for table, message in [
@@ -293,7 +293,7 @@ def test_tracking_table_is_validated(tmp_path):
             parse_spec(base + table, "s.toml")
         assert message in str(err.value), str(err.value)
         assert str(err.value).count(". ") == 0 or "known keys" in str(err.value)
-    from sweeps.tracking import eval_metrics
+    from sweeps.plans.tracking import eval_metrics
 
     point = {"trial_id": "a", "step": 5, "val_loss": float("nan"), "accuracy": float("nan"), "lr": 1e-3}
     got = eval_metrics(point)  # a diverged loss is logged; another family's empty column is not

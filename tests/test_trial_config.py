@@ -1,4 +1,4 @@
-"""The one typed config a trial crosses into Ray Tune with (sweeps/trialconfig.py)."""
+"""The one typed config a trial crosses into Ray Tune with (sweeps/plans/trialconfig.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pathlib
 import pytest
 
 from depthwidth.config import DataConfig, ModelConfig, TrainConfig
-from sweeps.spec import load_spec
-from sweeps.trialconfig import Branch, RunSettings, TrialConfig
+from sweeps.plans.spec import load_spec
+from sweeps.plans.trialconfig import Branch, RunSettings, TrialConfig
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -92,7 +92,7 @@ def test_a_spec_trial_keeps_its_id_and_configs():
 
 
 def test_no_module_reads_the_tune_config_by_key_but_its_own():
-    """Only sweeps/trialconfig.py subscripts a Tune config's "trial" or "run" part."""
+    """Only sweeps/plans/trialconfig.py subscripts a Tune config's "trial" or "run" part."""
     offenders = []
     for path in sorted((ROOT / "sweeps").rglob("*.py")):
         if path.name == "trialconfig.py":

@@ -177,7 +177,7 @@ cpus = 1
 
 
 def _spec(tmp_path: Path, train: str = "warmup_steps = 2", budget: str = "", extra: str = ""):
-    from sweeps.spec import load_spec
+    from sweeps.plans.spec import load_spec
 
     path = tmp_path / "onerun.toml"
     path.write_text(ONE_RUN.format(train=train, budget=budget) + extra)
@@ -186,8 +186,8 @@ def _spec(tmp_path: Path, train: str = "warmup_steps = 2", budget: str = "", ext
 
 def test_a_one_run_plan_counts_each_run_once_and_each_branch_by_its_cooldown(tmp_path: Path):
     from depthwidth.accounting import train_flops_per_token
-    from sweeps.budget import resolve_model
-    from sweeps.plan import plan_rows, totals
+    from sweeps.plans.budget import resolve_model
+    from sweeps.plans.plan import plan_rows, totals
 
     spec = _spec(tmp_path)
     rows = {r["trial_id"]: r for r in plan_rows(spec)}
@@ -222,7 +222,7 @@ def test_a_warmup_fraction_is_taken_of_the_shortest_budget(tmp_path: Path):
     ],
 )
 def test_one_run_specs_checked_when_read(tmp_path: Path, train, budget, extra, says):
-    from sweeps.errors import SpecError
+    from sweeps.plans.errors import SpecError
 
     if says is None:
         assert len(_spec(tmp_path, train, budget, extra).one_run) == 4
@@ -232,19 +232,19 @@ def test_one_run_specs_checked_when_read(tmp_path: Path, train, budget, extra, s
 
 
 def test_one_run_needs_the_wsd_schedule(tmp_path: Path):
-    from sweeps.errors import SpecError
+    from sweeps.plans.errors import SpecError
 
     path = tmp_path / "cos.toml"
     path.write_text(ONE_RUN.format(train="warmup_steps = 2", budget="").replace('schedule = "wsd"', ""))
-    from sweeps.spec import load_spec
+    from sweeps.plans.spec import load_spec
 
     with pytest.raises(SpecError, match='cooldown branches need schedule = "wsd"'):
         load_spec(path)
 
 
 def test_one_run_takes_no_halving(tmp_path: Path):
-    from sweeps.errors import SpecError
-    from sweeps.spec import load_spec
+    from sweeps.plans.errors import SpecError
+    from sweeps.plans.spec import load_spec
 
     path = tmp_path / "halving.toml"
     text = ONE_RUN.format(train="warmup_steps = 2", budget="").replace(
@@ -260,7 +260,7 @@ def test_the_schedule_is_part_of_a_trials_id():
     cosine trial's id as it was: the CPU study's spec still names every trial of its table."""
     import pandas as pd
 
-    from sweeps.spec import load_spec, trial_id_of
+    from sweeps.plans.spec import load_spec, trial_id_of
 
     cfg = TrainConfig(steps=100)
     assert trial_id_of(MODEL, DATA, cfg) != trial_id_of(MODEL, DATA, cfg.replace(schedule="wsd"))

@@ -49,8 +49,8 @@ def _stored(store) -> pd.DataFrame:
 
 
 def test_one_run_stores_every_budget_and_resumes_between_branches(ray_cluster, tmp_path):
-    from sweeps.plan import plan_rows, totals
-    from sweeps.spec import load_spec
+    from sweeps.plans.plan import plan_rows, totals
+    from sweeps.plans.spec import load_spec
 
     spec = tmp_path / "onerun.toml"
     spec.write_text(SPEC)
@@ -149,8 +149,8 @@ def test_a_wsd_halving_judges_its_rung_on_a_cooldown_branch(ray_cluster, tmp_pat
     branches."""
     from analysis.readers.halving import finals
     from depthwidth.train import train
-    from sweeps.plan import plan_rows, totals
-    from sweeps.spec import load_spec
+    from sweeps.plans.plan import plan_rows, totals
+    from sweeps.plans.spec import load_spec
 
     spec = tmp_path / "wsdrung.toml"
     spec.write_text(RUNG)

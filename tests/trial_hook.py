@@ -1,4 +1,4 @@
-"""The trials' test hook (sweeps/trainable.py loads this file when DEPTHWIDTH_TRIAL_HOOK names it
+"""The trials' test hook (sweeps/running/trainable.py loads this file when DEPTHWIDTH_TRIAL_HOOK names it
 and DEPTHWIDTH_TEST_HOOK_DIR names a folder): every trial notes its start in `starts.log`; after
 a first-attempt checkpoint it publishes its pid and waits while the file `hold` exists (and lists
 this trial, or nothing), so a test can kill this worker or the driver at a known point. `ID@STEP`

@@ -8,7 +8,7 @@ stop there (Jamieson & Talwalkar 2016; Li et al. 2018's ASHA without the asynchr
 decided once every survivor has reached it). A run is a *final* when it finished with status ok and
 was promoted at every rung; only finals enter the fits.
 
-The sweep decides live (sweeps/halving.py), and the same rule, applied here to the losses each row
+The sweep decides live (sweeps/plans/halving.py), and the same rule, applied here to the losses each row
 records at its rungs (the `halving` column), decides again after the fact: a run that finished
 before its group's rung was decided (a race the sweep allows rather than let a worker wait) is not
 a final if the rule says it lost. Pure functions of the runs table.

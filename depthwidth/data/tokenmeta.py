@@ -1,7 +1,7 @@
 """The description a prepared corpus carries beside its token files (`depthwidth data prepare`):
 meta.json names the vocabulary size, the token dtype (uint16 where the vocabulary fits, else
 uint32), the tokenizer's hash, the document and token counts of each split, and `hash`, the
-prepared data's identity, which a sweep's trial_id hashes (sweeps/datapath.py).
+prepared data's identity, which a sweep's trial_id hashes (sweeps/plans/datapath.py).
 """
 
 from __future__ import annotations

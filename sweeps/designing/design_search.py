@@ -4,7 +4,7 @@ Candidates vary the spec's depth cap (depth ≤ m·log3(width)), token budget ru
 fixed budget decoupled from N, three budgets a factor 3 apart shared by every shape, or five a
 factor 2 apart taken as cooldown branches of one WSD run per shape), seeds and learning-rate
 points; each within the budget is costed
-by the planner (sweeps/plan.py) and screened on planted replicates, the best are rated in full
+by the planner (sweeps/plans/plan.py) and screened on planted replicates, the best are rated in full
 (analysis/power/design.py), and the chosen one is written as a spec `sweep plan` accepts.
 """
 
@@ -23,8 +23,8 @@ import tomllib
 
 from depthwidth.clitools import fail
 from runstore.files import is_remote
-from sweeps.budget import missing_data_allowed
-from sweeps.spec import SpecError, parse_spec
+from sweeps.plans.budget import missing_data_allowed
+from sweeps.plans.spec import SpecError, parse_spec
 
 _BUDGET_RE = re.compile(
     r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(gpu-h|cpu-h|flops|pf-days)\s*$", re.IGNORECASE
@@ -173,7 +173,7 @@ def _steps_axis(d: dict, steps: list[int], budget0: dict | None) -> None:
 
 
 def _one_run(d: dict, steps: list[int], budget0: dict | None) -> None:
-    """The budgets as cooldown branches of one WSD run per shape (sweeps/branches.py): the
+    """The budgets as cooldown branches of one WSD run per shape (sweeps/plans/branches.py): the
     schedule, from_one_run, no halving (a one-run plan trains its learning rates in full), and a
     warmup that ends before the shortest budget's cooldown starts."""
     _steps_axis(d, steps, budget0)
@@ -335,15 +335,15 @@ def propose(args, effects) -> int:
     """Search, rate and write the chosen plan; returns the exit code."""
     import numpy as np
 
-    from sweeps.design_plan import build_model, cost_text, default_model, trials_frame
-    from sweeps.spec import load_spec
+    from sweeps.designing.design_plan import build_model, cost_text, default_model, trials_frame
+    from sweeps.plans.spec import load_spec
 
     try:
         spec = load_spec(args.spec, allow_missing_data=True)
         base_trials, base_totals = trials_frame(spec)
         budget = parse_budget_value(args.budget, spec.resources)
         _, noise = build_model(spec, base_trials, args)
-        if args.out is None:  # a given --out was checked with the arguments (sweeps/design.py)
+        if args.out is None:  # a given --out was checked with the arguments (sweeps/designing/design.py)
             from depthwidth.clitools import check_output_folder
 
             check_output_folder(default_out(spec), "--out", PROPOSE_FILES)

@@ -23,14 +23,6 @@ def trial_cost(steps: int, flops: float) -> float:
     return steps * (1.0 + flops / max(steps, 1) / STEP_OVERHEAD_FLOPS)
 
 
-def trial_label(trial) -> str:
-    """A spec Trial's name in the view and in the trackers: its shape and its other axes."""
-    m = trial.model
-    parts = [f"d{m.depth} w{m.width}"]
-    parts += [f"{k}={v}" for k, v in trial.axes if k not in ("depth", "width")]
-    return " ".join(parts)
-
-
 def fmt_duration(seconds: float) -> str:
     if not math.isfinite(seconds) or seconds < 0:
         return "?"

@@ -1,4 +1,4 @@
-"""The three trackers behind sweeps/tracking.py, each through its own well-kept library: MLflow
+"""The three trackers behind sweeps/plans/tracking.py, each through its own well-kept library: MLflow
 (MlflowClient), Weights & Biases (wandb, online or offline) and TensorBoard (tensorboardX writes
 the event files, tensorboard's loader reads them back).
 
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sweeps.tracking import STEP_KEY, Tracking, TrialInfo
+from sweeps.plans.tracking import STEP_KEY, Tracking, TrialInfo
 
 TRIAL_TAG = "depthwidth.trial_id"
 STATUS_TAG = "depthwidth.status"

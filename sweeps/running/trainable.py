@@ -20,10 +20,10 @@ import ray
 from ray import tune
 
 from depthwidth.clitools import reason
-from sweeps.trialconfig import RunSettings, TrialConfig
+from sweeps.plans.trialconfig import RunSettings, TrialConfig
 
 FINAL_KEY = "final_result"  # the last report of a trial: RunResult.to_dict() as JSON
-# a cooldown branch's result (sweeps/branches.py), reported with the run's checkpoint after it:
+# a cooldown branch's result (sweeps/plans/branches.py), reported with the run's checkpoint after it:
 # {"trial_id": the branch's id, **final_report's JSON}
 BRANCH_KEY = "branch_result"
 RESUME_NOTE_KEY = "resume_note"  # why a trial resumed from an older checkpoint than its newest
@@ -35,9 +35,9 @@ RUNG_LOSSES_KEY = "rung_losses"  # a WSD run's halving: its rungs' cooldown-bran
 
 
 def train_configs(tc: TrialConfig):
-    """The trial's three configs; threads = 0 becomes sweeps/packing.py's rule for its size and
+    """The trial's three configs; threads = 0 becomes sweeps/plans/packing.py's rule for its size and
     CPUs (threads are not part of trial_id)."""
-    from sweeps.packing import cpu_threads, machine_load
+    from sweeps.plans.packing import cpu_threads, machine_load
 
     train_cfg = tc.train
     if train_cfg.threads == 0:
@@ -48,7 +48,7 @@ def train_configs(tc: TrialConfig):
 
 
 def run_trial(config: dict[str, Any]) -> None:
-    """The Tune function of a one-process trial (sweeps/distributed.py runs a trial of several)."""
+    """The Tune function of a one-process trial (sweeps/running/distributed.py runs a trial of several)."""
     from depthwidth.train import load_checkpoint, train
 
     tc = TrialConfig.from_dict(config)
@@ -144,7 +144,7 @@ class _Reporter:
 
 def final_report(tid: str, result, resumed_step: int, note: str, workers: int | None = None) -> dict:
     """A trial's last report: the whole RunResult, where it ran and what it resumed from, as the
-    driver's StoreWriter reads it (sweeps/driver.py); `workers` for a data-parallel trial."""
+    driver's StoreWriter reads it (sweeps/running/driver.py); `workers` for a data-parallel trial."""
     node = {"node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
     final = {"result": result.to_dict(), "node": node, "resumed_from_step": resumed_step, "resume_note": note}
     if workers is not None:
@@ -159,11 +159,11 @@ def final_report(tid: str, result, resumed_step: int, note: str, workers: int | 
 
 
 def halving_gate(tc: TrialConfig, resume_from: str | None, load):
-    """The trial's side of a successive halving (sweeps/halving.py), or None outside one. A WSD
+    """The trial's side of a successive halving (sweeps/plans/halving.py), or None outside one. A WSD
     run's rungs are judged on cooldown branches, whose losses a resumed run's checkpoint keeps."""
     if not tc.halving or not tc.run.halving_board:
         return None
-    from sweeps.halving import Gate
+    from sweeps.plans.halving import Gate
 
     state = load(resume_from) if resume_from else {}
     if tc.wsd:

@@ -12,17 +12,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from depthwidth.published import PF_DAY
-from sweeps.packing import GPU_CONTEXT_GB, PROCESS_GB, SAFETY
-from sweeps.spec import SpecError, SweepSpec, Trial, resolve_model
+from sweeps.plans.packing import GPU_CONTEXT_GB, PROCESS_GB, SAFETY
+from sweeps.plans.spec import SpecError, SweepSpec, Trial, resolve_model
 
 INT64_LIMIT = 2**63  # the store's count columns (N, tokens, steps) are 64-bit integers
 
 
 def trial_plan(trial: Trial, spec: SweepSpec, gpu_gb: float | None = None) -> dict[str, Any]:
     """One trial's size, cost and what it asks of Ray, per worker. `gpu_gb` is the memory of one
-    of the cluster's GPUs (sweeps/packing.py), the spec's gpu_memory_gb when not given."""
+    of the cluster's GPUs (sweeps/plans/packing.py), the spec's gpu_memory_gb when not given."""
     from depthwidth.accounting import count_params, train_flops_per_token
-    from sweeps.packing import gpu_share, host_memory, worker_memory, workers_to_fit
+    from sweeps.plans.packing import gpu_share, host_memory, worker_memory, workers_to_fit
 
     model = resolve_model(trial.model, trial.data)
     counts = count_params(model)
@@ -34,7 +34,7 @@ def trial_plan(trial: Trial, spec: SweepSpec, gpu_gb: float | None = None) -> di
     branch_of = spec.one_run.get(trial.trial_id, "")
     spent = train_flops
     if spec.one_run:
-        from sweeps.branches import cost_share
+        from sweeps.plans.branches import cost_share
 
         # a run with cooldown branches holds a second copy of its weights and Adam moments while
         # a branch trains (depthwidth.train: on disk where it would not fit); a branch costs only
@@ -190,8 +190,8 @@ def totals(spec: SweepSpec, rows: list[dict[str, Any]]) -> dict[str, float]:
     out = {"trials": float(len(rows)), "flops": flops, "pf_days": flops / PF_DAY}
     if spec.one_run:  # each budget trained on its own, against one run with cooldown branches
         out["separate_runs_flops"] = float(sum(row["budget_flops"] for row in rows))
-    if spec.halving:  # what the successive halving trains of the full grid (sweeps/halving.py)
-        from sweeps.halving import expected_flops
+    if spec.halving:  # what the successive halving trains of the full grid (sweeps/plans/halving.py)
+        from sweeps.plans.halving import expected_flops
 
         out["full_grid_flops"] = flops
         flops = out["flops"] = expected_flops(rows, spec.halving)

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sweeps.errors import SpecError
+from sweeps.plans.errors import SpecError
 
 _LENGTH_FIELDS = ("steps", "eval_every")  # what may differ between the budgets of one run
 

@@ -1,6 +1,6 @@
 """`depthwidth export STORE --mlflow URI | --wandb PROJECT | --tensorboard DIR`: push a results
 store (for example one a cluster wrote) to experiment trackers, under the same exactly-once rule
-as a live sweep (sweeps/tracking.py): trials the tracker holds as finished are skipped, runs cut
+as a live sweep (sweeps/plans/tracking.py): trials the tracker holds as finished are skipped, runs cut
 short get only the steps they lack. Also the catch-up a sweep does at its start. No Ray.
 """
 
@@ -14,8 +14,15 @@ from dataclasses import replace
 from typing import Any
 
 from depthwidth.clitools import OutputError, check_output_dir, fail
-from sweeps.progress import trial_label
-from sweeps.tracking import WANDB_MODES, Trackers, Tracking, TrialInfo, check_available
+from sweeps.plans.tracking import WANDB_MODES, Trackers, Tracking, TrialInfo, check_available
+
+
+def trial_label(trial) -> str:
+    """A spec Trial's name in the view and in the trackers: its shape and its other axes."""
+    m = trial.model
+    parts = [f"d{m.depth} w{m.width}"]
+    parts += [f"{k}={v}" for k, v in trial.axes if k not in ("depth", "width")]
+    return " ".join(parts)
 
 
 def trial_info(trial, sweep: str) -> TrialInfo:
@@ -28,7 +35,7 @@ def stored_infos(store, runs) -> dict[str, TrialInfo]:
     still parses, otherwise the config fields that vary across the store."""
     from runstore.layout import SPEC
     from runstore.store import spec_versions
-    from sweeps.spec import SpecError, parse_spec
+    from sweeps.plans.spec import SpecError, parse_spec
 
     sweep = str(runs["sweep"].iloc[0]) if "sweep" in runs and len(runs) else store.loc.name
     infos: dict[str, TrialInfo] = {}
@@ -97,8 +104,8 @@ def send_stored(
 def build(tracking: Tracking, sweep: str, store, export: bool = False) -> Trackers:
     """The trackers of a sweep, or of `depthwidth export` (whose failures say to run it again,
     not that a sweep goes on)."""
-    from sweeps.trackers import factories
-    from sweeps.tracking import EXPORT_STOPS
+    from sweeps.plans.tracking import EXPORT_STOPS
+    from sweeps.results.trackers import factories
 
     made, later = factories(tracking, sweep, store.root if store.is_local else None, store.location)
     return Trackers(made, {}, after=EXPORT_STOPS) if export else Trackers(made, later)
@@ -108,7 +115,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from runstore.files import StoreError
     from runstore.layout import RUNS
     from runstore.store import ResultStore
-    from sweeps.spec import SpecError
+    from sweeps.plans.spec import SpecError
 
     tracking = Tracking().with_flags(
         mlflow=args.mlflow,

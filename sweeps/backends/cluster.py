@@ -21,9 +21,9 @@ from typing import Any
 
 from depthwidth.clitools import reason
 from runstore.store import ResultStore
-from sweeps import ray_compat
-from sweeps.spec import Resources, SpecError, SweepSpec
-from sweeps.trialconfig import TrialConfig
+from sweeps.backends import ray_compat
+from sweeps.plans.spec import Resources, SpecError, SweepSpec
+from sweeps.plans.trialconfig import TrialConfig
 
 TOKEN_HELP = (
     "put the cluster's token in the RAY_AUTH_TOKEN environment variable or in "
@@ -31,8 +31,13 @@ TOKEN_HELP = (
     "`ray get-auth-token` on the head node prints it"
 )
 SHIPPED_PACKAGES = ("runstore", "depthwidth", "sweeps", "analysis")
-WORKER_PRELOAD = ("torch", "depthwidth.train", "sweeps.trainable")
-DRIVER_MODULES = ("ray.tune", "sweeps.driver", "sweeps.resume", "sweeps.trainable")
+WORKER_PRELOAD = ("torch", "depthwidth.train", "sweeps.running.trainable")
+DRIVER_MODULES = ("ray.tune", "sweeps.running.driver", "sweeps.running.resume", "sweeps.running.trainable")
+# The Tune trial only drives the Train run and holds no model: it asks for no CPU, so that N
+# workers of one CPU fit a node of N CPUs, only for the memory its process takes (Ray, Train and
+# torch imported; a Tune request needs some resource). The workers' own resources are Train's
+# placement group.
+DRIVER = {"memory": 512 * 2**20}
 
 
 def _import_driver_modules() -> None:
@@ -174,11 +179,11 @@ def check_resources(resources: Resources, nodes: list[dict[str, Any]]) -> None:
 
 
 def plan_on(spec: SweepSpec, trials: list, nodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each trial's plan with the GPU memory the cluster's nodes report (sweeps/packing.py), its
+    """Each trial's plan with the GPU memory the cluster's nodes report (sweeps/plans/packing.py), its
     memory checked against its GPU share, and what one of its workers asks of Ray checked
     against the nodes. Raises SpecError naming the trial and the resource."""
-    from sweeps.packing import node_gpu_memory_gb
-    from sweeps.plan import check_memory, ray_resources, trial_plan
+    from sweeps.plans.packing import node_gpu_memory_gb
+    from sweeps.plans.plan import check_memory, ray_resources, trial_plan
 
     r = spec.resources
     gpu_gb = node_gpu_memory_gb(nodes) if r.uses_gpus else None
@@ -219,8 +224,6 @@ def trial_resources(config: dict[str, Any]):
     """Tune's per-trial request: one bundle with the worker's ask, or, for a trial of several
     workers, a sliver for its Ray Train driver (the workers get Train's own placement group)."""
     from ray.tune import PlacementGroupFactory
-
-    from sweeps.distributed import DRIVER
 
     tc = TrialConfig.from_dict(config)
     if tc.run.workers > 1:

@@ -25,19 +25,19 @@ from runstore.files import StoreError
 from runstore.layout import SPEC, STATUSES
 from runstore.location import Location
 from runstore.store import ResultStore
-from sweeps import cluster, ray_compat
-from sweeps.adaptive import Adaptive, check_adaptive
-from sweeps.branches import groups
-from sweeps.carry import carry, read_table
-from sweeps.export import build, send_stored, trial_info
-from sweeps.halving import BOARD_PREFIX, grouped, start_board
-from sweeps.outcome import continue_command, paragraph
-from sweeps.plan import check_memory, check_node_memory, ray_resources, trial_plan
-from sweeps.progress import ProgressView, trial_cost, trial_label
-from sweeps.resume import clear_checkpoints, find_checkpoints
-from sweeps.spec import SpecError, SweepSpec, tomllib
-from sweeps.tracking import FLUSH_TIMEOUT_S, Tracking, check_available
-from sweeps.trialconfig import Branch, RunSettings, TrialConfig
+from sweeps.backends import cluster, ray_compat
+from sweeps.designing.adaptive import Adaptive, check_adaptive
+from sweeps.plans.branches import groups
+from sweeps.plans.halving import BOARD_PREFIX, grouped, start_board
+from sweeps.plans.plan import check_memory, check_node_memory, ray_resources, trial_plan
+from sweeps.plans.spec import SpecError, SweepSpec, tomllib
+from sweeps.plans.tracking import FLUSH_TIMEOUT_S, Tracking, check_available
+from sweeps.plans.trialconfig import Branch, RunSettings, TrialConfig
+from sweeps.results.export import build, send_stored, trial_info, trial_label
+from sweeps.running.carry import carry, read_table
+from sweeps.running.outcome import continue_command, paragraph
+from sweeps.running.progress import ProgressView, trial_cost
+from sweeps.running.resume import clear_checkpoints, find_checkpoints
 
 # Tune's own loggers (CSV/JSON/TensorBoard per trial) and its table are off: the store and the
 # progress view replace them, and they cost ~0.3 s per trial on 2 CPUs.
@@ -69,7 +69,7 @@ def run_sweep(
     force: bool = False,
 ) -> int:
     """Run what the store lacks. Returns 0 when every trial of the spec is in the store.
-    `adaptive` (or an [adaptive] table in the spec) runs only the trials sweeps/adaptive.py chooses.
+    `adaptive` (or an [adaptive] table in the spec) runs only the trials sweeps/designing/adaptive.py chooses.
     `tracking` (default: the spec's) names the experiment trackers; `command` is what the user
     types to continue an unfinished sweep (default: `depthwidth sweep run` with these options).
     `carry_from`: a runs table (`sweep results --csv`) whose finished trials are taken first.
@@ -127,8 +127,8 @@ class _Run:
     verbose: bool
     max_concurrent: int | None
     command: str  # what the user types to continue it
-    chooser: Any = None  # an adaptive sweep's settings (sweeps/adaptive.py), else None
-    board: str | None = None  # the successive halving's board actor (sweeps/halving.py), else None
+    chooser: Any = None  # an adaptive sweep's settings (sweeps/designing/adaptive.py), else None
+    board: str | None = None  # the successive halving's board actor (sweeps/plans/halving.py), else None
 
 
 def prepare(
@@ -141,7 +141,7 @@ def prepare(
 ) -> tuple[ResultStore, list, set[str]]:
     """Every check that needs no cluster; raises SpecError/StoreError before anything is written.
     `carry_from`: a runs table whose finished trials of this sweep the store takes first
-    (sweeps/carry.py)."""
+    (sweeps/running/carry.py)."""
     table = read_table(carry_from) if carry_from else None
     location = storage or spec.storage
     where = "--storage" if storage else f"{spec.source_path}: storage.path"
@@ -256,8 +256,8 @@ def _tune(
     run: _Run, todo: list, again: set[str], plans: dict[str, dict[str, Any]], nodes: list[dict[str, Any]]
 ) -> int:
     """The trials still to do, on Ray Tune; 0 when all of them are stored, else 1 after the
-    paragraph that says why not (sweeps/outcome.py)."""
-    from sweeps.driver import StoreWriter, TrackerFeed  # lazy: imports Ray
+    paragraph that says why not (sweeps/running/outcome.py)."""
+    from sweeps.running.driver import StoreWriter, TrackerFeed  # lazy: imports Ray
 
     _clear_finished(run.store)  # also a rerun's trials, which start from scratch
     halving = run.spec.halving
@@ -315,7 +315,7 @@ def _trial_configs(
     """Each trial's config as its Tune function reads it, with the checkpoints in the store it
     may resume from (furthest first); a trial to rerun gets none. With `one_run`
     (budget.from_one_run) the budgets still to do of one run are one Tune trial: the longest,
-    carrying the shorter ones as its cooldown branches (sweeps/branches.py)."""
+    carrying the shorter ones as its cooldown branches (sweeps/plans/branches.py)."""
     shares: dict[str, list] = {t.trial_id: [] for t in todo}
     if one_run:  # one Tune trial per run: the longest budget still to do, and its branches
         shares = {stem.trial_id: branches for stem, branches in groups(todo)}
@@ -346,7 +346,7 @@ class _Feed:
     searcher: Any = None  # an adaptive sweep's AdaptiveSearch, once its Tune run is built
 
     def __post_init__(self) -> None:
-        from sweeps.driver import StoreWriter, TrackerFeed  # lazy: imports Ray
+        from sweeps.running.driver import StoreWriter, TrackerFeed  # lazy: imports Ray
 
         run = self.run
         self.labels = {t.trial_id: trial_label(t) for t in self.todo}
@@ -394,7 +394,7 @@ def _fit_in_chunks(run: _Run, trials: list[TrialConfig], feed: _Feed, limit: int
     experiment checkpoint), so a sweep of thousands is several Tune runs in a row, the next
     started only when the last ended with each of its trials stored or failed. Returns how the
     last one ended: {"crash": exc} (an error inside Tune), {"interrupted": True} or {}."""
-    from sweeps.trainable import HOOK_DIR_ENV, HOOK_FILE_ENV  # lazy: imports Ray
+    from sweeps.running.trainable import HOOK_DIR_ENV, HOOK_FILE_ENV  # lazy: imports Ray
 
     r = run.spec.resources
     exp = f"{run.spec.name}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}"
@@ -434,19 +434,19 @@ def _tuner(run: _Run, configs: list[dict[str, Any]], name: str, feed: _Feed, lim
     reused actors, checkpoints in the store's tune/ folder."""
     from ray import tune  # lazy, here and below: these import Ray
 
-    from sweeps.driver import StopOnStoreFailure, TrialFeed
-    from sweeps.trainable import run_trial
+    from sweeps.running.driver import StopOnStoreFailure, TrialFeed
+    from sweeps.running.trainable import run_trial
 
     r, store = run.spec.resources, run.store
     if run.chooser is None:
         search, samples = TrialFeed(configs), len(configs)
     else:  # one suggestion more: the last refit says why the adaptive sweep stops
-        from sweeps.adaptive_search import AdaptiveSearch
+        from sweeps.designing.adaptive_search import AdaptiveSearch
 
         search = feed.searcher = AdaptiveSearch(configs, run.spec, store, run.chooser, feed.view.note)
         samples = len(configs) + 1
     if r.workers > 1:  # N data-parallel workers per trial, through Ray Train
-        from sweeps.distributed import run_workers as trainable
+        from sweeps.running.distributed import run_workers as trainable
     else:
         trainable = run_trial
     return tune.Tuner(

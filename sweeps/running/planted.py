@@ -1,7 +1,7 @@
 """A planted trainable: a Tune function trial whose final loss is drawn from the two-regime law of
 docs/science.md §4 (analysis.fitting.synthetic) instead of trained, so a sweep's machinery (the adaptive
 searcher, resume, budgets) can be exercised on real Ray in seconds with a known b. It reports
-exactly what sweeps/trainable.py's run_trial reports. Set PLANTED_ENV to a JSON object of law
+exactly what sweeps/running/trainable.py's run_trial reports. Set PLANTED_ENV to a JSON object of law
 parameters (E, A_kappa, alpha_kappa, b, noise) to change the defaults.
 """
 
@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from sweeps.trialconfig import TrialConfig
+from sweeps.plans.trialconfig import TrialConfig
 
 PLANTED_ENV = "DEPTHWIDTH_PLANTED_LAW"
 DEFAULT_LAW = {"E": 1.5, "A_kappa": 20.0, "alpha_kappa": 0.3, "b": 3.0, "noise": 0.02}
@@ -24,7 +24,7 @@ def planted_result(tc: TrialConfig, law: dict | None = None) -> dict:
     """The RunResult dict of a trial under the planted law."""
     from analysis.fitting.synthetic import planted_loss
     from depthwidth.accounting import count_params, train_flops_per_token
-    from sweeps.budget import resolve_model
+    from sweeps.plans.budget import resolve_model
 
     p = {**DEFAULT_LAW, **(law or {})}
     model, train = resolve_model(tc.model, tc.data), tc.train
@@ -58,10 +58,10 @@ def planted_result(tc: TrialConfig, law: dict | None = None) -> dict:
 
 
 def planted_trial(config: dict) -> None:
-    """Drop-in for sweeps.trainable.run_trial."""
+    """Drop-in for sweeps.running.trainable.run_trial."""
     from ray import tune
 
-    from sweeps.trainable import FINAL_KEY, RESUME_NOTE_KEY, trial_hook
+    from sweeps.running.trainable import FINAL_KEY, RESUME_NOTE_KEY, trial_hook
 
     tc = TrialConfig.from_dict(config)
     law = json.loads(os.environ.get(PLANTED_ENV) or "{}")

@@ -8,7 +8,7 @@ the node's own address only (127.0.0.1 on an embedded Ray), not on every interfa
 store does when Ray Train sets the group up. Each worker calls the same `depthwidth.train.train` with a
 `Parallel`, so reports, checkpoints and the final result look exactly like a one-process trial's
 and the driver stores them the same way, with `workers` in the row. Checkpoints (rank 0) go to
-the trial's own folder in the store's `tune/`, where sweeps/resume.py finds them: a worker that
+the trial's own folder in the store's `tune/`, where sweeps/running/resume.py finds them: a worker that
 dies restarts all N workers from the last one (Train's FailureConfig), a trial whose driver dies
 resumes on the next attempt (same Train run name), and a sweep run again resumes from there.
 """
@@ -25,21 +25,16 @@ from typing import Any
 
 from runstore.layout import TUNE_DIR
 from runstore.location import Location
-from sweeps import ray_compat
-from sweeps.trainable import (
+from sweeps.backends import ray_compat
+from sweeps.plans.trialconfig import TrialConfig
+from sweeps.running.trainable import (
     RESUME_NOTE_KEY,
     final_report,
     first_loadable,
     train_configs,
     trial_hook,
 )
-from sweeps.trialconfig import TrialConfig
 
-# The Tune trial only drives the Train run and holds no model: it asks for no CPU, so that N
-# workers of one CPU fit a node of N CPUs, only for the memory its process takes (Ray, Train and
-# torch imported; a Tune request needs some resource). The workers' own resources are Train's
-# placement group.
-DRIVER = {"memory": 512 * 2**20}
 GROUP_TIMEOUT = dt.timedelta(minutes=30)  # a collective that waits longer fails (Train's default)
 
 

@@ -1,6 +1,6 @@
 """What one trial runs, as it crosses into Ray Tune and back: a frozen `TrialConfig`.
 
-The spec's trials (sweeps/spec.py `Trial`) become `TrialConfig`s in the service; Tune carries
+The spec's trials (sweeps/plans/spec.py `Trial`) become `TrialConfig`s in the service; Tune carries
 `TrialConfig.to_dict()` as each trial's config, and the trainable, the distributed workers, the
 driver's callbacks, the adaptive searcher and the resource function read it back with
 `TrialConfig.from_dict`. Those two methods are the only places that see the layout as strings:
@@ -20,7 +20,7 @@ from depthwidth.config import DataConfig, ModelConfig, TrainConfig
 
 @dataclass(frozen=True)
 class Branch:
-    """A shorter token budget taken as a cooldown branch of the trial's run (sweeps/branches.py):
+    """A shorter token budget taken as a cooldown branch of the trial's run (sweeps/plans/branches.py):
     its own trial_id and its own training config (the budget's WSD run)."""
 
     trial_id: str
@@ -32,7 +32,7 @@ class RunSettings:
     """What every trial of one Tune run shares: the CPUs per worker, the workers per trial and
     how they shard, the failures Ray may retry, the store and the Tune experiment, the folder the
     sweep started from (relative data paths mean it), the halving board's actor name, and a test
-    harness's hook ((file, folder), sweeps/trainable.py's HOOK_FILE_ENV; None in normal use)."""
+    harness's hook ((file, folder), sweeps/running/trainable.py's HOOK_FILE_ENV; None in normal use)."""
 
     cpus: float = 1.0
     workers: int = 1
@@ -77,7 +77,7 @@ class RunSettings:
 class TrialConfig:
     """One trial: its id and configs; its Ray request per worker, worker count and work per
     step (for its torch threads); the checkpoints of earlier driver runs it may resume from,
-    furthest first; its halving record (sweeps/halving.py) and cooldown branches, where it has
+    furthest first; its halving record (sweeps/plans/halving.py) and cooldown branches, where it has
     them; the run it is itself a branch of (set only on a branch's row); and its Tune run's
     settings."""
 
@@ -134,7 +134,7 @@ class TrialConfig:
 
     @classmethod
     def of(cls, trial, **more: Any) -> TrialConfig:
-        """The config of a spec's trial (sweeps/spec.py `Trial`), with `more` of the fields above."""
+        """The config of a spec's trial (sweeps/plans/spec.py `Trial`), with `more` of the fields above."""
         return cls(trial_id=trial.trial_id, model=trial.model, data=trial.data, train=trial.train, **more)
 
     @staticmethod

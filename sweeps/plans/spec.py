@@ -14,7 +14,7 @@ A sweep is a grid of depth x width (x any other config field) in the sense of Le
     [budget] steps = 300 | tokens = 2e6 | compute = 1e15 | tokens_per_param = 20;
              evals = 10, min_steps = 500, warmup_fraction = 0.05   # optional
              from_one_run = true  # with [train] schedule = "wsd": a steps axis from one run
-                                  # and its cooldown branches (sweeps/branches.py)
+                                  # and its cooldown branches (sweeps/plans/branches.py)
     [resources] cpus = 1, gpus = 0.25 | "auto", workers = 1, sharding = "ddp" | "fsdp",
                 max_concurrent = 2, max_failures = 3, gpu_memory_gb = 80, gpu_tflops = 100,
                 cpu_gflops = 10               # cpus and gpus are per worker
@@ -30,7 +30,7 @@ every trial of a sweep then sees the same synthetic language unless `data.seed` 
 trial_id = first 16 hex digits of SHA-256 over the canonical JSON of the three configs, leaving
 out execution knobs that do not change what is computed (EXECUTION_FIELDS) and fields added since
 the first stores were written while they hold their old behaviour (LATER_FIELDS); a data path is
-read from the spec file's folder and enters the id as its content's hash (sweeps/datapath.py).
+read from the spec file's folder and enters the id as its content's hash (sweeps/plans/datapath.py).
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from depthwidth.config import TUNING_FIELDS, ConfigError, DataConfig, ModelConfig, TrainConfig
-from sweeps import datapath
-from sweeps.branches import check_one_run
-from sweeps.budget import (
+from sweeps.plans import datapath
+from sweeps.plans.branches import check_one_run
+from sweeps.plans.budget import (
     Budget,
     apply_budget,
     missing_data_allowed,
@@ -55,12 +55,12 @@ from sweeps.budget import (
     planning_without_data,
     resolve_model,
 )
-from sweeps.errors import SpecError, choice, fail, known_table, number, text
-from sweeps.expand import MAX_TRIALS, _cheap_sources, grid_trials
-from sweeps.halving import parse_halving
-from sweeps.halving import plan as plan_halving
-from sweeps.tracking import Tracking, parse_tracking
-from sweeps.where import WhereError, compile_where, evaluate_where, where_names
+from sweeps.plans.errors import SpecError, choice, fail, known_table, number, text
+from sweeps.plans.expand import MAX_TRIALS, _cheap_sources, grid_trials
+from sweeps.plans.halving import parse_halving
+from sweeps.plans.halving import plan as plan_halving
+from sweeps.plans.tracking import Tracking, parse_tracking
+from sweeps.plans.where import WhereError, compile_where, evaluate_where, where_names
 
 try:  # Python 3.11+
     import tomllib
@@ -94,7 +94,7 @@ TOP_KEYS = (
     "tracking",
     "adaptive",
     "halving",
-)  # [adaptive]: sweeps/adaptive.py; [halving]: sweeps/halving.py
+)  # [adaptive]: sweeps/designing/adaptive.py; [halving]: sweeps/plans/halving.py
 RESOURCE_KEYS = (
     "cpus",
     "gpus",
@@ -115,7 +115,7 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # whole name: fullmatc
 class Resources:
     """What each trial asks for. With workers > 1 a trial is that many data-parallel workers
     (Ray Train), and cpus and gpus are per worker. gpus = "auto" sizes each trial's GPU share
-    from its memory estimate (sweeps/packing.py)."""
+    from its memory estimate (sweeps/plans/packing.py)."""
 
     cpus: float = 1.0
     gpus: float | str = 0.0  # a fraction in [0, 1], or "auto"
@@ -123,7 +123,7 @@ class Resources:
     sharding: str = "ddp"
     max_concurrent: int = 0  # 0: as many as the cluster's resources allow
     max_failures: int = 3
-    gpu_memory_gb: float = 80.0  # per GPU, when the cluster's nodes do not say (sweeps/packing.py)
+    gpu_memory_gb: float = 80.0  # per GPU, when the cluster's nodes do not say (sweeps/plans/packing.py)
     gpu_tflops: float = 100.0  # assumed sustained training throughput per GPU (plan only)
     cpu_gflops: float = 10.0  # assumed sustained training throughput per CPU core (plan only)
 
@@ -143,7 +143,7 @@ class Trial:
     data: DataConfig
     train: TrainConfig
     axes: tuple[tuple[str, Any], ...]  # the grid coordinates that made this trial, for display
-    aliases: tuple[str, ...] = ()  # its ids from before data paths were resolved (sweeps/datapath.py)
+    aliases: tuple[str, ...] = ()  # its ids from before data paths were resolved (sweeps/plans/datapath.py)
 
     def config_dict(self) -> dict[str, dict[str, Any]]:
         return {"model": self.model.to_dict(), "data": self.data.to_dict(), "train": self.train.to_dict()}
@@ -159,15 +159,15 @@ class SweepSpec:
     resources: Resources
     storage: str
     budget: Budget | None
-    tracking: Tracking = Tracking()  # [tracking]: experiment trackers (sweeps/tracking.py)
-    # [halving]: trial_id -> its group and rung steps (sweeps/halving.py); empty without one
+    tracking: Tracking = Tracking()  # [tracking]: experiment trackers (sweeps/plans/tracking.py)
+    # [halving]: trial_id -> its group and rung steps (sweeps/plans/halving.py); empty without one
     halving: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # budget.from_one_run: trial_id of each cooldown branch -> the run it branches from
-    # (sweeps/branches.py); empty without it
+    # (sweeps/plans/branches.py); empty without it
     one_run: Mapping[str, str] = field(default_factory=dict)
     # data paths not on this machine yet, planned without them (load_spec(allow_missing_data=True))
     missing_data: tuple[str, ...] = ()
-    adaptive: Any = None  # [adaptive]: its settings (sweeps/adaptive.Adaptive), None without one
+    adaptive: Any = None  # [adaptive]: its settings (sweeps/designing/adaptive.Adaptive), None without one
 
     def adopt(self, stored: set[str]) -> SweepSpec:
         """The same sweep with each trial that a store holds under an older id (an alias) known
@@ -180,7 +180,7 @@ class SweepSpec:
 
 
 def trial_id_of(model: ModelConfig, data: DataConfig, train: TrainConfig, data_id: str | None = None) -> str:
-    """`data_id` stands for the data path (sweeps/datapath.identity: its content's hash)."""
+    """`data_id` stands for the data path (sweeps/plans/datapath.identity: its content's hash)."""
     parts = {"model": model.to_dict(), "data": data.to_dict(), "train": train.to_dict()}
     if data_id is not None and parts["data"].get("path"):
         parts["data"]["path"] = data_id
@@ -444,7 +444,7 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
         one_run = check_one_run(trials, path)
     adaptive = None
     if "adaptive" in doc:  # every table of the spec is checked here, for every command that reads it
-        from sweeps.adaptive_spec import check_adaptive, parse_adaptive
+        from sweeps.plans.adaptive_spec import check_adaptive, parse_adaptive
 
         adaptive = parse_adaptive(doc, path)
         check_adaptive(trials, path)
@@ -579,7 +579,7 @@ def _unique(trials: list[Trial]) -> list[Trial]:
 
 
 def _grid(base, axes, budget, path, compiled, used, base_dir=None) -> list[Trial]:
-    """The grid's trials, the where filter applied while expanding (sweeps/expand.py)."""
+    """The grid's trials, the where filter applied while expanding (sweeps/plans/expand.py)."""
     names = list(axes)
 
     def count_check(n: int) -> None:
@@ -629,11 +629,11 @@ def _check_workers(trials: list[Trial], resources: Resources, path: str) -> None
 
 
 def load_spec(path: str | os.PathLike, allow_missing_data: bool = False) -> SweepSpec:
-    """The spec file `path` names, or the bundled spec of that name (sweeps/bundled.py), parsed.
+    """The spec file `path` names, or the bundled spec of that name (sweeps/plans/bundled.py), parsed.
     `allow_missing_data`: plan a spec whose data is not prepared yet (`sweep plan`, `design`):
     text is known to have 256 symbols and a token corpus the spec's model.vocab_size; the spec's
     `missing_data` lists those paths, and its trial ids name them by path until they exist."""
-    from sweeps.bundled import bundled_specs, resolve_spec_path
+    from sweeps.plans.bundled import bundled_specs, resolve_spec_path
 
     p = resolve_spec_path(path)
     if not p.is_file() and os.sep in str(path):

@@ -1,22 +1,23 @@
 """The plan `depthwidth design` rates: a spec's trials as `sweep plan` expands them (no Ray), the
 planted model for them (its noise assumed, given, or estimated from a pilot), and the plan's cost
-in words. Shared by the rating (sweeps/design.py) and the search (sweeps/design_search.py)."""
+in words. Shared by the rating (sweeps/designing/design.py) and the search
+(sweeps/designing/design_search.py)."""
 
 from __future__ import annotations
 
 import json
 
-from sweeps.adaptive_spec import too_few_shapes
-from sweeps.spec import SpecError, SweepSpec
+from sweeps.plans.adaptive_spec import too_few_shapes
+from sweeps.plans.spec import SpecError, SweepSpec
 
 
 def trials_frame(spec: SweepSpec):
     """The plan's trials as a table (depth, width, n_params, tokens, seed, lr, flops) and its
-    totals from the planner (sweeps/plan.py). Raises SpecError when the plan cannot be analysed
+    totals from the planner (sweeps/plans/plan.py). Raises SpecError when the plan cannot be analysed
     for a threshold."""
     import pandas as pd
 
-    from sweeps.plan import check_sizes, plan_rows, totals
+    from sweeps.plans.plan import check_sizes, plan_rows, totals
 
     rows = plan_rows(spec)
     check_sizes(spec, rows)

@@ -1,5 +1,5 @@
-"""The [adaptive] table of a sweep spec (sweeps/adaptive.py runs it): its settings, checked when
-the spec is read (sweeps/spec.py), and the rule an adaptive sweep and `design` share: b needs at
+"""The [adaptive] table of a sweep spec (sweeps/designing/adaptive.py runs it): its settings, checked when
+the spec is read (sweeps/plans/spec.py), and the rule an adaptive sweep and `design` share: b needs at
 least 3 depths and 2 widths. No numpy or pandas, so reading a spec stays light.
 """
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sweeps.errors import SpecError, fail, number
+from sweeps.plans.errors import SpecError, fail, number
 
 MIN_DEPTHS, MIN_WIDTHS = 3, 2  # the fewest the threshold analysis can fit b with (`design` too)
 KEYS = ("target_width", "max_trials", "max_compute", "initial", "batch", "bootstrap", "seed")

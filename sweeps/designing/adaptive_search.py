@@ -1,4 +1,4 @@
-"""The adaptive sweep's Ray Tune Searcher: hands Tune the trials sweeps.adaptive.Policy chooses,
+"""The adaptive sweep's Ray Tune Searcher: hands Tune the trials sweeps.designing.adaptive.Policy chooses,
 one round at a time, refitting b on the store after each round (sweeps/README.md, "Adaptive sweeps").
 
 The store is its state: on a rerun it is rebuilt from the stored runs and <store>/adaptive.jsonl,
@@ -12,8 +12,17 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
-from sweeps.adaptive import LOG, Adaptive, Cell, Policy, estimate_record, log_record, read_log, spec_cells
-from sweeps.trialconfig import TrialConfig
+from sweeps.designing.adaptive import (
+    LOG,
+    Adaptive,
+    Cell,
+    Policy,
+    estimate_record,
+    log_record,
+    read_log,
+    spec_cells,
+)
+from sweeps.plans.trialconfig import TrialConfig
 
 
 class AdaptiveSearch(Searcher):

@@ -2,7 +2,7 @@
 
 The spec is expanded as `sweep plan` expands it (no Ray is started), losses are planted on its
 trials by analysis.power.design and analysed as `analyze` would; `--propose --budget B` searches other
-plans within a budget (sweeps/design_search.py). Bad input: one sentence, exit code 2.
+plans within a budget (sweeps/designing/design_search.py). Bad input: one sentence, exit code 2.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 from depthwidth.clitools import fail
-from sweeps.design_plan import build_model, cost_text, trials_frame
-from sweeps.design_search import PROPOSE_FILES
-from sweeps.spec import SpecError, SweepSpec, load_spec
+from sweeps.designing.design_plan import build_model, cost_text, trials_frame
+from sweeps.designing.design_search import PROPOSE_FILES
+from sweeps.plans.spec import SpecError, SweepSpec, load_spec
 
 # Replicates and bootstrap refits per replicate: a rating holds every replicate's outcome, so
 # the count is bounded (the default stops at 100 replicates; 10,000 gives a Monte Carlo error of
@@ -222,7 +222,7 @@ def cmd_design(args: argparse.Namespace) -> int:
         effects = parse_effects(args.effects)
         check_args(args)
         if args.propose:
-            from sweeps.design_search import propose
+            from sweeps.designing.design_search import propose
 
             return propose(args, effects)
         if args.budget is not None:

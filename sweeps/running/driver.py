@@ -1,6 +1,6 @@
 """The sweep driver's Tune callbacks: one records each trial in the store the moment its final
 report arrives and feeds the progress view (docs/design.md, "Execution"); the other passes every
-evaluation and every stored trial on to the experiment trackers (sweeps/tracking.py).
+evaluation and every stored trial on to the experiment trackers (sweeps/plans/tracking.py).
 
 The driver process is the store's single writer; a trial that restarts and repeats its final
 report is written once. A store that cannot be written stops the sweep (`StopOnStoreFailure`)
@@ -18,13 +18,13 @@ from ray.tune.search import Searcher
 
 from runstore.files import StoreError
 from runstore.store import ResultStore, make_curve, make_row
-from sweeps.branches import cost_share
-from sweeps.halving import row_record
-from sweeps.outcome import is_oom
-from sweeps.progress import ProgressView
-from sweeps.tracking import Trackers, TrialInfo, eval_metrics
-from sweeps.trainable import BRANCH_KEY, FINAL_KEY, RESUME_NOTE_KEY
-from sweeps.trialconfig import TrialConfig
+from sweeps.plans.branches import cost_share
+from sweeps.plans.halving import row_record
+from sweeps.plans.tracking import Trackers, TrialInfo, eval_metrics
+from sweeps.plans.trialconfig import TrialConfig
+from sweeps.running.outcome import is_oom
+from sweeps.running.progress import ProgressView
+from sweeps.running.trainable import BRANCH_KEY, FINAL_KEY, RESUME_NOTE_KEY
 
 _TUNE_KEYS = (
     "done",
@@ -74,8 +74,8 @@ class TrialFeed(Searcher):
 def sweep_columns(tc: TrialConfig, res: dict) -> dict:
     """What only the sweep knows of a trial's row (runstore/store.py's `make_row` takes it
     computed): what a cooldown branch cost, its cooldown alone (budget.from_one_run,
-    sweeps/branches.py), and a halved trial's rungs with the losses it reached there
-    (sweeps/halving.py)."""
+    sweeps/plans/branches.py), and a halved trial's rungs with the losses it reached there
+    (sweeps/plans/halving.py)."""
     out = {}
     if tc.branched_from:
         out["flops_spent"] = float(res["flops"]) * cost_share(tc.train)
@@ -108,7 +108,7 @@ class StoreWriter(tune.Callback):
         if result.get(RESUME_NOTE_KEY) and tid not in self.noted:  # a damaged checkpoint passed over
             self.noted.add(tid)
             self.view.note(f"trial {self.labels[tid]}: {result[RESUME_NOTE_KEY]}")
-        if result.get(BRANCH_KEY):  # a cooldown branch of this run (sweeps/branches.py)
+        if result.get(BRANCH_KEY):  # a cooldown branch of this run (sweeps/plans/branches.py)
             final = json.loads(result[BRANCH_KEY])
             self.store_trial(tc.branch(final["trial_id"]), final)
             result[BRANCH_KEY] = ""
@@ -126,7 +126,7 @@ class StoreWriter(tune.Callback):
         if tid in self.written or self.failure is not None:
             return False
         res = final["result"]
-        if "workers" in final:  # the world size that actually trained it (sweeps/distributed.py)
+        if "workers" in final:  # the world size that actually trained it (sweeps/running/distributed.py)
             tc = replace(tc, workers=int(final["workers"]))
         row = make_row(
             self.sweep,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from analysis.readers.halving import beaten, decide
-from sweeps.errors import SpecError, fail, known_table, number, text
+from sweeps.plans.errors import SpecError, fail, known_table, number, text
 
 KEYS = ("axis", "eta", "rungs")
 MAX_RUNGS = 20
@@ -120,7 +120,7 @@ def steps_share(
 ) -> float:
     """The share of its full grid's steps a group of n uses when every rung is decided on time:
     all n train to the first rung, ⌈n/eta⌉ of them to the next, and so on to the end. With
-    `cooldowns` (a WSD run's rungs, judged on cooldown branches: sweeps/halving.py's docstring),
+    `cooldowns` (a WSD run's rungs, judged on cooldown branches: sweeps/plans/halving.py's docstring),
     each member leaves its run `cooldown` steps before the rung and trains that cooldown on a
     branch; the survivors go on from where they left."""
     alive, done, total = n, 0, 0
@@ -142,7 +142,7 @@ def rung_cooldowns(rungs: Sequence[int], train) -> list[int]:
 
 
 def expected_flops(rows: Sequence[Mapping[str, Any]], halving: Mapping[str, Mapping[str, Any]]) -> float:
-    """The training FLOPs of these plan rows (sweeps/plan.py) under the halving: each row's
+    """The training FLOPs of these plan rows (sweeps/plans/plan.py) under the halving: each row's
     full-length FLOPs times its group's steps_share."""
     size: dict[str, int] = {}
     for row in rows:

@@ -6,7 +6,7 @@ trials). Each tracker gets its own thread: a call that blocks or fails never hol
 and a tracker that fails is one warning line, after which the sweep goes on without it. Exactly
 once: before writing to a trial's run, the thread asks the tracker which steps that run already
 holds and skips them, so resumed trials, reruns and `depthwidth export` never duplicate a step.
-Plain Python, no Ray; the tracker libraries are imported only by sweeps/trackers.py.
+Plain Python, no Ray; the tracker libraries are imported only by sweeps/results/trackers.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sweeps.errors import SpecError, choice, fail, known_table, text
+from sweeps.plans.errors import SpecError, choice, fail, known_table, text
 
 TRACKING_KEYS = ("mlflow", "wandb", "tensorboard")
 WANDB_KEYS = ("project", "mode", "entity")

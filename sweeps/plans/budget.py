@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from depthwidth.config import DataConfig, ModelConfig, TrainConfig
-from sweeps.errors import SpecError, fail, known_table, number
+from sweeps.plans.errors import SpecError, fail, known_table, number
 
 BUDGET_KINDS = ("steps", "tokens", "compute", "tokens_per_param")
 BUDGET_OPTIONS = ("evals", "min_steps", "warmup_fraction", "from_one_run")
@@ -29,7 +29,7 @@ class Budget:
     evals: int | None = None  # evaluations per trial: eval_every = steps // evals
     min_steps: int = 0  # floor for steps derived from tokens / compute / tokens_per_param
     warmup_fraction: float | None = None  # warmup_steps = fraction x steps
-    # every budget of a shape from one WSD run and its cooldown branches (sweeps/branches.py);
+    # every budget of a shape from one WSD run and its cooldown branches (sweeps/plans/branches.py);
     # kind "" then: the steps come from [train] or the grid's steps axis
     from_one_run: bool = False
 
@@ -117,7 +117,7 @@ _MISSING: ContextVar[set[str] | None] = ContextVar("missing_data", default=None)
 
 
 _PLANNED_WITHOUT: set[str] = set()  # paths a spec loaded with missing data allowed named: its
-# plan rows (sweeps/plan.py) are then sized the same way after the load
+# plan rows (sweeps/plans/plan.py) are then sized the same way after the load
 
 
 @contextmanager

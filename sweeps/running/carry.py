@@ -22,7 +22,7 @@ import pandas as pd
 
 from runstore.record import REQUIRED_RUN_COLUMNS
 from runstore.schema import TableError, check_table, one_row_per_run
-from sweeps.errors import SpecError
+from sweeps.plans.errors import SpecError
 
 # columns whose empty CSV cell means "" (a CSV cannot tell an empty string from a missing value)
 TEXT_COLUMNS = (

@@ -1,7 +1,7 @@
 """Adaptive sequential sweeps: after a first batch, run the spec's trials that most narrow the
 interval of the threshold base b (docs/science.md §4), until it is narrow enough or the budget is
-spent. The choice rule (`Policy`) needs no Ray, so benchmarks can replay it; sweeps/adaptive_search.py
-hands its choices to Ray Tune as a Searcher. Each choice and its reason go to <store>/adaptive.jsonl.
+spent. The choice rule (`Policy`) needs no Ray, so benchmarks can replay it;
+sweeps/designing/adaptive_search.py hands its choices to Ray Tune as a Searcher. Each choice and its reason go to <store>/adaptive.jsonl.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sweeps.adaptive_spec import (  # noqa: F401 (the table's home; imported from here too)
+from sweeps.plans.adaptive_spec import (  # noqa: F401 (the table's home; imported from here too)
     KEYS,
     MIN_DEPTHS,
     MIN_WIDTHS,
@@ -46,8 +46,8 @@ class Cell:
 def spec_cells(spec) -> list[Cell]:
     """The spec's trials grouped into cells, with the planner's FLOPs as their cost."""
     from depthwidth.accounting import count_params
-    from sweeps.budget import resolve_model
-    from sweeps.plan import trial_plan
+    from sweeps.plans.budget import resolve_model
+    from sweeps.plans.plan import trial_plan
 
     groups: dict[tuple, list] = {}
     for t in spec.trials:
