@@ -128,4 +128,5 @@ RUN_COLUMNS = tuple(f.name for f in fields(RunRecord))
 REQUIRED_RUN_COLUMNS = _names("required")
 FILLED_RUN_COLUMNS = _names("filled")  # every row a store holds has these numbers
 SHOWN_RUN_COLUMNS = _names("shown")  # the report's runs table (analysis/reporting/html.py)
+TEXT_RUN_COLUMNS = tuple(f.name for f in fields(RunRecord) if f.type == "str")  # cells that are text
 CHECKED_RUN_COLUMNS = {f.name: f.metadata["check"] for f in fields(RunRecord) if f.metadata["check"]}

@@ -20,35 +20,13 @@ from typing import Any
 
 import pandas as pd
 
-from runstore.record import REQUIRED_RUN_COLUMNS
+from runstore.record import REQUIRED_RUN_COLUMNS, TEXT_RUN_COLUMNS
 from runstore.schema import TableError, check_table, one_row_per_run
 from sweeps.plans.errors import SpecError
 
-# columns whose empty CSV cell means "" (a CSV cannot tell an empty string from a missing value)
-TEXT_COLUMNS = (
-    "trial_id",
-    "family",
-    "status",
-    "error",
-    "resume_note",
-    "halving",
-    "node_id",
-    "node_ip",
-    "device",
-    "sweep",
-    "attention",
-    "parametrization",
-    "data_source",
-    "finished_at",
-    "depthwidth_version",
-    "torch_version",
-    "model_config",
-    "data_config",
-    "train_config",
-    "metrics",
-    "schedule",
-    "branched_from",
-)
+# columns whose empty CSV cell means "" (a CSV cannot tell an empty string from a missing value):
+# the record's text columns, and a halved trial's `halving` beside them
+TEXT_COLUMNS = (*TEXT_RUN_COLUMNS, "halving")
 
 
 def read_table(path: str) -> pd.DataFrame:
