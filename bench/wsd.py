@@ -169,6 +169,50 @@ def figure(cells: pd.DataFrame, wsd: pd.DataFrame, cos: pd.DataFrame, path: Path
     plt.close(fig)
 
 
+def rung_figure(cmp: pd.DataFrame, path: Path, cosine_check: pd.DataFrame | None = None) -> None:
+    """The learning rate each rung kept, against the grid's best: the loss given up per group at
+    each budget, the WSD rung's beside the cosine halving's (docs/studies/halving_check.py's
+    table) where its groups were checked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    budgets = sorted(cmp["steps"].unique())
+    fig, axes = plt.subplots(1, len(budgets), figsize=(5.2 * len(budgets), 3.8), squeeze=False)
+    for ax, steps in zip(axes[0], budgets):
+        g = cmp[cmp["steps"] == steps].sort_values(["depth", "width", "seed"])
+        x = np.arange(len(g))
+        ax.scatter(x, g["excess"], s=16, color="C0", label=f"WSD rung (cooldown branch): {len(g)} groups")
+        if cosine_check is not None:
+            c = cosine_check[cosine_check["tokens"] // 1024 == steps]
+            keyed = (
+                g.reset_index(drop=True)
+                .reset_index()
+                .merge(c, on=["depth", "width", "seed"], suffixes=("", "_cos"))
+            )
+            if not keyed.empty:
+                ax.scatter(
+                    keyed["index"],
+                    keyed["excess_cos"],
+                    s=22,
+                    marker="x",
+                    color="C3",
+                    label=f"cosine rung (mid-schedule): {len(keyed)} groups",
+                )
+        ax.axhline(0, color="0.4", lw=0.8)
+        ax.set_title(
+            f"{steps}-step budget, rung at {steps // 3} steps: mean given up {g['excess'].mean():.4f}",
+            fontsize=9,
+        )
+        ax.set_xlabel("group (shape and seed, depth then width)")
+        ax.set_ylabel("loss given up: kept rate's final − best rate's (nats)")
+        ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
 def branch_text(s: dict, wsd: pd.DataFrame, cos: pd.DataFrame) -> str:
     lines = [
         f"- cells (shape x budget x seed): {s['cells']}; WSD branch − cosine at each schedule's best "
@@ -243,7 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cosine", help="store (or runs table) of bench/wsd/cosine.toml")
     p.add_argument("--smoke", action="store_true", help="the comparisons on planted tables, writing nothing")
     p.add_argument("--study", help="the WSD study's runs table, every rate in full (rung against grid)")
-    p.add_argument("--out", default="docs/bench/wsd", help="folder for the CSVs and the figure")
+    p.add_argument(
+        "--cosine-check",
+        default="docs/studies/figures/threshold-cpu/halving-vs-grid.csv",
+        help="the cosine halving against its grid (docs/studies/halving_check.py), drawn beside the rung",
+    )
+    p.add_argument("--out", default="docs/bench/wsd", help="folder for the CSVs and the figures")
     args = p.parse_args(argv)
     if args.smoke:
         return smoke()
@@ -260,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.study:
         cmp = rung_vs_grid(finals(args.study))
         cmp.to_csv(out / "rung-vs-grid.csv", index=False)
+        check = Path(args.cosine_check)
+        rung_figure(cmp, out / "rung-vs-grid.png", pd.read_csv(check) if check.is_file() else None)
         print("\n## Rung against grid\n")
         print(rung_text(cmp))
     ok = math.isfinite(summary["median"])
