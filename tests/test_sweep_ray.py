@@ -5,6 +5,7 @@ Every run is the real CLI in a subprocess; models are tiny and trials last a few
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -151,6 +152,10 @@ def interrupted_sweep(ray_cluster, tmp_path: Path, name: str, hold_at: str = "")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    # Ray ends a dead driver's workers, but not at once on a busy machine: the held trial must not
+    # train on (and write later checkpoints) once the hold is lifted, so it ends here for certain
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(int((hook / f"{ids[-1]}.pid").read_text()), signal.SIGKILL)
     (hook / "hold").unlink()
     return args, env, hook, ids, before_bytes
 
