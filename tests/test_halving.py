@@ -144,6 +144,15 @@ def test_rung_steps_fall_on_evaluations():
         rung_steps(90, 30, Halving(eta=3, rungs=2), "s")
 
 
+def test_rungs_placed_by_share_of_the_run():
+    """`at` puts the rungs where asked (the first evaluation at or after each share), not at 1/eta^k."""
+    assert rung_steps(900, 50, Halving(eta=3, rungs=1, at=(2 / 3,)), "s") == [600]
+    assert rung_steps(300, 50, Halving(eta=3, rungs=1, at=(0.6,)), "s") == [200]
+    assert rung_steps(900, 100, Halving(eta=3, rungs=2, at=(0.25, 0.5)), "s") == [300, 500]
+    with pytest.raises(SpecError, match=r"halving.at = \[0.98\] is invalid"):
+        rung_steps(100, 50, Halving(eta=3, rungs=1, at=(0.98,)), "s")
+
+
 SPEC = """name = "halving"
 [model]
 heads = 2
@@ -178,6 +187,11 @@ path = "{store}"
         ("eta = 1", "halving.eta = 1 is invalid"),
         ('axis = "beta2"', "halving.axis = 'beta2' is invalid: it must be a [grid] axis"),
         ("rungs = 5", "halving.rungs = 5 is invalid"),
+        ("at = [1.0]", "halving.at = [1.0] is invalid: shares strictly between 0 and 1"),
+        ("at = [0.6, 0.5]", "halving.at = [0.6, 0.5] is invalid"),
+        ("at = []", "halving.at = [] is invalid"),
+        ('at = ["half"]', "halving.at = 'half' is invalid"),
+        ("at = [0.5]\nrungs = 2", "halving.rungs = 2 is invalid: halving.at places 1 rung(s)"),
         ("speed = 2", "speed"),
         ("eta = 3\n[adaptive]\nmax_trials = 4", "an [adaptive] sweep chooses its own trials"),
     ],
@@ -250,6 +264,11 @@ def test_plan_cost_counts_what_the_halving_trains(tmp_path):
     t = totals(spec, plan_rows(spec))
     # every group has 3 learning rates and its rung at step 70 of 200
     assert t["flops"] == pytest.approx(t["full_grid_flops"] * (3 * 70 + 130) / 600)
+    # a rung at two-thirds: all three to step 140, the one kept to 200
+    late = parse_spec(SPEC.format(halving="eta = 3\nat = [0.667]", store=tmp_path / "s"))
+    rows = plan_rows(late)
+    assert {late.halving[t.trial_id]["rungs"][0] for t in late.trials} == {140}
+    assert totals(late, rows)["flops"] == pytest.approx(t["full_grid_flops"] * (3 * 140 + 60) / 600)
 
 
 def test_design_plays_the_halving_out_on_planted_losses(tmp_path):

@@ -134,7 +134,7 @@ steps = 30
 [halving]
 axis = "lr"
 eta = 3
-rungs = 1
+{rung}
 [resources]
 cpus = 0.5            # the group's three runs side by side on the 2-CPU test cluster
 max_concurrent = 3
@@ -142,18 +142,22 @@ max_failures = 2
 """
 
 
-def test_a_wsd_halving_judges_its_rung_on_a_cooldown_branch(ray_cluster, tmp_path):
-    """The rung at step 10 of a 30-step WSD run is judged on the cooldown branch 8 -> 10: each
-    learning rate's rung loss is that of a complete 10-step WSD run, not the loss the run passes
-    at step 10 at its full rate. The losers stop where they branched; the plan counts the
-    branches."""
+@pytest.mark.parametrize(
+    "rung_line, rung, cooldown",
+    [("rungs = 1", 10, 2), ("at = [0.66]", 20, 4)],  # at 1/eta, or placed at two-thirds by hand
+)
+def test_a_wsd_halving_judges_its_rung_on_a_cooldown_branch(ray_cluster, tmp_path, rung_line, rung, cooldown):
+    """The rung at step 10 (or 20) of a 30-step WSD run is judged on the cooldown branch 8 -> 10
+    (16 -> 20): each learning rate's rung loss is that of a complete WSD run of the rung's length,
+    not the loss the run passes there at its full rate. The losers stop where they branched; the
+    plan counts the branches."""
     from analysis.readers.halving import finals
     from depthwidth.train import train
     from sweeps.plans.plan import plan_rows, totals
     from sweeps.plans.spec import load_spec
 
     spec = tmp_path / "wsdrung.toml"
-    spec.write_text(RUNG)
+    spec.write_text(RUNG.format(rung=rung_line))
     store = tmp_path / "store"
     args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"]
     done = run_cli(args, ray_cluster.env)
@@ -163,10 +167,10 @@ def test_a_wsd_halving_judges_its_rung_on_a_cooldown_branch(ray_cluster, tmp_pat
     loaded = load_spec(spec)
     rung_loss = {}
     for t in loaded.trials:
-        own = t.train.replace(steps=10, threads=1)  # the rung's own WSD run, trained alone
+        own = t.train.replace(steps=rung, threads=1)  # the rung's own WSD run, trained alone
         rung_loss[t.trial_id] = train(t.model, t.data, own).final_val_loss
         rec = json.loads(runs.loc[t.trial_id, "halving"])
-        assert list(rec["rungs"]) == [10] and list(rec["cooldowns"]) == [2]
+        assert list(rec["rungs"]) == [rung] and list(rec["cooldowns"]) == [cooldown]
         assert rec["losses"][0] == pytest.approx(rung_loss[t.trial_id], abs=1e-6)
     best = min(rung_loss, key=rung_loss.get)
     assert runs.loc[best, "status"] == "ok" and runs.loc[best, "steps"] == 30
@@ -175,9 +179,10 @@ def test_a_wsd_halving_judges_its_rung_on_a_cooldown_branch(ray_cluster, tmp_pat
     # aside by the analysis, which applies the rule again
     for tid in set(rung_loss) - {best}:
         status, steps = runs.loc[tid, "status"], int(runs.loc[tid, "steps"])
-        assert (status == "stopped" and (steps == 8 or steps % 5 == 0)) or (status, steps) == ("ok", 30)
+        branched = steps == rung - cooldown
+        assert (status == "stopped" and (branched or steps % 5 == 0)) or (status, steps) == ("ok", 30)
     keep, _ = finals(runs.reset_index())
     assert list(runs.reset_index().loc[keep, "trial_id"]) == [best]
     t = totals(loaded, plan_rows(loaded))
-    # each of 3 runs to step 8 plus its 2-step cooldown, the winner on from 8 to 30: 3 x 10 + 22
-    assert t["flops"] / t["full_grid_flops"] == pytest.approx((3 * 10 + 22) / 90)
+    # each of 3 runs to its branch plus the cooldown, the winner on from the branch to 30
+    assert t["flops"] / t["full_grid_flops"] == pytest.approx((3 * rung + 30 - (rung - cooldown)) / 90)

@@ -4,6 +4,7 @@
     axis = "lr"     # the swept axis to choose per group (default lr)
     eta = 3         # keep the best ⌈n/eta⌉ at each rung (default 3)
     rungs = 1       # rungs at 1/eta^rungs, ..., 1/eta of each run's steps (default 1)
+    at = [0.67]     # or: the rungs at these shares of each run's steps instead (increasing, in (0, 1))
 
 A group is the trials that differ only in `axis` (one shape, one token budget, one seed). At each
 rung every survivor's validation loss at that step is compared, the best ⌈n/eta⌉ go on and the
@@ -31,7 +32,7 @@ from typing import Any
 from analysis.readers.halving import beaten, decide
 from sweeps.plans.errors import SpecError, fail, known_table, number, text
 
-KEYS = ("axis", "eta", "rungs")
+KEYS = ("axis", "eta", "rungs", "at")
 MAX_RUNGS = 20
 BOARD_PREFIX = "depthwidth-halving-"
 
@@ -41,6 +42,14 @@ class Halving:
     axis: str = "lr"
     eta: int = 3
     rungs: int = 1
+    # the rungs' shares of a run's steps, when placed by hand (`at`); empty: at 1/eta^k. A later
+    # rung sees complete runs of more of the budget, where the best rate may have moved
+    # (docs/bench/wsd.md, section 3), at a higher cost
+    at: tuple[float, ...] = ()
+
+    def shares(self) -> list[float]:
+        """Each rung's share of a run's steps, first rung first."""
+        return list(self.at) if self.at else [1 / self.eta**k for k in range(self.rungs, 0, -1)]
 
 
 def parse_halving(doc: Mapping[str, Any], path: str) -> Halving | None:
@@ -62,24 +71,42 @@ def parse_halving(doc: Mapping[str, Any], path: str) -> Halving | None:
             f"it must be at most {MAX_RUNGS} (each rung falls at steps/eta^k; with eta >= 2, {MAX_RUNGS} rungs "
             f"already need over a million steps)",
         )
+    at = _rung_shares(table, path, rungs)
     grid = doc.get("grid") or {}
     values = grid.get(axis) if isinstance(grid, Mapping) else None
     if not isinstance(values, list) or len(values) < 2:
         raise fail(
             path, "halving.axis", axis, "it must be a [grid] axis with at least 2 values to choose from"
         )
-    return Halving(axis, eta, rungs)
+    return Halving(axis, eta, len(at) if at else rungs, at)
+
+
+def _rung_shares(table: Mapping[str, Any], path: str, rungs: int) -> tuple[float, ...]:
+    """`at`: the rungs' shares of a run, increasing and strictly between 0 and 1; it replaces
+    `rungs`, which may then be left out or agree with it."""
+    if "at" not in table:
+        return ()
+    at = table["at"]
+    if not isinstance(at, list) or not at or len(at) > MAX_RUNGS:
+        raise fail(path, "halving.at", at, f"a list of 1 to {MAX_RUNGS} shares of a run's steps, e.g. [0.67]")
+    shares = tuple(float(number(path, "halving.at", x)) for x in at)
+    if any(not 0 < x < 1 for x in shares) or any(b <= a for a, b in zip(shares, shares[1:])):
+        raise fail(path, "halving.at", at, "shares strictly between 0 and 1, each larger than the one before")
+    if "rungs" in table and rungs != len(shares):
+        raise fail(path, "halving.rungs", rungs, f"halving.at places {len(shares)} rung(s); leave rungs out")
+    return shares
 
 
 def rung_steps(steps: int, eval_every: int, h: Halving, where: str) -> list[int]:
     """The evaluation steps at which the rungs fall: the first evaluation at or after steps/eta^k."""
     out = []
-    for k in range(h.rungs, 0, -1):
-        target = steps / h.eta**k
+    for share in h.shares():
+        target = steps * share
         s = min(steps, int(math.ceil(target / eval_every)) * eval_every)
         if s >= steps or (out and s <= out[-1]):
+            field = f"halving.at = {list(h.at)}" if h.at else f"halving.rungs = {h.rungs}"
             raise SpecError(
-                f"{where}: halving.rungs = {h.rungs} is invalid: a run of {steps} steps evaluated "
+                f"{where}: {field} is invalid: a run of {steps} steps evaluated "
                 f"every {eval_every} has no evaluation for a rung at step {target:.0f}; evaluate "
                 f"more often (train.eval_every or budget.evals) or use fewer rungs."
             )
