@@ -122,6 +122,45 @@ def rung_vs_grid(study: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def run_for_run(study: pd.DataFrame, cosine_table: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """The WSD study against the cosine study at the same shape, budget and seed: WSD at the best
+    of its complete runs over the rates, cosine at the rate its halving chose (its finals, by
+    analysis.readers.halving's rule). Returns the pairs and the median difference with its
+    bootstrap interval, by budget, depth and width, beside the WSD seed SD."""
+    from analysis.readers.halving import finals as halving_finals
+
+    key = SHAPE + ["seed", "steps"]
+    keep, _ = halving_finals(cosine_table)
+    chosen = cosine_table[keep]  # one per group after a halving; without one, the best of the rates
+    chosen = chosen.loc[chosen.groupby(key)["final_val_loss"].idxmin()]
+    cos = chosen.set_index(key)[["final_val_loss", "lr"]].add_suffix("_cosine")
+    ok = study[study["status"] == "ok"] if "status" in study.columns else study
+    full = ok.groupby(key)["lr"].transform("nunique") == ok["lr"].nunique()  # every rate ran
+    best = ok[full].loc[lambda d: d.groupby(key)["final_val_loss"].idxmin()].set_index(key)
+    pairs = best[["final_val_loss", "lr"]].join(cos, how="inner")
+    pairs["diff"] = pairs["final_val_loss"] - pairs["final_val_loss_cosine"]
+    rates = {
+        "same_rate": float((pairs["lr"] == pairs["lr_cosine"]).mean()),
+        "wsd_higher": float((pairs["lr"] > pairs["lr_cosine"]).mean()),
+        "wsd_lower": float((pairs["lr"] < pairs["lr_cosine"]).mean()),
+    }
+    med, lo, hi = bootstrap_median(pairs["diff"].to_numpy())
+    sd = best.groupby(SHAPE + ["steps"])["final_val_loss"].std(ddof=1).median()
+    by = {
+        name: pairs.groupby(level=name)["diff"].median().round(3).to_dict()
+        for name in ("steps", "depth", "width")
+    }
+    return pairs.reset_index(), {
+        "n": len(pairs),
+        "median": med,
+        "lo": lo,
+        "hi": hi,
+        "seed_sd": float(sd),
+        **by,
+        **rates,
+    }
+
+
 def figure(cells: pd.DataFrame, wsd: pd.DataFrame, cos: pd.DataFrame, path: Path) -> None:
     import matplotlib
 
@@ -288,6 +327,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--smoke", action="store_true", help="the comparisons on planted tables, writing nothing")
     p.add_argument("--study", help="the WSD study's runs table, every rate in full (rung against grid)")
     p.add_argument(
+        "--study-cosine",
+        help="with --study: the cosine study's runs table, compared run for run (shape, budget, seed)",
+    )
+    p.add_argument(
         "--cosine-check",
         default="docs/studies/figures/threshold-cpu/halving-vs-grid.csv",
         help="the cosine halving against its grid (docs/studies/halving_check.py), drawn beside the rung",
@@ -309,6 +352,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.study:
         cmp = rung_vs_grid(finals(args.study))
         cmp.to_csv(out / "rung-vs-grid.csv", index=False)
+        if args.study_cosine:
+            pairs, r = run_for_run(pd.read_csv(args.study), pd.read_csv(args.study_cosine))
+            pairs.to_csv(out / "study-vs-cosine.csv", index=False)
+            print(
+                f"\n## The WSD study against the cosine study, run for run\n\n- {r['n']} pairs: median "
+                f"{r['median']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}], WSD seed SD {r['seed_sd']:.4f}\n"
+                f"- by budget {r['steps']}\n- by depth {r['depth']}\n- by width {r['width']}\n"
+                f"- the same rate in {r['same_rate']:.0%} of pairs; WSD's higher in {r['wsd_higher']:.0%}, "
+                f"lower in {r['wsd_lower']:.0%}"
+            )
         check = Path(args.cosine_check)
         rung_figure(cmp, out / "rung-vs-grid.png", pd.read_csv(check) if check.is_file() else None)
         print("\n## Rung against grid\n")

@@ -44,3 +44,15 @@ def test_the_rung_is_read_off_the_complete_short_runs():
     assert (miss["chosen_lr"] == 1e-2).all() and miss["excess"].to_numpy() == pytest.approx(
         0.05 * np.log(1e-2 / 3e-3) ** 2
     )
+
+
+def test_the_study_is_paired_with_cosine_run_for_run():
+    """Each (shape, seed, budget) pairs WSD's best complete run with cosine's chosen one: a planted
+    shift of -0.02 nats comes back, and the rates each schedule chose are counted."""
+    b = _bench()
+    wsd, cos = b.planted(-0.02, best_lr=3e-3, seed=1), b.planted(0.0, best_lr=1e-2, seed=0)
+    pairs, s = b.run_for_run(wsd, cos)
+    assert s["n"] == len(pairs) == 2 * 3 * 3  # 2 shapes x 3 seeds x 3 budgets
+    assert s["median"] == pytest.approx(-0.02, abs=0.004) and s["lo"] <= s["median"] <= s["hi"]
+    assert (pairs["lr"] == 3e-3).all() and (pairs["lr_cosine"] == 1e-2).all()
+    assert s["same_rate"] == 0.0 and s["wsd_lower"] == 1.0
