@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from depthwidth import __version__
 from depthwidth.accounting import count_params, flops_per_token, train_flops_per_token
 from depthwidth.config import RECURRENT_FAMILIES, DataConfig, ModelConfig, TrainConfig
-from depthwidth.copyprobe import copy_metrics, probe_batch
+from depthwidth.copyprobe import control_batch, copy_metrics, probe_batch
 from depthwidth.data import DataSource, resolve
 from depthwidth.models import build_model
 from runstore.files import atomic_file
@@ -479,7 +479,8 @@ class _Run:
         self.copy_probe = None
         if copy_probe_on(self.model_cfg, data_cfg):
             counts = self.data.token_counts() if hasattr(self.data, "token_counts") else None
-            self.copy_probe = probe_batch(self.model_cfg.vocab_size, self.model_cfg.seq_len, counts=counts)
+            shape = (self.model_cfg.vocab_size, self.model_cfg.seq_len)
+            self.copy_probe = (probe_batch(*shape, counts=counts), control_batch(*shape, counts=counts))
         self.status, self.error = "ok", ""
         self.last = self.curve[-1] if self.curve else {}
         self.n_evals = len(self.curve)
@@ -697,12 +698,16 @@ class _Run:
         for k in extras[0]:
             out[k] = sum(e[k] for e in extras) / len(extras)
         if self.copy_probe is not None:
-            x, y = (t.to(self.device) for t in self.copy_probe)
-            if self.rows is not None:
-                x, y = self.rows(x), self.rows(y)
-            with self.amp:
-                logits = self.fwd(x)
-            out.update({k: self.scalar(v) for k, v in copy_metrics(logits, y).items()})
+            scored = []  # (logits, y) on the probe, then on its control
+            for batch in self.copy_probe:
+                x, y = (t.to(self.device) for t in batch)
+                if self.rows is not None:
+                    x, y = self.rows(x), self.rows(y)
+                with self.amp:
+                    scored.append((self.fwd(x), y))
+            (logits, y), (ctl_logits, ctl_y) = scored
+            metrics = copy_metrics(logits, y, ctl_logits, ctl_y)
+            out.update({k: self.scalar(v) for k, v in metrics.items()})
         self.model.train()
         return out
 

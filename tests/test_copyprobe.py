@@ -51,7 +51,8 @@ def test_a_text_run_records_the_probe_at_every_evaluation(tmp_path):
     cfg = TrainConfig(steps=20, eval_every=10, batch_size=4, threads=1, warmup_steps=2)
     model = ModelConfig(depth=2, width=16, heads=2, seq_len=16)
     run = train(model, DataConfig(source="text", path=str(text)), cfg)
-    assert [("copy_loss" in e and "copy_gain" in e) for e in run.curve] == [True, True]
+    keys = ("copy_loss", "copy_gain", "copy_control_loss", "copy_gain_vs_control")
+    assert [all(k in e for k in keys) for e in run.curve] == [True, True]
     assert math.isfinite(run.metrics["copy_loss"]) and math.isfinite(run.metrics["copy_gain"])
     synthetic = train(model, DataConfig(source="pcfg", vocab_size=32), cfg)
     assert "copy_loss" not in synthetic.curve[-1]  # on by default for text only
@@ -68,3 +69,35 @@ def test_the_probe_draws_the_datas_own_tokens_by_their_frequency():
     assert set(seen.tolist()) == {10, 20, 30}
     share = dict(zip(seen.tolist(), (n / n.sum()).tolist()))
     assert share[10] == pytest.approx(0.6, abs=0.06) and share[30] == pytest.approx(0.1, abs=0.04)
+
+
+def test_the_control_repeats_nothing_and_a_position_only_model_gains_nothing_over_it():
+    """The control holds the probe's first halves followed by fresh draws: a model whose loss
+    falls with position alone (here: the same planted falling loss on every row) has a copy gain
+    on the probe but none against the control; a copier gains against both."""
+    from depthwidth.copyprobe import control_batch
+
+    vocab, seq_len = 20, 16
+    x, y = probe_batch(vocab, seq_len)
+    cx, cy = control_batch(vocab, seq_len)
+    half = seq_len // 2 + 1
+    assert torch.equal(cx[:, :half], x[:, :half])  # the same first halves
+    seq = torch.cat([cx, cy[:, -1:]], dim=1)
+    assert not torch.equal(seq[:, half:], seq[:, : seq_len + 1 - half])  # no repeat
+
+    # position only: the right token's logit grows with position, whatever the token
+    def by_position(targets):
+        logits = torch.zeros(8, seq_len, vocab)
+        for j in range(seq_len):
+            logits[torch.arange(8), j, targets[:, j]] = 0.2 * j
+        return logits
+
+    m = copy_metrics(by_position(y), y, by_position(cy), cy)
+    assert float(m["copy_gain"]) > 0.5  # the later positions look better ...
+    assert float(m["copy_gain_vs_control"]) == pytest.approx(0.0, abs=1e-6)  # ... and that is all
+    copier = by_position(y)
+    _, second = target_spans(seq_len)
+    for j in range(second.start, second.stop):
+        copier[torch.arange(8), j, y[:, j]] = 8.0
+    m = copy_metrics(copier, y, by_position(cy), cy)
+    assert float(m["copy_gain_vs_control"]) > 1.0
