@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from depthwidth.config import RECURRENT_FAMILIES, DataConfig, ModelConfig, Train
 from depthwidth.copyprobe import control_batch, copy_metrics, probe_batch
 from depthwidth.data import DataSource, resolve
 from depthwidth.models import build_model
+from depthwidth.result import RunResult
 from runstore.files import atomic_file
 
 CHECKPOINT_FILE = "state.pt"
@@ -51,31 +52,6 @@ OnBranch = Callable[[TrainConfig, "RunResult", "str | None"], Any]
 # A report may answer STOP: the run ends after this evaluation with status "stopped".
 Report = Callable[..., Any]
 STOP = "stop"
-
-
-@dataclass(frozen=True)
-class RunResult:
-    status: str  # "ok" | "diverged" | "failed"
-    final_train_loss: float
-    final_val_loss: float
-    steps: int
-    tokens: int
-    flops: float
-    wall_s: float
-    n_params: int
-    n_params_total: int
-    flops_per_token: float
-    device: str
-    torch_version: str
-    depthwidth_version: str
-    unigram_entropy: float
-    vocab_size: int
-    curve: list[dict[str, Any]] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    error: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class _FromCaller(Exception):

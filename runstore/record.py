@@ -10,6 +10,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
@@ -55,8 +56,8 @@ class RunRecord:
     n_params: int = _col(NUMBER_0, required=True, filled=True, shown=True)
     n_params_total: int = _col(NUMBER_0, required=True, filled=True)
     flops_per_token: float = _col(NUMBER_0, required=True, filled=True)
-    tokens: int = _col(NUMBER_0, required=True, filled=True, shown=True)
-    steps: int = _col(WHOLE_0, required=True, filled=True, shown=True)
+    tokens: int = _col(NUMBER_0, required=True, filled=True, shown=True)  # trained
+    steps: int = _col(WHOLE_0, required=True, filled=True, shown=True)  # the planned budget, in every row
     final_train_loss: float = _col(LOSS, required=True, shown=True)
     final_val_loss: float = _col(LOSS, required=True, shown=True)
     status: str = _col(required=True, shown=True)
@@ -97,7 +98,11 @@ class RunRecord:
     # budget.from_one_run (sweeps/plans/branches.py): the trial_id of the run this budget's cooldown
     # branched from ("" for a run of its own), and what it cost: a branch its cooldown alone
     branched_from: str = _col(default="")
-    flops_spent: float = _col(default=math.nan)
+    flops_spent: float = _col(NUMBER_0, default=math.nan)
+    # the last step the run trained: `steps` for a run that ended, earlier for one a halving
+    # rung stopped or that diverged or failed (-1: not given; a row read from a table written
+    # before the column existed takes it from `steps`, see upgraded_row)
+    last_step: int = _col(WHOLE_0, default=-1)
 
     def to_dict(self) -> dict[str, Any]:
         """The runs row: each column under its name, in the record's order."""
@@ -109,6 +114,7 @@ class RunRecord:
         (metrics beside the record) are left out. A column with a default that the row lacks (a
         store written before the column existed) takes the default; any other is a KeyError."""
         out = {}
+        row = upgraded_row(row)
         for f in fields(cls):
             if f.name in row:
                 out[f.name] = _TYPES[f.type](row[f.name])
@@ -118,6 +124,34 @@ class RunRecord:
 
 
 _TYPES = {"str": str, "int": int, "float": float}
+
+
+def upgraded_row(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A runs row written before `last_step` existed, in today's meaning: `steps` was then the
+    step a stopped, diverged or failed run reached, and is now its planned budget (the one its
+    train_config holds), with the step reached in `last_step`. Other rows as they are."""
+    last = row.get("last_step")
+    if "steps" not in row or (last is not None and not _missing(last)):
+        return row
+    out = {**row, "last_step": row["steps"]}
+    planned = _planned_steps(row.get("train_config"))
+    if planned is not None and row.get("status") not in (None, "ok"):
+        out["steps"] = planned
+    return out
+
+
+def _missing(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _planned_steps(train_config: Any) -> int | None:
+    if not isinstance(train_config, str) or not train_config:
+        return None
+    try:
+        steps = json.loads(train_config).get("steps")
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    return int(steps) if isinstance(steps, int) and not isinstance(steps, bool) else None
 
 
 def _names(key: str) -> tuple[str, ...]:

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import json
 import math
 import os
-import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -111,12 +110,21 @@ class ResultStore:
             SPEC, current + sep + f"{_EXTENSION_MARK} {stamp} from {source} sha256={digest}\n" + block
         )
 
-    def add_trial(self, row: dict[str, Any], curve: list[dict[str, Any]]) -> None:
-        """Record one finished trial as a new part (a later row of the same id, from --rerun,
-        replaces the older one for every reader). Curves first, runs last: a trial counts as
-        finished once its runs row exists. The parts are folded into runs.parquet and
-        curves.parquet once they number an eighth of the rows already folded, so recording a
-        trial costs O(1) amortised however large the store (docs/bench/sweeps.md)."""
+    def add_trial(
+        self,
+        record: RunRecord,
+        curve: Sequence[Mapping[str, Any]] = (),
+        beside: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record one finished run: its `RunRecord`, the columns `beside` it (numbers a run reports
+        beyond the record's, a halved trial's `halving`) and its curve (the evaluations as train()
+        reported them). A later row of the same id (from --rerun) replaces the older one for every
+        reader. Curves first, runs last: a trial counts as finished once its runs row exists. The
+        parts are folded into runs.parquet and curves.parquet once they number an eighth of the
+        rows already folded, so recording a trial costs O(1) amortised however large the store
+        (docs/bench/sweeps.md)."""
+        row = {**record.to_dict(), **(beside or {})}
+        curve = make_curve(record.trial_id, curve)
         try:  # the one schema of tables: the store never holds a row its readers refuse
             check_table(pd.DataFrame([row]), self.display(RUNS), store=True)
         except TableError as exc:
@@ -181,96 +189,8 @@ def _curve_columns(curve: list[dict[str, Any]]) -> list[str]:
     return list(CURVE_COLUMNS) + extra
 
 
-def make_row(
-    sweep: str,
-    trial: dict[str, Any],
-    result: dict[str, Any],
-    node: dict[str, Any],
-    resumed_from_step: int,
-    resume_note: str = "",
-    flops_spent: float | None = None,
-    halving: str | None = None,
-) -> dict[str, Any]:
-    """One runs.parquet row: a `RunRecord`'s columns (runstore/record.py), then a halved trial's
-    `halving` and each numeric metric as its own column (e.g. a copy task's `accuracy`). `trial`
-    is Trial.config_dict() + trial_id. What only the sweep can work out comes in computed: `flops_spent`, what the run cost (its
-    `flops` unless it is a cooldown branch, sweeps/plans/branches.py), and `halving`, its rungs and the
-    losses it reached there (sweeps/plans/halving.py's `row_record`), for a trial that was halved."""
-    if trial.get("branched_from") and flops_spent is None:
-        raise ValueError(f"trial {trial['trial_id']!r} is a cooldown branch: give its flops_spent")
-    m, d, t = trial["model"], trial["data"], trial["train"]
-    vocab = int(result.get("vocab_size") or m["vocab_size"] or d["vocab_size"])
-    raw = result.get("metrics") or {}
-    metrics = {k: v for k, v in raw.items() if _is_number(v)}
-    # Lists of numbers (e.g. a per-step gradient profile), or of such lists (profiles at
-    # several evaluations), go into the metrics JSON only.
-    profiles = {
-        k: v
-        for k, v in raw.items()
-        if isinstance(v, list)
-        and v
-        and all(_is_number(x) or (isinstance(x, list) and all(_is_number(e) for e in x)) for x in v)
-    }
-    record = RunRecord(
-        trial_id=trial["trial_id"],
-        family=m["family"],
-        depth=int(m["depth"]),
-        width=int(m["width"]),
-        heads=int(m["heads"]),
-        seed=int(t["seed"]),
-        n_params=int(result["n_params"]),
-        n_params_total=int(result["n_params_total"]),
-        flops_per_token=float(result["flops_per_token"]),
-        tokens=int(result["tokens"]),
-        steps=int(result["steps"]),
-        final_train_loss=float(result["final_train_loss"]),
-        final_val_loss=float(result["final_val_loss"]),
-        status=str(result["status"]),
-        wall_s=float(result["wall_s"]),
-        depthwidth_version=str(result["depthwidth_version"]),
-        torch_version=str(result["torch_version"]),
-        device=str(result["device"]),
-        sweep=sweep,
-        flops=float(result["flops"]),
-        unigram_entropy=float(result.get("unigram_entropy", math.nan)),
-        vocab_size=vocab,
-        embedding_rank=min(vocab, int(m["width"])),
-        attention=m["attention"],
-        parametrization=m["parametrization"],
-        seq_len=int(m["seq_len"]),
-        ffn_ratio=float(m["ffn_ratio"]),
-        nu=int(m["nu"]),
-        rho=int(m["rho"]),
-        data_source=d["source"],
-        task_length=int(d["task_length"]),
-        data_seed=int(d["seed"]),
-        lr=float(t["lr"]),
-        batch_size=int(t["batch_size"]),
-        error=str(result.get("error", "")),
-        resumed_from_step=int(resumed_from_step),
-        resume_note=str(resume_note),
-        workers=int(trial.get("workers", 1)),
-        node_id=str(node.get("node_id", "")),
-        node_ip=str(node.get("node_ip", "")),
-        finished_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        model_config=json.dumps(m, sort_keys=True),
-        data_config=json.dumps(d, sort_keys=True),
-        train_config=json.dumps(t, sort_keys=True),
-        metrics=json.dumps({**metrics, **profiles}, sort_keys=True),
-        schedule=str(t.get("schedule", "cosine")),
-        branched_from=str(trial.get("branched_from", "")),
-        flops_spent=float(result["flops"] if flops_spent is None else flops_spent),
-    )
-    row = record.to_dict()  # the record's columns; the numbers that vary by task go beside them
-    if halving is not None:
-        row["halving"] = halving
-    for k, v in metrics.items():  # e.g. copy-task `accuracy` as its own column
-        if re.fullmatch(r"[a-z][a-z0-9_]*", k) and k not in row:
-            row[k] = float(v)
-    return row
-
-
-def make_curve(trial_id: str, curve: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def make_curve(trial_id: str, curve: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The curve rows of one run: the curve columns of each evaluation, then its other numbers."""
     out = []
     for point in curve:
         rec: dict[str, Any] = {"trial_id": trial_id}

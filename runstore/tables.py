@@ -14,7 +14,7 @@ import pyarrow as pa
 from runstore.files import StoreError, reason
 from runstore.layout import CURVE_COLUMNS, CURVES, PARTS_DIR, RUNS
 from runstore.location import ARROW_ERRORS, Location, require_columns
-from runstore.record import REQUIRED_RUN_COLUMNS
+from runstore.record import REQUIRED_RUN_COLUMNS, upgraded_row
 
 # Each finished trial is one part, parts/<seq>.curves.parquet then parts/<seq>.runs.parquet (the
 # runs part commits it); `compact` folds the parts into runs.parquet and curves.parquet, each
@@ -147,6 +147,7 @@ def _read_once(loc: Location, required: tuple[str, ...], curve_required: tuple[s
     runs = _frame([_with_seq(runs_base, -1), *run_parts], required or CURVE_COLUMNS[:1])
     curves = _frame([_with_seq(curves_base, -1), *curve_parts], curve_required or CURVE_COLUMNS)
     snap = Snapshot(gen, through_r, 0 if runs_base is None else runs_base.num_rows, seqs)
+    runs = upgraded(runs)
     if "trial_id" in runs.columns and "trial_id" in curves.columns:
         runs = runs.drop_duplicates("trial_id", keep="last")  # base, then parts in order: newest wins
         # each trial's curve comes from the part holding its newest runs row when that part is
@@ -227,3 +228,22 @@ def compact(loc: Location, required: Iterable[str] = REQUIRED_RUN_COLUMNS) -> Sn
     if not loc.list_files(PARTS_DIR):
         loc.delete_dir(loc.path(PARTS_DIR))
     return Snapshot(snap.generation + 1, snap.last, len(runs), [])
+
+
+def upgraded(runs):
+    """A runs table with every row in today's meaning (runstore/record.py `upgraded_row`): rows
+    written before `last_step` existed get it, and their planned budget in `steps`."""
+    if "steps" not in runs.columns or runs.empty:
+        return runs
+    old = runs["last_step"].isna().to_numpy() if "last_step" in runs.columns else [True] * len(runs)
+    if not any(old):
+        return runs
+    runs = runs.copy()
+    at = runs.index[old]
+    fixed = [upgraded_row({**r, "last_step": None}) for r in runs.loc[at].to_dict("records")]
+    if "last_step" not in runs.columns:
+        runs["last_step"] = runs["steps"]
+    runs.loc[at, "steps"] = [r["steps"] for r in fixed]
+    runs.loc[at, "last_step"] = [r["last_step"] for r in fixed]
+    runs["last_step"] = runs["last_step"].astype("int64")
+    return runs

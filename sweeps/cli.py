@@ -119,7 +119,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         if is_remote(args.storage or spec.storage):
             check_memory(spec)  # the cluster may hold credentials for the store that we lack
         else:  # a path is the cluster's shared folder, mounted here too (docs/cluster.md)
-            prepare(spec, args.storage, args.rerun or (), force=args.force)
+            prepare(spec, args.storage, args.rerun or (), force=args.force)  # checks only
         flags = (
             (["--no-analyze"] if args.no_analyze else [])
             + (["--force"] if args.force else [])

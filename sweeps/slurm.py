@@ -178,7 +178,7 @@ def fill_defaults(spec, opts: JobOptions, n_todo: int) -> JobOptions:
     r = spec.resources
     rows = plan_rows(spec)
     per_trial_cpus = r.cpus * r.workers
-    share = max(((row["gpus"] or 1.0) for row in rows), default=1.0) * r.workers if r.uses_gpus else 0.0
+    share = max(((row.gpus or 1.0) for row in rows), default=1.0) * r.workers if r.uses_gpus else 0.0
     if opts.gpus_per_node is None:
         opts.gpus_per_node = max(1, math.ceil(share - 1e-9)) if r.uses_gpus else 0
         opts.why["gpus-per-node"] = (
@@ -198,9 +198,9 @@ def fill_defaults(spec, opts: JobOptions, n_todo: int) -> JobOptions:
         opts.why["cpus-per-task"] = f"{what} x {per_trial_cpus:g} CPU"
     if opts.mem is None:
         if r.uses_gpus:  # host memory: the trial's state passes through it at each checkpoint
-            per = max((row["mem_gb"] for row in rows), default=1.0) * 1.25 + 2.0
+            per = max((row.mem_gb for row in rows), default=1.0) * 1.25 + 2.0
         else:
-            per = max((row["memory_bytes"] for row in rows), default=1e9) / 1e9
+            per = max((row.memory_bytes for row in rows), default=1e9) / 1e9
         opts.mem = f"{math.ceil(per * at_once + 2.0)}G"
         opts.why["mem"] = f"{what} x {per:.2g} GB estimated + 2 GB for Ray and the driver"
     if opts.time is None:
@@ -434,7 +434,7 @@ def prepare_job(args: argparse.Namespace) -> tuple[Any, JobOptions, str, str, st
     sbatch_value("--storage", folder)
     sbatch_value("the working folder", os.getcwd())
     check_script_value("the Python interpreter", sys.executable)
-    _, todo, _ = prepare(spec, location, force=opts.force)
+    todo = prepare(spec, location, force=opts.force).todo
     if args.submit and shutil.which("sbatch") is None:
         raise SpecError(
             "--submit is invalid here: sbatch is not on PATH (run this on a SLURM "

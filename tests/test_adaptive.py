@@ -65,8 +65,8 @@ def planted_runs(spec) -> pd.DataFrame:
                 "depth": t.model.depth,
                 "width": t.model.width,
                 "seed": t.train.seed,
-                "n_params": r["n_params"],
-                "loss": r["final_val_loss"],
+                "n_params": r.n_params,
+                "loss": r.final_val_loss,
             }
         )
     return pd.DataFrame(rows)

@@ -371,7 +371,7 @@ def test_propose_tries_five_budgets_from_one_run():
     assert d["budget"] == {"from_one_run": True} and d["train"]["schedule"] == "wsd" and "halving" not in d
     one = parse_spec(to_toml(d), "one.toml")
     three = parse_spec(to_toml(found["3 budgets: 100/300/900 steps"]), "three.toml")
-    assert len(one.one_run) == 4 * len(one.trials) // 5  # four branches of each run
+    assert len(one.branched_from) == 4 * len(one.trials) // 5  # four branches of each run
     t1, t3 = totals(one, plan_rows(one)), totals(three, plan_rows(three))
     # per shape and seed: 900 + 0.2 x (56 + 112 + 225 + 450) = 1068.6 steps against 1300
     steps_one = 900 + sum(round(0.2 * s) for s in (56, 112, 225, 450))

@@ -233,7 +233,9 @@ def test_a_real_sweep_stops_the_losers_at_the_rung(tmp_path):
         # a loser stops at the first evaluation after its group's rung was decided, or, if it
         # finished first, is stored as finished and left out by the rule
         assert set(losers["status"]) <= {"stopped", "ok"}
-        assert (losers.loc[losers["status"] == "stopped", "steps"] < 200).all()
+        stopped = losers[losers["status"] == "stopped"]
+        # `steps` is the planned budget in every row; where a loser stopped is its last_step
+        assert (stopped["steps"] == 200).all() and (stopped["last_step"] < 200).all()
         assert (losers.loc[losers["status"] == "ok", "steps"] == 200).all()
         assert (losers["steps"] >= 70).all()
     assert (runs["status"] == "stopped").sum() >= 6  # most losers stopped before the end

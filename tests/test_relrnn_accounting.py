@@ -103,14 +103,14 @@ family = ["relrnn", "memrnn"]
 steps = 3
 """
     spec = parse_spec(text, "acct.toml")
-    rows = {r["family"]: r for r in plan_rows(spec)}
+    rows = {r.family: r for r in plan_rows(spec)}
     N = 3 * H * H
     for family, n_bar in (("relrnn", (15 + 5 * 45) / 50), ("memrnn", 51 / 2)):
         per_token = 3 * (2 * N + 4 * H * n_bar)
-        assert rows[family]["flops"] == pytest.approx(3 * 4 * 50 * per_token, rel=1e-12)
-    assert rows["memrnn"]["flops"] > 1.5 * rows["relrnn"]["flops"]  # 25.5 attended states against 4.8
+        assert rows[family].flops == pytest.approx(3 * 4 * 50 * per_token, rel=1e-12)
+    assert rows["memrnn"].flops > 1.5 * rows["relrnn"].flops  # 25.5 attended states against 4.8
     from depthwidth.train import train
 
     trial = next(t for t in spec.trials if t.model.family == "memrnn")
     result = train(trial.model, trial.data, trial.train.replace(threads=1))
-    assert result.status == "ok" and result.flops == pytest.approx(rows["memrnn"]["flops"], rel=1e-12)
+    assert result.status == "ok" and result.flops == pytest.approx(rows["memrnn"].flops, rel=1e-12)

@@ -9,6 +9,7 @@ import math
 
 import pandas as pd
 import pytest
+from helpers import add_run, row_of, stored_run
 
 from analysis.reporting.html import RUN_COLUMNS as REPORT_COLUMNS
 from runstore.record import (
@@ -19,7 +20,7 @@ from runstore.record import (
     RunRecord,
 )
 from runstore.schema import COLUMNS, STORE_FILLED
-from runstore.store import ResultStore, make_curve, make_row
+from runstore.store import ResultStore
 from sweeps.plans.spec import parse_spec
 
 SPEC = """name = "st"
@@ -50,11 +51,15 @@ def planted_result(metrics: dict | None = None) -> dict:
     }
 
 
-def _row(metrics: dict | None = None) -> tuple[dict, dict]:
+def _run(metrics: dict | None = None):
     trial = parse_spec(SPEC, "s.toml").trials[0]
     res = planted_result(metrics)
-    cfg = {"trial_id": trial.trial_id, **trial.config_dict()}
-    return make_row("st", cfg, res, {"node_id": "n1", "node_ip": "127.0.0.1"}, 0), res
+    return stored_run("st", trial, res, "n1", "127.0.0.1"), res
+
+
+def _row(metrics: dict | None = None) -> tuple[dict, dict]:
+    run, res = _run(metrics)
+    return row_of(run), res
 
 
 def test_the_columns_are_the_records_fields_in_their_order():
@@ -82,9 +87,8 @@ def test_a_row_is_the_record_then_the_metrics_beside_it():
 
 
 def test_a_stored_row_reads_back_as_the_record_written(tmp_path):
-    row, res = _row()
-    store = ResultStore(str(tmp_path / "st"))
-    store.add_trial(row, make_curve(row["trial_id"], res["curve"]))
+    run, _ = _run()
+    row = add_run(ResultStore(str(tmp_path / "st")), run)
     stored = ResultStore(str(tmp_path / "st")).runs().iloc[0].to_dict()
     assert RunRecord.from_dict(stored) == RunRecord.from_dict(row)
 

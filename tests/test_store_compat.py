@@ -6,11 +6,13 @@ it. The store is the smoke sweep's, kept in ../shared/repro/smoke-overclaim/ and
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -65,3 +67,25 @@ def test_depthwidth_analyze_reads_an_older_store(old_store, tmp_path):
     )
     assert res.returncode == 0, res.stderr
     assert (store / "analysis" / "report.json").is_file()
+
+
+def test_rows_written_before_last_step_read_in_todays_meaning(old_store, tmp_path):
+    """`steps` is the planned budget in every row and `last_step` where the run got to: a store
+    written before `last_step` existed reads that way, its stopped rows' budget taken from their
+    train_config, whether the store is read whole or as a `--from` table."""
+    runs, _, _ = read_tables(Location(str(old_store)))
+    assert (runs["last_step"] == runs["steps"]).all() and runs["last_step"].dtype.kind == "i"
+    old = pq.read_table(old_store / RUNS).to_pandas()
+    assert "last_step" not in old.columns
+    # a stopped row as an older store wrote it: `steps` the rung it stopped at
+    stopped = old.iloc[[0]].copy()
+    planned = json.loads(stopped["train_config"].iloc[0])["steps"]
+    stopped[["status", "steps", "trial_id"]] = ["stopped", planned // 3, "0123456789abcdef"]
+    store = tmp_path / "st"
+    store.mkdir()
+    pd.concat([old, stopped], ignore_index=True).to_parquet(store / RUNS, index=False)
+    shutil.copy(old_store / CURVES, store / CURVES)
+    runs, _, _ = read_tables(Location(str(store)))
+    row = runs.set_index("trial_id").loc["0123456789abcdef"]
+    assert (row["steps"], row["last_step"]) == (planned, planned // 3)
+    assert RunRecord.from_dict(row.to_dict() | {"trial_id": "0123456789abcdef"}).last_step == planned // 3

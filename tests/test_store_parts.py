@@ -6,34 +6,29 @@ bounded fraction of the rows, so recording a trial costs O(1) amortised."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pandas as pd
 import pytest
 
+from depthwidth.config import DataConfig, ModelConfig, TrainConfig
+from depthwidth.result import RunResult
 from runstore import layout, tables
 from runstore.files import StoreError
 from runstore.layout import PARTS_DIR
 from runstore.location import Location
-from runstore.store import COMPACT_RATIO, ResultStore, make_curve, make_row
+from runstore.store import COMPACT_RATIO, ResultStore
 from runstore.tables import read_tables
+from sweeps.plans.trialconfig import TrialConfig
+from sweeps.plans.trialoutcome import TrialOutcome
+from sweeps.running.record import record_of
 
-CFG = {
-    "model": {
-        "family": "transformer",
-        "depth": 1,
-        "width": 8,
-        "heads": 2,
-        "vocab_size": 16,
-        "attention": "softmax",
-        "parametrization": "standard",
-        "seq_len": 16,
-        "ffn_ratio": 4.0,
-        "nu": 0,
-        "rho": 0,
-    },
-    "data": {"source": "pcfg", "task_length": 0, "seed": 0, "vocab_size": 16},
-    "train": {"seed": 0, "lr": 1e-3, "batch_size": 4},
-}
+TRIAL = TrialConfig(
+    "t",
+    ModelConfig(depth=1, width=8, heads=2, vocab_size=16, seq_len=16),
+    DataConfig(source="pcfg", vocab_size=16),
+    TrainConfig(lr=1e-3, batch_size=4, steps=3),
+)
 
 
 def record(store: ResultStore, tid: str, version: float) -> None:
@@ -70,7 +65,8 @@ def record(store: ResultStore, tid: str, version: float) -> None:
         "metrics": {},
         "error": "",
     }
-    store.add_trial(make_row("p", {"trial_id": tid, **CFG}, res, {}, 0), make_curve(tid, curve))
+    run = record_of("p", replace(TRIAL, trial_id=tid), TrialOutcome(tid, RunResult.from_dict(res)))
+    store.add_trial(run.record, run.curve, run.beside)
 
 
 def check_consistent(runs: pd.DataFrame, curves: pd.DataFrame) -> dict[str, float]:

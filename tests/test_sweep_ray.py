@@ -244,10 +244,10 @@ def test_extend_finished_sweep_runs_only_new_points(ray_cluster, tmp_path):
     from sweeps.plans.spec import load_spec
 
     for row in plan_rows(load_spec(spec)):
-        stored = after.loc[row["trial_id"]]
+        stored = after.loc[row.trial_id]
         if stored["status"] == "ok":
-            assert stored["flops"] == pytest.approx(row["flops"], rel=1e-12), row["trial_id"]
-            assert stored["tokens"] == row["tokens"]
+            assert stored["flops"] == pytest.approx(row.flops, rel=1e-12), row.trial_id
+            assert stored["tokens"] == row.tokens
     pd.testing.assert_frame_equal(
         after.loc[before["trial_id"]].reset_index(), before.reset_index(drop=True), check_like=True
     )

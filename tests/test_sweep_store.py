@@ -9,11 +9,12 @@ import math
 
 import pandas as pd
 import pytest
+from helpers import add_run, row_of, stored_run
 
 from runstore.files import StoreError
 from runstore.layout import CURVE_COLUMNS
 from runstore.record import REQUIRED_RUN_COLUMNS
-from runstore.store import ResultStore, make_curve, make_row
+from runstore.store import ResultStore
 from sweeps import cli
 from sweeps.plans.spec import parse_spec
 from sweeps.running.progress import ProgressView, fmt_duration, trial_cost
@@ -71,15 +72,7 @@ def planted_result(depth: int, loss: float, status: str = "ok", metrics: dict | 
 
 def add(store: ResultStore, trial, loss: float, **kw) -> dict:
     res = planted_result(trial.model.depth, loss, **kw)
-    row = make_row(
-        "st",
-        {"trial_id": trial.trial_id, **trial.config_dict()},
-        res,
-        {"node_id": "n1", "node_ip": "127.0.0.1"},
-        0,
-    )
-    store.add_trial(row, make_curve(trial.trial_id, res["curve"]))
-    return row
+    return add_run(store, stored_run("st", trial, res, "n1", "127.0.0.1"))
 
 
 def test_rows_and_curves_round_trip_with_required_columns(tmp_path):
@@ -246,7 +239,7 @@ def test_profiles_and_profiles_over_training_stay_in_the_metrics_json(tmp_path):
         "note": "text",
         "mixed": [1.0, "a"],
     }
-    row = make_row("st", {"trial_id": trial.trial_id, **trial.config_dict()}, res, {}, 0)
+    row = row_of(stored_run("st", trial, res))
     kept = json.loads(row["metrics"])
     assert kept == {
         "accuracy": 0.5,

@@ -6,6 +6,7 @@ spec's trials, so carrying them all runs nothing (no Ray, about a second a comma
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -47,25 +48,21 @@ path = "stores/tiny"
 
 
 def runs_of(spec_path: Path) -> pd.DataFrame:
-    """A runs table as `sweep results --csv` writes it, one ok row per trial of the spec."""
+    """A runs table as `sweep results --csv` writes it, one ok row per trial of the spec: the
+    columns its configuration fixes, as a sweep records them, and planted losses."""
     from sweeps.plans.spec import load_spec
+    from sweeps.plans.trialconfig import TrialConfig
+    from sweeps.running.record import config_columns, planned_columns
 
     rows = []
     for i, t in enumerate(load_spec(spec_path).trials):
-        m, tr = t.model, t.train
+        tc = TrialConfig.of(t)
+        cols = {**config_columns(tc), **planned_columns(tc)}
+        keep = ("trial_id", "family", "depth", "width", "heads", "seed", "n_params", "n_params_total")
+        keep += ("flops_per_token", "tokens", "steps", "lr", "batch_size", "seq_len")
         rows.append(
             {
-                "trial_id": t.trial_id,
-                "family": m.family,
-                "depth": m.depth,
-                "width": m.width,
-                "heads": m.heads,
-                "seed": tr.seed,
-                "n_params": 12 * m.depth * m.width**2,
-                "n_params_total": 12 * m.depth * m.width**2 + 32 * m.width,
-                "flops_per_token": 72.0 * m.depth * m.width**2,
-                "tokens": 1280,
-                "steps": 20,
+                **{k: cols[k] for k in keep},
                 "final_train_loss": 3.2 - 0.01 * i,
                 "final_val_loss": 3.3 - 0.01 * i,
                 "status": "ok",
@@ -73,9 +70,6 @@ def runs_of(spec_path: Path) -> pd.DataFrame:
                 "depthwidth_version": "0.1.0",
                 "torch_version": "2",
                 "device": "cpu",
-                "lr": tr.lr,
-                "batch_size": tr.batch_size,
-                "seq_len": m.seq_len,
             }
         )
     return pd.DataFrame(rows)
@@ -189,15 +183,21 @@ def test_repeats_of_a_trial_id_carry_once_when_equal_and_are_refused_when_not(ti
 
 def test_the_store_writer_refuses_a_row_its_readers_would(tmp_path):
     from runstore.files import StoreError
+    from runstore.record import RunRecord
     from runstore.store import ResultStore
+    from sweeps.plans.spec import load_spec
+    from sweeps.plans.trialconfig import TrialConfig
+    from sweeps.running.record import config_columns, planned_columns
 
+    tc = TrialConfig.of(load_spec(_spec(tmp_path)).trials[0])
     row = runs_of(_spec(tmp_path)).iloc[0].to_dict()
+    rec = RunRecord.from_dict({**config_columns(tc), **planned_columns(tc), **row})
     store = ResultStore(str(tmp_path / "s"))
     for col, value in (("final_val_loss", math.nan), ("lr", "abc"), ("depth", 0)):
         with pytest.raises(StoreError, match=f"was not recorded: .*column '{col}' row 1"):
-            store.add_trial({**row, col: value}, [])
+            store.add_trial(dataclasses.replace(rec, **{col: value}))
     assert not (tmp_path / "s").exists()
-    store.add_trial({**row, "status": "diverged", "final_val_loss": math.inf}, [])  # not ok: kept
+    store.add_trial(dataclasses.replace(rec, status="diverged", final_val_loss=math.inf))  # not ok: kept
     assert store.runs()["status"].tolist() == ["diverged"]
 
 

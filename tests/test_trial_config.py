@@ -105,3 +105,38 @@ def test_no_module_reads_the_tune_config_by_key_but_its_own():
             ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not offenders, offenders
+
+
+def test_a_trial_outcome_round_trips_as_a_plain_dict_through_a_tune_report():
+    """What a trial returns crosses back as TrialOutcome.to_dict(): plain values, no JSON text."""
+    import json as _json
+
+    from depthwidth.result import RunResult
+    from sweeps.plans.trialoutcome import OUTCOME_KEY, TrialOutcome
+
+    res = RunResult(
+        status="stopped",
+        final_train_loss=2.0,
+        final_val_loss=2.1,
+        steps=30,
+        tokens=960,
+        flops=1e6,
+        wall_s=1.5,
+        n_params=100,
+        n_params_total=150,
+        flops_per_token=1e3,
+        device="cpu",
+        torch_version="2",
+        depthwidth_version="0.1.0",
+        unigram_entropy=3.0,
+        vocab_size=32,
+        curve=[{"step": 30, "val_loss": 2.1}],
+        metrics={"copy_gain": 0.1, "grad_norms": [1.0, 0.5]},
+    )
+    out = TrialOutcome("abc", res, "node", "127.0.0.1", 10, "a note", workers=2, rung_losses=(2.5, 2.2))
+    report = out.report(step=30, progress=1.0)
+    assert report["step"] == 30 and isinstance(report[OUTCOME_KEY], dict)
+    assert not any(isinstance(v, str) and v.startswith("{") for v in report[OUTCOME_KEY].values())
+    assert TrialOutcome.from_report(report) == out
+    assert TrialOutcome.from_report(_json.loads(_json.dumps(report))) == out  # plain values only
+    assert TrialOutcome.from_report({"step": 10, "val_loss": 2.0}) is None  # an evaluation

@@ -190,22 +190,22 @@ def test_a_one_run_plan_counts_each_run_once_and_each_branch_by_its_cooldown(tmp
     from sweeps.plans.plan import plan_rows, totals
 
     spec = _spec(tmp_path)
-    rows = {r["trial_id"]: r for r in plan_rows(spec)}
-    assert len(rows) == 6 and len(spec.one_run) == 4  # two runs of 40 steps, four branches
+    rows = {r.trial_id: r for r in plan_rows(spec)}
+    assert len(rows) == 6 and len(spec.branched_from) == 4  # two runs of 40 steps, four branches
     total = 0.0
     for t in spec.trials:
         per_step = train_flops_per_token(resolve_model(t.model, t.data)) * 4 * 16
         # cooldowns: round(0.2 x 10) = 2 steps, round(0.2 x 20) = 4 steps; the run: all 40
         steps = {10: 2, 20: 4, 40: 40}[t.train.steps]
-        assert rows[t.trial_id]["flops"] == pytest.approx(per_step * steps)
-        assert rows[t.trial_id]["budget_flops"] == pytest.approx(per_step * t.train.steps)
-        stem = spec.one_run.get(t.trial_id)
+        assert rows[t.trial_id].flops == pytest.approx(per_step * steps)
+        assert rows[t.trial_id].budget_flops == pytest.approx(per_step * t.train.steps)
+        stem = spec.branched_from.get(t.trial_id)
         if stem:
-            assert rows[stem]["steps"] == 40 and rows[stem]["depth"] == t.model.depth
+            assert rows[stem].steps == 40 and rows[stem].depth == t.model.depth
         total += per_step * steps
     t = totals(spec, list(rows.values()))
     assert t["flops"] == pytest.approx(total)
-    assert t["separate_runs_flops"] == pytest.approx(sum(r["budget_flops"] for r in rows.values()))
+    assert t["separate_runs_flops"] == pytest.approx(sum(r.budget_flops for r in rows.values()))
     assert t["flops"] / t["separate_runs_flops"] == pytest.approx(46 / 70)
 
 
@@ -225,7 +225,7 @@ def test_one_run_specs_checked_when_read(tmp_path: Path, train, budget, extra, s
     from sweeps.plans.errors import SpecError
 
     if says is None:
-        assert len(_spec(tmp_path, train, budget, extra).one_run) == 4
+        assert len(_spec(tmp_path, train, budget, extra).branched_from) == 4
         return
     with pytest.raises(SpecError, match=says):
         _spec(tmp_path, train, budget, extra)

@@ -17,13 +17,16 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from depthwidth.clitools import reason
 from runstore.store import ResultStore
 from sweeps.backends import ray_compat
 from sweeps.plans.spec import Resources, SpecError, SweepSpec
 from sweeps.plans.trialconfig import TrialConfig
+
+if TYPE_CHECKING:
+    from sweeps.plans.plan import PlanRow
 
 TOKEN_HELP = (
     "put the cluster's token in the RAY_AUTH_TOKEN environment variable or in "
@@ -178,33 +181,38 @@ def check_resources(resources: Resources, nodes: list[dict[str, Any]]) -> None:
     )
 
 
-def plan_on(spec: SweepSpec, trials: list, nodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each trial's plan with the GPU memory the cluster's nodes report (sweeps/plans/packing.py), its
-    memory checked against its GPU share, and what one of its workers asks of Ray checked
-    against the nodes. Raises SpecError naming the trial and the resource."""
+def plan_on(
+    spec: SweepSpec, trials: list, nodes: list[dict[str, Any]], finished=(), planned: list | None = None
+) -> dict[str, PlanRow]:
+    """Each trial's PlanRow with the GPU memory the cluster's nodes report (sweeps/plans/packing.py),
+    its memory checked against its GPU share, and what one of its workers asks of Ray checked
+    against the nodes (`finished`: the trials the store holds, for the branches a sweep takes).
+    `planned`: the trials' rows at the spec's GPU memory, kept where the nodes report the same.
+    Raises SpecError naming the trial and the resource."""
     from sweeps.plans.packing import node_gpu_memory_gb
-    from sweeps.plans.plan import check_memory, ray_resources, trial_plan
+    from sweeps.plans.plan import check_memory, plan_rows
 
     r = spec.resources
     gpu_gb = node_gpu_memory_gb(nodes) if r.uses_gpus else None
-    plans = {t.trial_id: trial_plan(t, spec, gpu_gb) for t in trials}
+    if planned is not None and (gpu_gb is None or gpu_gb == r.gpu_memory_gb):
+        plans = {p.trial_id: p for p in planned}
+    else:
+        plans = {p.trial_id: p for p in plan_rows(spec, gpu_gb, finished, trials)}
     check_memory(spec, plans.values())
-    asks: dict[tuple, dict[str, Any]] = {}
+    asks: dict[tuple, PlanRow] = {}
     for p in plans.values():
-        asks.setdefault(tuple(sorted(ray_resources(p).items())), p)
+        asks.setdefault(tuple(sorted(p.ray_resources().items())), p)
     for ask, p in asks.items():
         _check_ask(dict(ask), p, r.workers, nodes)
     return plans
 
 
-def _check_ask(
-    ask: dict[str, float], plan: dict[str, Any], workers: int, nodes: list[dict[str, Any]]
-) -> None:
+def _check_ask(ask: dict[str, float], plan: PlanRow, workers: int, nodes: list[dict[str, Any]]) -> None:
     room = [n["Resources"] for n in nodes]
     fits = [min(int(res.get(k, 0.0) / v + 1e-9) for k, v in ask.items() if v > 0) for res in room]
     if sum(fits) >= workers:
         return
-    at = plan["axes"] or plan["trial_id"]
+    at = plan.axes or plan.trial_id
     if "memory" in ask and not any(fits):
         largest = max((res.get("memory", 0.0) for res in room), default=0.0)
         raise SpecError(

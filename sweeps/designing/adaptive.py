@@ -47,8 +47,9 @@ def spec_cells(spec) -> list[Cell]:
     """The spec's trials grouped into cells, with the planner's FLOPs as their cost."""
     from depthwidth.accounting import count_params
     from sweeps.plans.budget import resolve_model
-    from sweeps.plans.plan import trial_plan
+    from sweeps.plans.plan import plan_rows
 
+    cost = {p.trial_id: p.flops for p in plan_rows(spec)}
     groups: dict[tuple, list] = {}
     for t in spec.trials:
         groups.setdefault((int(t.model.depth), int(t.model.width), int(t.train.seed)), []).append(t)
@@ -56,7 +57,7 @@ def spec_cells(spec) -> list[Cell]:
         Cell(
             k,
             tuple(t.trial_id for t in ts),
-            float(sum(trial_plan(t, spec)["flops"] for t in ts)),
+            float(sum(cost[t.trial_id] for t in ts)),
             float(count_params(resolve_model(ts[0].model, ts[0].data)).n_params),
         )
         for k, ts in groups.items()

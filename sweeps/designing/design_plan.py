@@ -21,7 +21,7 @@ def trials_frame(spec: SweepSpec):
 
     rows = plan_rows(spec)
     check_sizes(spec, rows)
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame([row.to_dict() for row in rows])
     fams = sorted(set(df["family"]))
     if fams != ["transformer"]:
         raise SpecError(

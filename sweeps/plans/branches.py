@@ -38,9 +38,22 @@ def groups(trials: Iterable) -> list[tuple[Any, list]]:
     return out
 
 
-def stems(trials: Iterable) -> dict[str, str]:
-    """trial_id -> the trial_id of the run it branches from, for each branch of the sweep."""
+def branched_from(trials: Iterable) -> dict[str, str]:
+    """trial_id -> the trial_id of the run it branches from, for each branch among `trials`
+    (the stored column of the same name)."""
     return {b.trial_id: stem.trial_id for stem, branches in groups(trials) for b in branches}
+
+
+def branches_taken(spec, finished: Iterable[str] = ()) -> dict[str, str]:
+    """trial_id -> the run it branches from, as a sweep of `spec` takes its budgets with the
+    trials `finished` already in its store: the budgets still to do of one run share the longest
+    of them (sweeps/running/service.py groups them the same way), so a budget added after its run
+    was stored is a run of its own, costed and trained in full; the stored ones as they were."""
+    if not spec.branched_from:
+        return {}
+    done = set(finished)
+    todo = [t for t in spec.trials if t.trial_id not in done]
+    return {**{k: v for k, v in spec.branched_from.items() if k in done}, **branched_from(todo)}
 
 
 def cost_share(train) -> float:
@@ -52,13 +65,22 @@ def cost_share(train) -> float:
 def check_one_run(trials: Sequence, path: str) -> dict[str, str]:
     """The spec's runs, checked: every trial on the WSD schedule, and the budgets of one run
     alike but for their length (a warmup that differs between them would make each its own
-    run, silently). Returns `stems(trials)`."""
+    run, silently). Returns `branched_from(trials)`."""
     for t in trials:
         if t.train.schedule != "wsd":
             raise SpecError(
                 f"{path}: budget.from_one_run = true is invalid with train.schedule = "
                 f'{t.train.schedule!r}: cooldown branches need schedule = "wsd" (a cosine run '
                 f"must know its length from the start)."
+            )
+    for stem, branches in groups(trials):
+        twin = next((b for b in branches if b.train.steps == stem.train.steps), None)
+        if twin is not None:  # same length, differing only in how often it is evaluated
+            raise SpecError(
+                f"{path}: train.eval_every = {twin.train.eval_every} is invalid with "
+                f"budget.from_one_run = true: it and eval_every = {stem.train.eval_every} make two "
+                f"budgets of {stem.train.steps} steps of one run, and a cooldown branch must be "
+                f"shorter than the run it leaves; give each budget its own length, or one eval_every."
             )
     loose: dict[str, set[int]] = {}
     for t in trials:
@@ -71,4 +93,4 @@ def check_one_run(trials: Sequence, path: str) -> dict[str, str]:
                 f"train.warmup_steps (or budget.warmup_fraction, taken of the shortest budget) "
                 f"shorter than the shortest budget's cooldown start."
             )
-    return stems(trials)
+    return branched_from(trials)

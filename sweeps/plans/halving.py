@@ -134,8 +134,9 @@ def plan(trials: Sequence, h: Halving, path: str, field: tuple[str, str]) -> dic
             try:
                 out[t.trial_id]["cooldowns"] = rung_cooldowns(rungs, t.train)
             except ValueError as exc:  # a rung too early for the warmup to end before its cooldown
+                field = f"halving.at = {list(h.at)}" if h.at else f"halving.rungs = {h.rungs}"
                 raise SpecError(
-                    f'{path}: halving.rungs = {h.rungs} is invalid with schedule = "wsd": '
+                    f'{path}: {field} is invalid with schedule = "wsd": '
                     f"the rung at step {rungs[0]} of a {t.train.steps}-step run is judged on a "
                     f"cooldown branch, and {exc}"
                 ) from None
@@ -168,23 +169,23 @@ def rung_cooldowns(rungs: Sequence[int], train) -> list[int]:
     return [r - train.replace(steps=r).cooldown_start for r in rungs]
 
 
-def expected_flops(rows: Sequence[Mapping[str, Any]], halving: Mapping[str, Mapping[str, Any]]) -> float:
+def expected_flops(rows: Sequence, halving: Mapping[str, Mapping[str, Any]]) -> float:
     """The training FLOPs of these plan rows (sweeps/plans/plan.py) under the halving: each row's
     full-length FLOPs times its group's steps_share."""
     size: dict[str, int] = {}
     for row in rows:
-        if row["trial_id"] in halving:
-            g = halving[row["trial_id"]]["group"]
+        if row.trial_id in halving:
+            g = halving[row.trial_id]["group"]
             size[g] = size.get(g, 0) + 1
     total = 0.0
     for row in rows:
-        h = halving.get(row["trial_id"])
+        h = halving.get(row.trial_id)
         share = (
             1.0
             if h is None
-            else steps_share(size[h["group"]], h["rungs"], int(row["steps"]), h["eta"], h.get("cooldowns"))
+            else steps_share(size[h["group"]], h["rungs"], int(row.steps), h["eta"], h.get("cooldowns"))
         )
-        total += float(row["flops"]) * share
+        total += float(row.flops) * share
     return total
 
 

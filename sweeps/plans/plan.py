@@ -9,6 +9,7 @@ throughput the spec assumes (resources.gpu_tflops / cpu_gflops).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, fields
 from typing import Any
 
 from depthwidth.published import PF_DAY
@@ -18,9 +19,57 @@ from sweeps.plans.spec import SpecError, SweepSpec, Trial, resolve_model
 INT64_LIMIT = 2**63  # the store's count columns (N, tokens, steps) are 64-bit integers
 
 
-def trial_plan(trial: Trial, spec: SweepSpec, gpu_gb: float | None = None) -> dict[str, Any]:
-    """One trial's size, cost and what it asks of Ray, per worker. `gpu_gb` is the memory of one
-    of the cluster's GPUs (sweeps/plans/packing.py), the spec's gpu_memory_gb when not given."""
+@dataclass(frozen=True)
+class PlanRow:
+    """One trial's size, cost and what it asks of Ray, per worker: computed once per trial by each
+    command (`plan_rows`), read by the plan's table and totals, the memory checks, the cluster's
+    packing and the service."""
+
+    trial_id: str
+    family: str
+    depth: int
+    width: int
+    heads: int
+    seed: int
+    lr: float
+    n_params: int
+    n_params_total: int
+    steps: int
+    tokens: int
+    flops: float  # what running it costs: a cooldown branch's cooldown alone
+    budget_flops: float  # the training compute of its budget, as the store records it
+    branched_from: str  # the run it is a cooldown branch of, where it is one (sweeps/plans/branches.py)
+    workers: int
+    sharding: str
+    cpus: float
+    gpus: float | None  # its GPU share per worker (None: more than one GPU's memory)
+    gpu_memory_gb: float | None
+    mem_gb: float
+    mem_budget_gb: float  # its GPU share's memory (NaN on CPU)
+    memory_bytes: int  # host memory asked of Ray (CPU trials)
+    fits: bool
+    fsdp_workers_to_fit: int | None
+    axes: str
+
+    def ray_resources(self) -> dict[str, float]:
+        """What one worker of this trial asks Ray for: CPUs, a GPU share, host memory (CPU trials)."""
+        ask = {"CPU": float(self.cpus)}
+        if self.gpus:
+            ask["GPU"] = float(self.gpus)
+        if self.memory_bytes:
+            ask["memory"] = float(self.memory_bytes)
+        return ask
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def trial_plan(
+    trial: Trial, spec: SweepSpec, gpu_gb: float | None = None, branch: str | None = None
+) -> PlanRow:
+    """One trial's PlanRow. `gpu_gb` is the memory of one of the cluster's GPUs
+    (sweeps/plans/packing.py), the spec's gpu_memory_gb when not given; `branch`, the run it
+    is a cooldown branch of (`branches_taken`; by default the spec's, before anything is stored)."""
     from depthwidth.accounting import count_params, train_flops_per_token
     from sweeps.plans.packing import gpu_share, host_memory, worker_memory, workers_to_fit
 
@@ -31,16 +80,16 @@ def trial_plan(trial: Trial, spec: SweepSpec, gpu_gb: float | None = None) -> di
     r = spec.resources
     gpu_gb = gpu_gb or r.gpu_memory_gb
     need = worker_memory(model, trial.train.batch_size, r.workers, r.sharding)
-    branch_of = spec.one_run.get(trial.trial_id, "")
+    branch = spec.branched_from.get(trial.trial_id, "") if branch is None else branch
     spent = train_flops
-    if spec.one_run:
+    if spec.branched_from:
         from sweeps.plans.branches import cost_share
 
         # a run with cooldown branches holds a second copy of its weights and Adam moments while
         # a branch trains (depthwidth.train: on disk where it would not fit); a branch costs only
         # its cooldown, the run it leaves pays for the steps before
         need += 3 * 4 * counts.n_params_total
-        if branch_of:
+        if branch:
             spent = train_flops * cost_share(trial.train)
     mem_gb = need / 1e9
     share, memory, hint = 0.0, 0, None
@@ -56,76 +105,84 @@ def trial_plan(trial: Trial, spec: SweepSpec, gpu_gb: float | None = None) -> di
         fits = mem_gb <= share * gpu_gb
     else:
         fits, memory = True, host_memory(need)  # CPU trials ask Ray for their memory
-    return {
-        "trial_id": trial.trial_id,
-        "family": model.family,
-        "depth": model.depth,
-        "width": model.width,
-        "heads": model.heads,
-        "seed": trial.train.seed,
-        "lr": trial.train.lr,
-        "n_params": counts.n_params,
-        "n_params_total": counts.n_params_total,
-        "steps": trial.train.steps,
-        "tokens": tokens,
-        "flops": spent,  # what running it costs: a cooldown branch's cooldown alone
-        "budget_flops": train_flops,  # the training compute of its budget, as the store records it
-        "branch_of": branch_of,
-        "workers": r.workers,
-        "sharding": r.sharding,
-        "cpus": r.cpus,
-        "gpus": share,
-        "gpu_memory_gb": gpu_gb if r.uses_gpus else None,
-        "mem_gb": mem_gb,
-        "mem_budget_gb": (share or 0) * gpu_gb if r.uses_gpus else float("nan"),
-        "memory_bytes": memory,
-        "fits": bool(fits),
-        "fsdp_workers_to_fit": hint,
-        "axes": ", ".join(f"{k}={v}" for k, v in trial.axes),
-    }
+    return PlanRow(
+        trial_id=trial.trial_id,
+        family=model.family,
+        depth=model.depth,
+        width=model.width,
+        heads=model.heads,
+        seed=trial.train.seed,
+        lr=trial.train.lr,
+        n_params=counts.n_params,
+        n_params_total=counts.n_params_total,
+        steps=trial.train.steps,
+        tokens=tokens,
+        flops=spent,
+        budget_flops=train_flops,
+        branched_from=branch,
+        workers=r.workers,
+        sharding=r.sharding,
+        cpus=r.cpus,
+        gpus=share,
+        gpu_memory_gb=gpu_gb if r.uses_gpus else None,
+        mem_gb=mem_gb,
+        mem_budget_gb=(share or 0) * gpu_gb if r.uses_gpus else float("nan"),
+        memory_bytes=memory,
+        fits=bool(fits),
+        fsdp_workers_to_fit=hint,
+        axes=", ".join(f"{k}={v}" for k, v in trial.axes),
+    )
 
 
-def plan_rows(spec: SweepSpec, gpu_gb: float | None = None) -> list[dict[str, Any]]:
-    return [trial_plan(t, spec, gpu_gb) for t in spec.trials]
+def plan_rows(
+    spec: SweepSpec, gpu_gb: float | None = None, finished: Iterable[str] = (), trials: Iterable | None = None
+) -> list[PlanRow]:
+    """The PlanRow of each of `trials` (default: the spec's), with the cooldown branches a sweep
+    takes given the trials `finished` in its store (sweeps/plans/branches.py `branches_taken`)."""
+    from sweeps.plans.branches import branches_taken
+
+    taken = branches_taken(spec, finished)
+    chosen = spec.trials if trials is None else trials
+    return [trial_plan(t, spec, gpu_gb, taken.get(t.trial_id, "")) for t in chosen]
 
 
-def _where(spec: SweepSpec, row: dict[str, Any]) -> str:
-    return f"{spec.source_path}: the trial at {row['axes'] or row['trial_id']}"
+def _where(spec: SweepSpec, row: PlanRow) -> str:
+    return f"{spec.source_path}: the trial at {row.axes or row.trial_id}"
 
 
-def check_sizes(spec: SweepSpec, rows: Iterable[dict[str, Any]]) -> None:
+def check_sizes(spec: SweepSpec, rows: Iterable[PlanRow]) -> None:
     """What no cluster can run: counts the store cannot hold, and GPU trials larger than a whole
     GPU (resources.gpu_memory_gb; gpus = "auto" says how many workers would fit). Raises
     SpecError naming the trial."""
     r = spec.resources
     for row in rows:
         for key, what in (("n_params_total", "parameters"), ("tokens", "training tokens")):
-            if row[key] >= INT64_LIMIT:
+            if getattr(row, key) >= INT64_LIMIT:
                 raise SpecError(
-                    f"{_where(spec, row)} is invalid: it has {row[key]:.3g} {what}, "
+                    f"{_where(spec, row)} is invalid: it has {getattr(row, key):.3g} {what}, "
                     f"more than the store's 64-bit counts hold (below 2**63)."
                 )
-        if r.uses_gpus and not r.auto_gpus and row["mem_gb"] > r.gpu_memory_gb:
+        if r.uses_gpus and not r.auto_gpus and row.mem_gb > r.gpu_memory_gb:
             raise SpecError(
-                f"{_where(spec, row)} is invalid: it needs about {row['mem_gb']:.3g} GB "
+                f"{_where(spec, row)} is invalid: it needs about {row.mem_gb:.3g} GB "
                 f"to train, more than a whole {r.gpu_memory_gb:g} GB GPU "
                 f"(resources.gpu_memory_gb)."
             )
 
 
-def check_node_memory(spec: SweepSpec, rows: Iterable[dict[str, Any]], node_bytes: float, where: str) -> None:
+def check_node_memory(spec: SweepSpec, rows: Iterable[PlanRow], node_bytes: float, where: str) -> None:
     """CPU trials: the estimated memory must fit the largest node's memory (`where` names it)."""
     if spec.resources.uses_gpus:
         return
     for row in rows:
-        if row["mem_gb"] * 1e9 > node_bytes:
+        if row.mem_gb * 1e9 > node_bytes:
             raise SpecError(
-                f"{_where(spec, row)} is invalid: it needs about {row['mem_gb']:.3g} GB "
+                f"{_where(spec, row)} is invalid: it needs about {row.mem_gb:.3g} GB "
                 f"to train, more than the {node_bytes / 1e9:.3g} GB {where}."
             )
 
 
-def check_memory(spec: SweepSpec, rows: Iterable[dict[str, Any]] | None = None) -> None:
+def check_memory(spec: SweepSpec, rows: Iterable[PlanRow] | None = None) -> None:
     """Every check of trial sizes that needs no cluster: check_sizes, then each GPU worker's
     estimated memory against its GPU share."""
     rows = list(rows if rows is not None else plan_rows(spec))
@@ -134,18 +191,18 @@ def check_memory(spec: SweepSpec, rows: Iterable[dict[str, Any]] | None = None) 
     if not r.uses_gpus:
         return
     for row in rows:
-        if row["fits"]:
+        if row.fits:
             continue
-        at = row["axes"] or row["trial_id"]
+        at = row.axes or row.trial_id
         per = " per worker" if r.workers > 1 else ""
-        gb = row["gpu_memory_gb"]
+        gb = row.gpu_memory_gb
         if not r.auto_gpus:
             raise SpecError(
                 f"{spec.source_path}: resources.gpus = {r.gpus!r} is invalid: the trial at {at} "
-                f"needs about {row['mem_gb']:.3g} GB{per}, more than {row['mem_budget_gb']:.3g} GB "
+                f"needs about {row.mem_gb:.3g} GB{per}, more than {row.mem_budget_gb:.3g} GB "
                 f"({r.gpus:g} of a {gb:g} GB GPU)."
             )
-        n = row["fsdp_workers_to_fit"]
+        n = row.fsdp_workers_to_fit
         fix = (
             f'give it resources.workers = {n} with sharding = "fsdp"'
             if n
@@ -153,19 +210,9 @@ def check_memory(spec: SweepSpec, rows: Iterable[dict[str, Any]] | None = None) 
         )
         raise SpecError(
             f"{spec.source_path}: resources.gpus = 'auto' is invalid: the trial at {at} needs about "
-            f"{row['mem_gb']:.3g} GB{per}, more than one {gb:g} GB GPU holds with "
+            f"{row.mem_gb:.3g} GB{per}, more than one {gb:g} GB GPU holds with "
             f"{round((SAFETY - 1) * 100)}% head-room; {fix}."
         )
-
-
-def ray_resources(row: dict[str, Any]) -> dict[str, float]:
-    """What one worker of this trial asks Ray for: CPUs, a GPU share, host memory (CPU trials)."""
-    ask = {"CPU": float(row["cpus"])}
-    if row["gpus"]:
-        ask["GPU"] = float(row["gpus"])
-    if row["memory_bytes"]:
-        ask["memory"] = float(row["memory_bytes"])
-    return ask
 
 
 def plan_json(spec: SweepSpec, finished: set[str] | None = None) -> str:
@@ -173,23 +220,23 @@ def plan_json(spec: SweepSpec, finished: set[str] | None = None) -> str:
     import json
 
     lines = []
-    rows = plan_rows(spec)
+    rows = plan_rows(spec, finished=finished or ())
     check_sizes(spec, rows)
     for row in rows:
-        obj = {k: v for k, v in row.items() if k != "fsdp_workers_to_fit"}
+        obj = {k: v for k, v in row.to_dict().items() if k != "fsdp_workers_to_fit"}
         obj["mem_budget_gb"] = None if obj["mem_budget_gb"] != obj["mem_budget_gb"] else obj["mem_budget_gb"]
-        obj["ray_resources_per_worker"] = ray_resources(row)
-        obj["done"] = bool(finished and row["trial_id"] in finished)
+        obj["ray_resources_per_worker"] = row.ray_resources()
+        obj["done"] = bool(finished and row.trial_id in finished)
         lines.append(json.dumps(obj, sort_keys=True))
     return "\n".join(lines)
 
 
-def totals(spec: SweepSpec, rows: list[dict[str, Any]]) -> dict[str, float]:
+def totals(spec: SweepSpec, rows: list[PlanRow]) -> dict[str, float]:
     r = spec.resources
-    flops = float(sum(row["flops"] for row in rows))
+    flops = float(sum(row.flops for row in rows))
     out = {"trials": float(len(rows)), "flops": flops, "pf_days": flops / PF_DAY}
-    if spec.one_run:  # each budget trained on its own, against one run with cooldown branches
-        out["separate_runs_flops"] = float(sum(row["budget_flops"] for row in rows))
+    if spec.branched_from:  # each budget trained on its own, against one run with cooldown branches
+        out["separate_runs_flops"] = float(sum(row.budget_flops for row in rows))
     if spec.halving:  # what the successive halving trains of the full grid (sweeps/plans/halving.py)
         from sweeps.plans.halving import expected_flops
 
@@ -210,7 +257,7 @@ def _share(q: float) -> str:
 def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
     from depthwidth.accounting import machine_memory_bytes
 
-    rows = plan_rows(spec)
+    rows = plan_rows(spec, finished=finished or ())
     check_sizes(spec, rows)
     r = spec.resources
     here = machine_memory_bytes() if not r.uses_gpus else None
@@ -224,17 +271,17 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
     )
     lines += [head, "-" * len(head)]
     for row in rows:
-        state = "done" if finished and row["trial_id"] in finished else "to run"
-        if not row["fits"]:
+        state = "done" if finished and row.trial_id in finished else "to run"
+        if not row.fits:
             state += " (too big for its GPU fraction)" if not r.auto_gpus else " (more than one GPU)"
-        if here is not None and row["mem_gb"] * 1e9 > here:
+        if here is not None and row.mem_gb * 1e9 > here:
             state += f" (too big for this machine's {here / 1e9:.3g} GB)"
-        budget = f"{row['mem_budget_gb']:7.1f}" if row["mem_budget_gb"] == row["mem_budget_gb"] else "      -"
+        budget = f"{row.mem_budget_gb:7.1f}" if row.mem_budget_gb == row.mem_budget_gb else "      -"
         lines.append(
-            f"{row['trial_id']:16} {row['family']:11} {row['depth']:5d} {row['width']:6d} "
-            f"{row['heads']:5d} {row['seed']:4d} {row['lr']:8.2g} {row['n_params']:12,d} {row['steps']:8d} "
-            f"{row['tokens']:10.3g} {row['flops']:9.3g} {row['mem_gb']:8.3f} "
-            f"{_share(row['gpus']):>4} {budget}  {state}"
+            f"{row.trial_id:16} {row.family:11} {row.depth:5d} {row.width:6d} "
+            f"{row.heads:5d} {row.seed:4d} {row.lr:8.2g} {row.n_params:12,d} {row.steps:8d} "
+            f"{row.tokens:10.3g} {row.flops:9.3g} {row.mem_gb:8.3f} "
+            f"{_share(row.gpus):>4} {budget}  {state}"
         )
     t = totals(spec, rows)
     lines.append("-" * len(head))
@@ -262,10 +309,10 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
             f"{t['full_grid_flops']:.3g} FLOPs"
         )
     if "separate_runs_flops" in t:
-        n_runs = len(rows) - len(spec.one_run)
+        n_branches = sum(1 for row in rows if row.branched_from)
         lines.append(
-            f"every budget from one run (budget.from_one_run): {n_runs} WSD runs, each with a "
-            f"cooldown branch per shorter budget ({len(spec.one_run)} branches), train "
+            f"every budget from one run (budget.from_one_run): {len(rows) - n_branches} WSD runs, each with a "
+            f"cooldown branch per shorter budget ({n_branches} branches), train "
             f"{t['flops'] / t['separate_runs_flops']:.0%} of the "
             f"{t['separate_runs_flops']:.3g} FLOPs of separate runs; a branch row's FLOPs are its cooldown"
         )
@@ -281,7 +328,7 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
             f"{r.cpu_gflops:g} GFLOP/s per core ({r.cpus * r.workers:g} CPU per trial)"
         )
     if finished is not None:
-        todo = sum(1 for row in rows if row["trial_id"] not in finished)
+        todo = sum(1 for row in rows if row.trial_id not in finished)
         lines.append(f"{len(rows) - todo} trials already in the store, {todo} to run")
     for path in spec.missing_data:
         unset = " (an environment variable that is not set)" if "$" in path else ""

@@ -164,7 +164,7 @@ class SweepSpec:
     halving: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # budget.from_one_run: trial_id of each cooldown branch -> the run it branches from
     # (sweeps/plans/branches.py); empty without it
-    one_run: Mapping[str, str] = field(default_factory=dict)
+    branched_from: Mapping[str, str] = field(default_factory=dict)
     # data paths not on this machine yet, planned without them (load_spec(allow_missing_data=True))
     missing_data: tuple[str, ...] = ()
     adaptive: Any = None  # [adaptive]: its settings (sweeps/designing/adaptive.Adaptive), None without one
@@ -181,6 +181,16 @@ class SweepSpec:
 
 def trial_id_of(model: ModelConfig, data: DataConfig, train: TrainConfig, data_id: str | None = None) -> str:
     """`data_id` stands for the data path (sweeps/plans/datapath.identity: its content's hash)."""
+    blob = json.dumps(identity(model, data, train, data_id), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def identity(
+    model: ModelConfig, data: DataConfig, train: TrainConfig, data_id: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """What defines a run, as its trial_id hashes it: the three configs less how the run is
+    executed (EXECUTION_FIELDS) and less the fields added since at their earlier value
+    (LATER_FIELDS); the data path stands as `data_id` where one is given."""
     parts = {"model": model.to_dict(), "data": data.to_dict(), "train": train.to_dict()}
     if data_id is not None and parts["data"].get("path"):
         parts["data"]["path"] = data_id
@@ -191,8 +201,7 @@ def trial_id_of(model: ModelConfig, data: DataConfig, train: TrainConfig, data_i
         for n, old in defaults.items():
             if parts[section].get(n) == old:
                 parts[section].pop(n)
-    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return parts
 
 
 def resolve_axis(name: str, where: str, kind: str = "axis") -> tuple[str, str]:
@@ -424,7 +433,7 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
     if halving and "adaptive" in doc:
         raise fail(path, "halving", dict(doc["halving"]), "an [adaptive] sweep chooses its own trials")
     halving_plan = plan_halving(trials, halving, path, _halving_axis(halving.axis, path)) if halving else {}
-    one_run = {}
+    branched = {}
     if budget is not None and budget.from_one_run:
         if halving:
             raise fail(
@@ -441,7 +450,7 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
                 resources.workers,
                 "budget.from_one_run takes its cooldown branches in one-process trials only",
             )
-        one_run = check_one_run(trials, path)
+        branched = check_one_run(trials, path)
     adaptive = None
     if "adaptive" in doc:  # every table of the spec is checked here, for every command that reads it
         from sweeps.plans.adaptive_spec import check_adaptive, parse_adaptive
@@ -459,7 +468,7 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
         budget,
         tracking,
         halving_plan,
-        one_run,
+        branched,
         adaptive=adaptive,
     )
 

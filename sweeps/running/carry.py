@@ -8,21 +8,31 @@ records it as a finished trial, and runs only the rest: no finished run is lost 
 trial_id is a hash of everything that defines the run, so a row carried this way is the same run.
 Rows that are not trials of the spec are left out and counted. Their loss curves are not in a runs table: the
 carried trials have none in the store. The table passes the one schema of tables
-(runstore/schema.py) whole before anything is written, and a row's shape and settings must be
-those of the trial its trial_id names.
+(runstore/schema.py) whole before anything is written, and a row is carried only as the whole
+record a run of the trial its trial_id names would have: every column the configuration fixes
+(sweeps/running/record.py `config_columns`, the same function that builds a sweep's own rows),
+the counts its resolved model fixes, and, for a run that ended, the tokens and FLOPs of its
+budget (`planned_columns`); `branched_from` is empty or the spec's run for that budget.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from runstore.record import REQUIRED_RUN_COLUMNS, TEXT_RUN_COLUMNS
+from depthwidth.config import DataConfig, ModelConfig, TrainConfig
+from runstore.layout import OK
+from runstore.record import REQUIRED_RUN_COLUMNS, TEXT_RUN_COLUMNS, RunRecord
 from runstore.schema import TableError, check_table, one_row_per_run
+from runstore.tables import upgraded
 from sweeps.plans.errors import SpecError
+from sweeps.plans.spec import identity
+from sweeps.plans.trialconfig import TrialConfig
+from sweeps.running.record import config_columns, planned_columns
 
 # columns whose empty CSV cell means "" (a CSV cannot tell an empty string from a missing value):
 # the record's text columns, and a halved trial's `halving` beside them
@@ -56,37 +66,83 @@ def read_table(path: str) -> pd.DataFrame:
         table, _ = one_row_per_run(table, f"--from {path}", csv=p.suffix == ".csv")
     except TableError as exc:
         raise SpecError(str(exc)) from None
-    return table
+    return upgraded(table)  # rows exported before `last_step` existed, in today's meaning
 
 
-# The columns of a runs row that the trial's configuration fixes: (config, field).
-CONFIG_COLUMNS = {
-    "family": ("model", "family"),
-    "depth": ("model", "depth"),
-    "width": ("model", "width"),
-    "heads": ("model", "heads"),
-    "seq_len": ("model", "seq_len"),
-    "seed": ("train", "seed"),
-    "lr": ("train", "lr"),
-    "batch_size": ("train", "batch_size"),
-}
+CONFIG_JSON = {"model_config": ModelConfig, "data_config": DataConfig, "train_config": TrainConfig}
+SIZE_COLUMNS = ("n_params", "n_params_total", "flops_per_token", "vocab_size", "embedding_rank")
+SPENT_COLUMNS = ("tokens", "flops", "last_step", "flops_spent")  # at most the budget's, where it ended
 
 
-def _check_config(rec: dict[str, Any], pos: int, trial, path: str) -> None:
-    """A row carried as `trial` holds that trial's shape and settings: a trial_id copied onto
-    another run's row would otherwise put that run into the fits under the wrong shape."""
-    for col, (section, name) in CONFIG_COLUMNS.items():
-        if col not in rec:
+def _check_record(rec: dict[str, Any], pos: int, trial, spec, path: str) -> dict[str, Any]:
+    """The row, carried as `trial`, if it is the whole record a run of that trial would have
+    (SpecError naming the first column that is not), with the columns it lacks filled in from the
+    configuration. A trial_id copied onto another run's row, or a row with forged counts, would otherwise
+    enter the fits under the wrong shape or size."""
+    stem = spec.branched_from.get(trial.trial_id)
+    branch = str(rec.get("branched_from") or "")
+    if branch and branch not in _ids_of(spec, stem):
+        why = f"the run it branches from is {stem!r}" if stem else "it is not a cooldown branch of this spec"
+        raise _mismatch(rec, pos, path, "branched_from", "" if stem is None else stem, branch, why)
+    tc = TrialConfig.of(trial, branched_from=branch)
+    want = {k: v for k, v in config_columns(tc).items() if k not in ("trial_id", "branched_from")}
+    planned = planned_columns(tc)
+    ended = rec.get("status") == OK
+    for col in (*want, *SIZE_COLUMNS, *(SPENT_COLUMNS if ended else ())):
+        if col not in rec or _missing(rec[col]):
             continue
-        want = getattr(getattr(trial, section), name)
-        got = _plain(rec[col])
-        same = got == want if isinstance(want, str) else _close(got, want)
-        if not same:
-            raise SpecError(
-                f"--from {path}: row {pos + 1} has trial_id {rec['trial_id']!r}, a trial of this "
-                f"spec with {col} = {want!r}, but its {col} is {got!r}; a row is carried only "
-                f"with the configuration its trial_id names."
-            )
+        value = want[col] if col in want else planned[col]
+        if not _same(col, rec[col], value, tc):
+            raise _mismatch(rec, pos, path, col, value, rec[col], "")
+    if not ended:
+        for col in SPENT_COLUMNS:
+            got = rec.get(col)
+            if got is not None and not _missing(got) and float(got) > planned[col] * (1 + 1e-9):
+                why = f"more than its budget's {planned[col]:.6g}"
+                raise _mismatch(rec, pos, path, col, planned[col], got, why)
+    # what the table leaves out (a column written before it existed, or not exported) is what
+    # the configuration fixes; a run that did not end keeps what it spent unknown
+    known = {k: v for k, v in rec.items() if not _missing(v)}
+    sizes = {k: planned[k] for k in SIZE_COLUMNS}
+    spent = {k: planned[k] for k in SPENT_COLUMNS} if ended else {"flops": math.nan, "flops_spent": math.nan}
+    return {**want, **sizes, **spent, **rec, **known}
+
+
+def _ids_of(spec, trial_id: str | None) -> set[str]:
+    """A trial's id and its older ids (aliases)."""
+    if trial_id is None:
+        return set()
+    t = next(t for t in spec.trials if t.trial_id == trial_id)
+    return {t.trial_id, *t.aliases}
+
+
+def _same(col: str, got: Any, want: Any, tc: TrialConfig) -> bool:
+    if col in CONFIG_JSON:  # compared as what defines the run, whatever the data path's spelling
+        try:
+            cfg = CONFIG_JSON[col].from_dict(json.loads(got))
+        except Exception:  # not a config of that kind at all
+            return False
+        section = col.split("_")[0]
+        mine = identity(tc.model, tc.data, tc.train)[section]
+        theirs = identity(**{"model": tc.model, "data": tc.data, "train": tc.train, section: cfg})[section]
+        mine.pop("path", None), theirs.pop("path", None)
+        return mine == theirs
+    if isinstance(want, str):
+        return str(got) == want
+    return _close(got, want)
+
+
+def _mismatch(rec, pos: int, path: str, col: str, want: Any, got: Any, why: str) -> SpecError:
+    why = f" ({why})" if why else ""
+    return SpecError(
+        f"--from {path}: row {pos + 1} has trial_id {rec['trial_id']!r}, a trial of this "
+        f"spec with {col} = {want!r}, but its {col} is {_plain(got)!r}{why}; a row is carried only "
+        f"as the whole record of the run its trial_id names."
+    )
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _close(got: Any, want: Any) -> bool:
@@ -104,13 +160,16 @@ def rows_to_carry(
     ids = {t.trial_id for t in spec.trials} | {a for t in spec.trials for a in t.aliases}
     known = {a: t.trial_id for t in spec.trials for a in (t.trial_id, *t.aliases)}
     trial_of = {a: t for t in spec.trials for a in (t.trial_id, *t.aliases)}
+    checked = []
     for pos, rec in zip(table.index, table.to_dict(orient="records")):
+        rec = {k: _plain(v) for k, v in rec.items()}
         if str(rec["trial_id"]) in trial_of:
-            _check_config(rec, int(pos), trial_of[str(rec["trial_id"])], path)
+            rec = _check_record(rec, int(pos), trial_of[str(rec["trial_id"])], spec, path)
+        checked.append(rec)
     have = {known.get(s, s) for s in stored}
     rows, counts = [], {"other": 0, "held": 0, "repeat": 0}
     taken: set[str] = set()
-    for rec in table.to_dict(orient="records"):
+    for rec in checked:
         tid = str(rec["trial_id"])
         if tid not in ids:
             counts["other"] += 1
@@ -120,7 +179,7 @@ def rows_to_carry(
             counts["repeat"] += 1
         else:
             taken.add(known[tid])
-            rows.append({k: _plain(v) for k, v in rec.items()})
+            rows.append(rec)
     return rows, counts
 
 
@@ -137,7 +196,8 @@ def carry(store, spec, table: pd.DataFrame, path: str, out) -> int:
     """Record the finished trials of `spec` in `table` (read_table's) in `store`; how many."""
     rows, counts = rows_to_carry(table, spec, set(store.runs()["trial_id"]), path)
     for row in rows:
-        store.add_trial(row, [])
+        record = RunRecord.from_dict(row)
+        store.add_trial(record, [], {k: v for k, v in row.items() if k not in record.to_dict()})
     held = f", {counts['held']} already in the store" if counts["held"] else ""
     other = f", {counts['other']} not trials of this spec left out" if counts["other"] else ""
     repeat = f", {counts['repeat']} repeated" if counts["repeat"] else ""

@@ -31,6 +31,7 @@ from sweeps.running.trainable import (
     RESUME_NOTE_KEY,
     final_report,
     first_loadable,
+    outcome_of,
     train_configs,
     trial_hook,
 )
@@ -185,7 +186,7 @@ def worker_loop(config: dict[str, Any]) -> None:
             resume_from=resume_from,
             parallel=Parallel(rank, world, run.sharding, device),
         )
-        ray_train.report(final_report(tid, result, resumed_step, note, world))
+        ray_train.report(final_report(outcome_of(tid, result, resumed_step, note, workers=world)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if dist.is_initialized():

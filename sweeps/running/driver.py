@@ -9,22 +9,20 @@ with what is already stored kept. Imported only where Ray runs (`depthwidth swee
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import replace
 
 from ray import tune
 from ray.tune.search import Searcher
 
 from runstore.files import StoreError
-from runstore.store import ResultStore, make_curve, make_row
-from sweeps.plans.branches import cost_share
-from sweeps.plans.halving import row_record
+from runstore.store import ResultStore, make_curve
 from sweeps.plans.tracking import Trackers, TrialInfo, eval_metrics
 from sweeps.plans.trialconfig import TrialConfig
+from sweeps.plans.trialoutcome import OUTCOME_KEY, TrialOutcome
 from sweeps.running.outcome import is_oom
 from sweeps.running.progress import ProgressView
-from sweeps.running.trainable import BRANCH_KEY, FINAL_KEY, RESUME_NOTE_KEY
+from sweeps.running.record import StoredRun, record_of
+from sweeps.running.trainable import RESUME_NOTE_KEY
 
 _TUNE_KEYS = (
     "done",
@@ -71,20 +69,6 @@ class TrialFeed(Searcher):
         pass
 
 
-def sweep_columns(tc: TrialConfig, res: dict) -> dict:
-    """What only the sweep knows of a trial's row (runstore/store.py's `make_row` takes it
-    computed): what a cooldown branch cost, its cooldown alone (budget.from_one_run,
-    sweeps/plans/branches.py), and a halved trial's rungs with the losses it reached there
-    (sweeps/plans/halving.py)."""
-    out = {}
-    if tc.branched_from:
-        out["flops_spent"] = float(res["flops"]) * cost_share(tc.train)
-    if tc.halving:
-        losses = (res.get("metrics") or {}).get("rung_losses")
-        out["halving"] = row_record(tc.halving, res.get("curve") or [], losses)
-    return out
-
-
 class StoreWriter(tune.Callback):
     """Writes finished trials to `store` and keeps `view` current. `written` holds the ids
     recorded by this driver run."""
@@ -93,7 +77,7 @@ class StoreWriter(tune.Callback):
         self.sweep, self.store, self.view, self.labels = sweep, store, view, labels
         self.written: set[str] = set()
         self.failure: StoreError | None = None  # the store could not be written: stop the sweep
-        self.stored: list[tuple[dict, list]] | None = None  # (row, curve) for the trackers
+        self.stored: list[StoredRun] | None = None  # for the trackers
         self.noted: set[str] = set()  # trials whose resume note was shown
 
     def on_step_end(self, iteration, trials, **info):
@@ -108,47 +92,36 @@ class StoreWriter(tune.Callback):
         if result.get(RESUME_NOTE_KEY) and tid not in self.noted:  # a damaged checkpoint passed over
             self.noted.add(tid)
             self.view.note(f"trial {self.labels[tid]}: {result[RESUME_NOTE_KEY]}")
-        if result.get(BRANCH_KEY):  # a cooldown branch of this run (sweeps/plans/branches.py)
-            final = json.loads(result[BRANCH_KEY])
-            self.store_trial(tc.branch(final["trial_id"]), final)
-            result[BRANCH_KEY] = ""
-        if FINAL_KEY not in result:
+        outcome = TrialOutcome.from_report(result)
+        if outcome is None:  # an evaluation
             self.view.progressed(tid, result.get("progress"))
             return
-        if self.store_trial(tc, json.loads(result[FINAL_KEY])):
-            result[FINAL_KEY] = ""  # stored: Tune keeps the last result of every trial, not the curve
+        if outcome.trial_id != tid:  # a cooldown branch of this run (sweeps/plans/branches.py)
+            self.store_trial(tc.branch(outcome.trial_id), outcome)
+            result[OUTCOME_KEY] = None
+            return
+        if self.store_trial(tc, outcome):
+            result[OUTCOME_KEY] = None  # stored: Tune keeps the last result of every trial, not the curve
 
-    def store_trial(self, tc: TrialConfig, final: dict) -> bool:
-        """Record one finished trial (`tc`: its config, or its cooldown branch's; `final`:
-        final_report's JSON). False when it was stored already (a restart repeating its report)
-        or the store failed."""
+    def store_trial(self, tc: TrialConfig, outcome: TrialOutcome) -> bool:
+        """Record one finished run (`tc`: its config, or its cooldown branch's). False when it was
+        stored already (a restart repeating its report) or the store failed."""
         tid = tc.trial_id
         if tid in self.written or self.failure is not None:
             return False
-        res = final["result"]
-        if "workers" in final:  # the world size that actually trained it (sweeps/running/distributed.py)
-            tc = replace(tc, workers=int(final["workers"]))
-        row = make_row(
-            self.sweep,
-            tc.row_config(),
-            res,
-            final["node"],
-            final["resumed_from_step"],
-            final.get("resume_note", ""),
-            **sweep_columns(tc, res),
-        )
-        curve = make_curve(tid, res["curve"])
+        run = record_of(self.sweep, tc, outcome)
         try:
-            self.store.add_trial(row, curve)
+            self.store.add_trial(run.record, run.curve, run.beside)
         except StoreError as exc:  # e.g. a full disk: keep what is stored, stop the sweep
             self.failure = exc
             return False
         self.written.add(tid)
         if self.stored is not None:
-            self.stored.append((row, curve))
-        self.view.finished(tid, res["status"], float(res["final_val_loss"]))
-        if res["status"] == "failed":
-            self.view.note(f"trial {self.labels[tid]} failed: {res['error']}")
+            self.stored.append(run)
+        res = outcome.result
+        self.view.finished(tid, res.status, float(res.final_val_loss))
+        if res.status == "failed":
+            self.view.note(f"trial {self.labels[tid]} failed: {res.error}")
         return True
 
     def on_trial_recover(self, iteration, trials, trial, **info):
@@ -214,11 +187,13 @@ class TrackerFeed(tune.Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         tid = TrialConfig.id_of(trial.config)
-        if FINAL_KEY not in result and BRANCH_KEY not in result and "step" in result and tid in self.infos:
+        if OUTCOME_KEY not in result and "step" in result and tid in self.infos:
             self.trackers.evaluation(
                 self.infos[tid], int(result["step"]), eval_metrics(result, skip=_TUNE_KEYS)
             )
         while self.writer.stored:
-            row, curve = self.writer.stored.pop(0)
-            if row["trial_id"] in self.infos:
-                self.trackers.stored(self.infos[row["trial_id"]], row, curve)
+            run = self.writer.stored.pop(0)
+            tid = run.record.trial_id
+            if tid in self.infos:
+                row = {**run.record.to_dict(), **run.beside}
+                self.trackers.stored(self.infos[tid], row, make_curve(tid, run.curve))

@@ -14,14 +14,16 @@ import time
 
 import numpy as np
 
+from depthwidth.result import RunResult
 from sweeps.plans.trialconfig import TrialConfig
+from sweeps.plans.trialoutcome import TrialOutcome
 
 PLANTED_ENV = "DEPTHWIDTH_PLANTED_LAW"
 DEFAULT_LAW = {"E": 1.5, "A_kappa": 20.0, "alpha_kappa": 0.3, "b": 3.0, "noise": 0.02}
 
 
-def planted_result(tc: TrialConfig, law: dict | None = None) -> dict:
-    """The RunResult dict of a trial under the planted law."""
+def planted_result(tc: TrialConfig, law: dict | None = None) -> RunResult:
+    """The RunResult of a trial under the planted law."""
     from analysis.fitting.synthetic import planted_loss
     from depthwidth.accounting import count_params, train_flops_per_token
     from sweeps.plans.budget import resolve_model
@@ -35,33 +37,31 @@ def planted_result(tc: TrialConfig, law: dict | None = None) -> dict:
     loss = clean * float(np.exp(rng.normal(0.0, p["noise"])))
     tokens = train.steps * train.batch_size * model.seq_len
     curve = [{"step": train.steps, "tokens": tokens, "train_loss": loss, "val_loss": loss, "lr": train.lr}]
-    return {
-        "status": "ok",
-        "final_train_loss": loss,
-        "final_val_loss": loss,
-        "steps": train.steps,
-        "tokens": tokens,
-        "flops": train_flops_per_token(model) * tokens,
-        "wall_s": 0.0,
-        "n_params": counts.n_params,
-        "n_params_total": counts.n_params_total,
-        "flops_per_token": train_flops_per_token(model),
-        "device": "planted",
-        "torch_version": "",
-        "depthwidth_version": "planted",
-        "unigram_entropy": float("nan"),
-        "vocab_size": model.vocab_size,
-        "curve": curve,
-        "metrics": {},
-        "error": "",
-    }
+    return RunResult(
+        status="ok",
+        final_train_loss=loss,
+        final_val_loss=loss,
+        steps=train.steps,
+        tokens=tokens,
+        flops=train_flops_per_token(model) * tokens,
+        wall_s=0.0,
+        n_params=counts.n_params,
+        n_params_total=counts.n_params_total,
+        flops_per_token=train_flops_per_token(model),
+        device="planted",
+        torch_version="",
+        depthwidth_version="planted",
+        unigram_entropy=float("nan"),
+        vocab_size=model.vocab_size,
+        curve=curve,
+    )
 
 
 def planted_trial(config: dict) -> None:
     """Drop-in for sweeps.running.trainable.run_trial."""
     from ray import tune
 
-    from sweeps.running.trainable import FINAL_KEY, RESUME_NOTE_KEY, trial_hook
+    from sweeps.running.trainable import final_report, trial_hook
 
     tc = TrialConfig.from_dict(config)
     law = json.loads(os.environ.get(PLANTED_ENV) or "{}")
@@ -70,13 +70,4 @@ def planted_trial(config: dict) -> None:
         hook.started(tc.run.hook[1], tc.trial_id, 0, os.getpid())
         hook.checkpointed(tc.run.hook[1], tc.trial_id, 0, 0)
     time.sleep(float(law.pop("sleep_s", 0.0)))
-    result = planted_result(tc, law)
-    tune.report(
-        {
-            "trial_id": tc.trial_id,
-            "step": result["steps"],
-            "progress": 1.0,
-            RESUME_NOTE_KEY: "",
-            FINAL_KEY: json.dumps({"result": result, "node": {}, "resumed_from_step": 0, "resume_note": ""}),
-        }
-    )
+    tune.report(final_report(TrialOutcome(tc.trial_id, planted_result(tc, law))))

@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from depthwidth.clitools import project_folder
 from runstore.files import StoreError
@@ -29,7 +29,7 @@ from sweeps.backends import cluster, ray_compat
 from sweeps.designing.adaptive import Adaptive, check_adaptive
 from sweeps.plans.branches import groups
 from sweeps.plans.halving import BOARD_PREFIX, grouped, start_board
-from sweeps.plans.plan import check_memory, check_node_memory, ray_resources, trial_plan
+from sweeps.plans.plan import PlanRow, check_memory, check_node_memory, plan_rows
 from sweeps.plans.spec import SpecError, SweepSpec, tomllib
 from sweeps.plans.tracking import FLUSH_TIMEOUT_S, Tracking, check_available
 from sweeps.plans.trialconfig import Branch, RunSettings, TrialConfig
@@ -90,7 +90,7 @@ def run_sweep(
             f"--adaptive is invalid for {spec.source_path}: its [halving] runs every setting of a "
             f"group, while an adaptive sweep chooses its own trials; use one of them."
         )
-    store, todo, again = prepare(spec, storage, rerun, carry_from, out, force)
+    store, todo, again, plans = prepare(spec, storage, rerun, carry_from, out, force)
     run = _Run(
         spec,
         store,
@@ -105,7 +105,7 @@ def run_sweep(
         return _nothing_to_run(run, analyze)
     started_ray = cluster.connect(address, verbose=verbose)
     try:
-        plans, nodes = _plan_on_cluster(run, todo)
+        plans, nodes = _plan_on_cluster(run, todo, plans)
         code = _tune(run, todo, again, plans, nodes)
     finally:
         store.close()  # folds the parts this run wrote into runs.parquet and curves.parquet
@@ -138,10 +138,10 @@ def prepare(
     carry_from: str | None = None,
     out: TextIO | None = None,
     force: bool = False,
-) -> tuple[ResultStore, list, set[str]]:
+) -> Prepared:
     """Every check that needs no cluster; raises SpecError/StoreError before anything is written.
     `carry_from`: a runs table whose finished trials of this sweep the store takes first
-    (sweeps/running/carry.py)."""
+    (sweeps/running/carry.py). Each trial still to do is planned here, once (PlanRow)."""
     table = read_table(carry_from) if carry_from else None
     location = storage or spec.storage
     where = "--storage" if storage else f"{spec.source_path}: storage.path"
@@ -173,11 +173,25 @@ def prepare(
                 f"name = {spec.name!r} is invalid: the store {location} holds the sweep "
                 f"{old_name!r}; give this sweep its own storage.path or --storage."
             )
-    check_memory(spec)
+    rows = plan_rows(spec, finished=store.finished_ids())
+    check_memory(spec, rows)  # before anything is written, --from's rows included
     if table is not None and carry(store, spec, table, carry_from, out or sys.stdout):
         spec = spec.adopt(set(store.runs()["trial_id"]))  # a carried row may hold an older id
+        rows = plan_rows(spec, finished=store.finished_ids())  # its runs' budgets are no branches
     todo, again = select_trials(spec, store, rerun)
-    return store, todo, again
+    if again:  # run from scratch: their budgets are branches of their runs again
+        rows = plan_rows(spec, finished=store.finished_ids() - again)
+    return Prepared(store, todo, again, {r.trial_id: r for r in rows})
+
+
+class Prepared(NamedTuple):
+    """What `prepare` found: the store, the trials to run, those to run again from scratch, and
+    each trial's PlanRow."""
+
+    store: ResultStore
+    todo: list
+    again: set[str]
+    plans: dict[str, PlanRow]
 
 
 def select_trials(spec: SweepSpec, store: ResultStore, rerun: Iterable[str]) -> tuple[list, set[str]]:
@@ -215,14 +229,21 @@ def _nothing_to_run(run: _Run, analyze: bool) -> int:
     return _finish(store, analyze, run.out, 0)
 
 
-def _plan_on_cluster(run: _Run, todo: list) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+def _plan_on_cluster(
+    run: _Run, todo: list, plans: dict[str, PlanRow]
+) -> tuple[dict[str, PlanRow], list[dict[str, Any]]]:
     """Every check against the Ray nodes (resources, memory, GPU shares, shared storage), then
-    the store is locked and its spec written: (each trial's plan, the nodes)."""
+    the store is locked and its spec written: (each trial's PlanRow, the nodes). A trial is
+    planned again only where the cluster's GPUs hold another amount of memory than the spec
+    assumed (resources.gpu_memory_gb)."""
     spec, store = run.spec, run.store
     nodes = cluster.alive_nodes()
     cluster.check_resources(spec.resources, nodes)
-    _check_node_memory(spec, todo, nodes)
-    plans = cluster.plan_on(spec, todo, nodes)  # GPU shares and memory asks per trial
+    mine = [plans[t.trial_id] for t in todo]
+    _check_node_memory(spec, mine, nodes)
+    finished = store.finished_ids() - {t.trial_id for t in todo}
+    # GPU shares and memory asks per trial, checked against the nodes
+    plans = cluster.plan_on(spec, todo, nodes, finished, mine)
     cluster.check_shared_storage(store, nodes)
     store.lock()
     store.write_spec(spec.text, spec.source_path)
@@ -236,7 +257,7 @@ def _plan_on_cluster(run: _Run, todo: list) -> tuple[dict[str, dict[str, Any]], 
     return plans, nodes
 
 
-def _check_node_memory(spec: SweepSpec, todo: list, nodes: list[dict[str, Any]]) -> None:
+def _check_node_memory(spec: SweepSpec, rows: list[PlanRow], nodes: list[dict[str, Any]]) -> None:
     """CPU trials against the largest node: Ray's `memory` and `object_store_memory` resources
     together are what the node had free when Ray started on it."""
     largest = max(
@@ -246,14 +267,14 @@ def _check_node_memory(spec: SweepSpec, todo: list, nodes: list[dict[str, Any]])
     if largest > 0:
         check_node_memory(
             spec,
-            [trial_plan(t, spec) for t in todo],
+            rows,
             largest,
             "the largest Ray node had free when Ray started",
         )
 
 
 def _tune(
-    run: _Run, todo: list, again: set[str], plans: dict[str, dict[str, Any]], nodes: list[dict[str, Any]]
+    run: _Run, todo: list, again: set[str], plans: dict[str, PlanRow], nodes: list[dict[str, Any]]
 ) -> int:
     """The trials still to do, on Ray Tune; 0 when all of them are stored, else 1 after the
     paragraph that says why not (sweeps/running/outcome.py)."""
@@ -265,7 +286,7 @@ def _tune(
         todo = grouped(todo, halving)
         run.board = f"{BOARD_PREFIX}{run.spec.name}-{os.getpid()}"
         board = start_board(run.board, todo, halving, run.store)  # noqa: F841 (kept alive while Tune runs)
-    trials, resume = _trial_configs(run.store, todo, again, plans, halving, bool(run.spec.one_run))
+    trials, resume = _trial_configs(run.store, todo, again, plans, halving, bool(run.spec.branched_from))
     feed = _Feed(run, todo, plans, resume)
     ray_compat.lighter_tune((StoreWriter, TrackerFeed))
     limit = (
@@ -308,7 +329,7 @@ def _trial_configs(
     store: ResultStore,
     todo: list,
     again: set[str],
-    plans: dict[str, dict[str, Any]],
+    plans: dict[str, PlanRow],
     halving: Mapping[str, Any] | None = None,
     one_run: bool = False,
 ) -> tuple[list[TrialConfig], dict[str, list]]:
@@ -340,7 +361,7 @@ class _Feed:
 
     run: _Run
     todo: list
-    plans: dict[str, dict[str, Any]]
+    plans: dict[str, PlanRow]
     resume: dict[str, list]
     callbacks: list = field(default_factory=list)
     searcher: Any = None  # an adaptive sweep's AdaptiveSearch, once its Tune run is built
@@ -352,7 +373,7 @@ class _Feed:
         self.labels = {t.trial_id: trial_label(t) for t in self.todo}
         self.view = ProgressView(
             run.spec.name,
-            {k: trial_cost(p["steps"], p["flops"]) for k, p in self.plans.items()},
+            {k: trial_cost(p.steps, p.flops) for k, p in self.plans.items()},
             self.labels,
             run.out,
         )
@@ -381,11 +402,9 @@ class _Feed:
             print(message, file=self.run.out)
 
 
-def _concurrent_limit(
-    spec: SweepSpec, plans: dict[str, dict[str, Any]], nodes: list[dict[str, Any]]
-) -> int | None:
+def _concurrent_limit(spec: SweepSpec, plans: dict[str, PlanRow], nodes: list[dict[str, Any]]) -> int | None:
     return cluster.concurrent_trials(
-        [ray_resources(p) for p in plans.values()], spec.resources.workers, nodes
+        [p.ray_resources() for p in plans.values()], spec.resources.workers, nodes
     )
 
 
@@ -478,13 +497,13 @@ def _trial_name(trial) -> str:
     return TrialConfig.id_of(trial.config)
 
 
-def _asks(plan: dict[str, Any]) -> dict[str, Any]:
+def _asks(plan: PlanRow) -> dict[str, Any]:
     """What a trial carries beyond its configs: its Ray request per worker, its worker count
     (recorded in its row) and its work per step (for its torch thread count)."""
     return {
-        "resources": ray_resources(plan),
-        "workers": plan["workers"],
-        "flops_per_step": plan["flops"] / max(1, plan["steps"]),
+        "resources": plan.ray_resources(),
+        "workers": plan.workers,
+        "flops_per_step": plan.flops / max(1, plan.steps),
     }
 
 

@@ -4,7 +4,8 @@ Ray Tune's canonical shape for a function trainable: a function that reports eac
 `tune.report(metrics, checkpoint=...)`; on a restart it resumes from `tune.get_checkpoint()`,
 or, when a previous driver was interrupted, from the trial's checkpoints in the store, the
 furthest one that loads (a damaged one is passed over, and the run says so in RESUME_NOTE_KEY).
-The final report carries the whole RunResult as JSON, which the driver writes to the store.
+The final report carries the trial's `TrialOutcome` (sweeps/plans/trialoutcome.py), and each cooldown
+branch's report the branch's own, which the driver writes to the store.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import replace
 from typing import Any
 
 import ray
@@ -21,17 +21,13 @@ from ray import tune
 
 from depthwidth.clitools import reason
 from sweeps.plans.trialconfig import RunSettings, TrialConfig
+from sweeps.plans.trialoutcome import TrialOutcome
 
-FINAL_KEY = "final_result"  # the last report of a trial: RunResult.to_dict() as JSON
-# a cooldown branch's result (sweeps/plans/branches.py), reported with the run's checkpoint after it:
-# {"trial_id": the branch's id, **final_report's JSON}
-BRANCH_KEY = "branch_result"
 RESUME_NOTE_KEY = "resume_note"  # why a trial resumed from an older checkpoint than its newest
 # A test harness's hook: a Python file (HOOK_FILE_ENV) whose `started` and `checkpointed` every
 # trial calls with a folder (HOOK_DIR_ENV), so a test sees trials start and holds one at a known
 # checkpoint (tests/trial_hook.py). Unset in normal use; the driver forwards both to the trials.
 HOOK_FILE_ENV, HOOK_DIR_ENV = "DEPTHWIDTH_TRIAL_HOOK", "DEPTHWIDTH_TEST_HOOK_DIR"
-RUNG_LOSSES_KEY = "rung_losses"  # a WSD run's halving: its rungs' cooldown-branch losses, in its metrics
 
 
 def train_configs(tc: TrialConfig):
@@ -84,11 +80,12 @@ def run_trial(config: dict[str, Any]) -> None:
             branches=branches + rungs,
             on_branch=out.on_branch,
         )
+        rung_losses = None
         if gate is not None:
             gate.ended()
             if gate.by_branch:  # the rung losses its cooldown branches reached, for its row
-                result = replace(result, metrics={**result.metrics, RUNG_LOSSES_KEY: list(gate.losses)})
-        tune.report(final_report(tid, result, resumed_step, note))
+                rung_losses = tuple(gate.losses)
+        tune.report(final_report(outcome_of(tid, result, resumed_step, note, rung_losses=rung_losses)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -136,26 +133,27 @@ class _Reporter:
             if result.status != "ok":
                 return None  # the run itself ends the same way
             return STOP if self.gate.branch_done(result.final_val_loss) else None
-        final = json.loads(final_report(self.tid, result, self.resumed_step, self.note)[FINAL_KEY])
-        branch = json.dumps({"trial_id": self.ids[cfg.steps], **final})
-        self.send({"step": step, BRANCH_KEY: branch}, checkpoint, step)  # with the checkpoint recording it
+        branch = outcome_of(self.ids[cfg.steps], result, self.resumed_step, self.note)
+        self.send(branch.report(step=step), checkpoint, step)  # with the checkpoint recording it
         return None
 
 
-def final_report(tid: str, result, resumed_step: int, note: str, workers: int | None = None) -> dict:
-    """A trial's last report: the whole RunResult, where it ran and what it resumed from, as the
-    driver's StoreWriter reads it (sweeps/running/driver.py); `workers` for a data-parallel trial."""
-    node = {"node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
-    final = {"result": result.to_dict(), "node": node, "resumed_from_step": resumed_step, "resume_note": note}
-    if workers is not None:
-        final["workers"] = workers
-    return {
-        "trial_id": tid,
-        "step": result.steps,
-        "progress": 1.0,
-        RESUME_NOTE_KEY: note,
-        FINAL_KEY: json.dumps(final),
-    }
+def outcome_of(tid: str, result, resumed_step: int, note: str, **more) -> TrialOutcome:
+    """The outcome of run `tid` (the trial's, or a branch's) on this node; `more`: TrialOutcome's
+    `workers` for a data-parallel trial, `rung_losses` for a WSD run's halving."""
+    node_id, node_ip = ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+    return TrialOutcome(tid, result, node_id, node_ip, resumed_step, note, **more)
+
+
+def final_report(outcome: TrialOutcome) -> dict:
+    """A trial's last report: its outcome, as the driver's StoreWriter reads it
+    (sweeps/running/driver.py)."""
+    return outcome.report(
+        trial_id=outcome.trial_id,
+        step=outcome.result.steps,
+        progress=1.0,
+        **{RESUME_NOTE_KEY: outcome.resume_note},
+    )
 
 
 def halving_gate(tc: TrialConfig, resume_from: str | None, load):
