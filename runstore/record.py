@@ -126,6 +126,18 @@ class RunRecord:
 _TYPES = {"str": str, "int": int, "float": float}
 
 
+def config_of(text: str) -> dict[str, Any]:
+    """One of a row's config columns (model_config, data_config, train_config) as the dict it
+    holds; ValueError when it holds none."""
+    try:
+        cfg = json.loads(text)
+    except (TypeError, RecursionError) as exc:
+        raise ValueError(f"not a config ({type(exc).__name__})") from None
+    if not isinstance(cfg, dict):
+        raise ValueError("not a config (not a JSON object)")
+    return cfg
+
+
 def upgraded_row(row: Mapping[str, Any]) -> Mapping[str, Any]:
     """A runs row written before `last_step` existed, in today's meaning: `steps` was then the
     step a stopped, diverged or failed run reached, and is now its planned budget (the one its

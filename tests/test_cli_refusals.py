@@ -71,13 +71,14 @@ def test_export_to_tensorboard_at_a_file_is_refused_and_says_what_to_do(tmp_path
 
 
 def test_an_export_trackers_failure_says_to_run_the_export_again():
-    from sweeps.plans.tracking import Trackers, TrialInfo
+    from sweeps.plans.tracking import TrialInfo
+    from sweeps.results.feed import Trackers
 
     def broken():
         raise OSError("disk full")
 
     for after, expected in ((None, "the sweep goes on without it"), ("export", "run the same export again")):
-        from sweeps.plans.tracking import EXPORT_STOPS
+        from sweeps.results.feed import EXPORT_STOPS
 
         t = (
             Trackers({"tensorboard": broken}, {}, after=EXPORT_STOPS)

@@ -14,7 +14,8 @@ import pytest
 
 from analysis.readers.halving import beaten, decide, finals, survivors
 from sweeps.plans.errors import SpecError
-from sweeps.plans.halving import Board, Halving, rung_steps
+from sweeps.plans.halving import Halving, rung_steps
+from sweeps.running.halving_board import Board
 
 
 def test_survivors_keep_the_best_third_rounded_up():

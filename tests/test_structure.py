@@ -304,3 +304,65 @@ def test_every_package_is_installed_and_shipped_with_a_ray_job():
     assert sorted(SHIPPED_PACKAGES) == sorted(PACKAGES)
     dockerfile = (REPO / "docker" / "Dockerfile").read_text()
     assert all(f"COPY --chown=1000:100 {p} ./{p}" in dockerfile for p in PACKAGES)
+
+
+def _plans_running(known: dict[str, Path]) -> list[str]:
+    """Each import by sweeps/plans/ of what runs things: Ray, threads, or the analysis."""
+    bad = []
+    for name, path in known.items():
+        if not name.startswith("sweeps.plans"):
+            continue
+        for m in _imported_names(name, path):
+            if m.split(".")[0] in ("ray", "analysis") or m in ("threading", "queue"):
+                bad.append(f"{name} -> {m}")
+    return sorted(set(bad))
+
+
+def test_plans_decides_and_runs_nothing():
+    """sweeps/plans/ says what a sweep is before anything runs: no Ray, no threads, no analysis
+    (the halving's board runs in sweeps/running/halving_board.py, the tracker threads in
+    sweeps/results/feed.py)."""
+    assert _plans_running(_modules()) == []
+
+
+def test_the_plans_check_finds_ray_threads_and_the_analysis(tmp_path):
+    for pkg in PACKAGES:
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / "sweeps" / "plans").mkdir()
+    (tmp_path / "sweeps" / "plans" / "__init__.py").write_text("")
+    (tmp_path / "sweeps" / "plans" / "a.py").write_text("def f():\n    import ray\n")
+    (tmp_path / "sweeps" / "plans" / "b.py").write_text("import threading\nfrom analysis.readers import x\n")
+    assert _plans_running(_modules(tmp_path)) == [
+        "sweeps.plans.a -> ray",
+        "sweeps.plans.b -> analysis.readers",
+        "sweeps.plans.b -> analysis.readers.x",
+        "sweeps.plans.b -> threading",
+    ]
+
+
+def string_key_lookups(path: Path) -> int:
+    """`x["key"]` subscripts and `x.get("key")` calls with a string constant for the key."""
+    n = 0
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            n += isinstance(node.slice.value, str)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            n += (
+                bool(node.args)
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            )
+    return n
+
+
+def test_the_way_back_from_a_trial_is_typed():
+    """What a trial returns crosses back as a TrialOutcome, not as JSON text: sweeps/running holds
+    at most one json.loads (a halved trial reading its own checkpoint's curve; the planted
+    trainable's law from the environment aside)."""
+    loads = {
+        f.name: f.read_text(encoding="utf-8").count("json.loads(")
+        for f in (REPO / "sweeps" / "running").glob("*.py")
+        if f.name != "planted.py"
+    }
+    assert sum(loads.values()) <= 1, loads

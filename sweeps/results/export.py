@@ -14,7 +14,8 @@ from dataclasses import replace
 from typing import Any
 
 from depthwidth.clitools import OutputError, check_output_dir, fail
-from sweeps.plans.tracking import WANDB_MODES, Trackers, Tracking, TrialInfo, check_available
+from sweeps.plans.tracking import WANDB_MODES, Tracking, TrialInfo, check_available
+from sweeps.results.feed import Trackers
 
 
 def trial_label(trial) -> str:
@@ -104,7 +105,7 @@ def send_stored(
 def build(tracking: Tracking, sweep: str, store, export: bool = False) -> Trackers:
     """The trackers of a sweep, or of `depthwidth export` (whose failures say to run it again,
     not that a sweep goes on)."""
-    from sweeps.plans.tracking import EXPORT_STOPS
+    from sweeps.results.feed import EXPORT_STOPS
     from sweeps.results.trackers import factories
 
     made, later = factories(tracking, sweep, store.root if store.is_local else None, store.location)

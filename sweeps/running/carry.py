@@ -17,7 +17,6 @@ budget (`planned_columns`); `branched_from` is empty or the spec's run for that 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ import pandas as pd
 
 from depthwidth.config import DataConfig, ModelConfig, TrainConfig
 from runstore.layout import OK
-from runstore.record import REQUIRED_RUN_COLUMNS, TEXT_RUN_COLUMNS, RunRecord
+from runstore.record import REQUIRED_RUN_COLUMNS, TEXT_RUN_COLUMNS, RunRecord, config_of
 from runstore.schema import TableError, check_table, one_row_per_run
 from runstore.tables import upgraded
 from sweeps.plans.errors import SpecError
@@ -119,7 +118,7 @@ def _ids_of(spec, trial_id: str | None) -> set[str]:
 def _same(col: str, got: Any, want: Any, tc: TrialConfig) -> bool:
     if col in CONFIG_JSON:  # compared as what defines the run, whatever the data path's spelling
         try:
-            cfg = CONFIG_JSON[col].from_dict(json.loads(got))
+            cfg = CONFIG_JSON[col].from_dict(config_of(got))
         except Exception:  # not a config of that kind at all
             return False
         section = col.split("_")[0]

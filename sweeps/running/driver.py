@@ -16,9 +16,10 @@ from ray.tune.search import Searcher
 
 from runstore.files import StoreError
 from runstore.store import ResultStore, make_curve
-from sweeps.plans.tracking import Trackers, TrialInfo, eval_metrics
+from sweeps.plans.tracking import TrialInfo, eval_metrics
 from sweeps.plans.trialconfig import TrialConfig
 from sweeps.plans.trialoutcome import OUTCOME_KEY, TrialOutcome
+from sweeps.results.feed import Trackers
 from sweeps.running.outcome import is_oom
 from sweeps.running.progress import ProgressView
 from sweeps.running.record import StoredRun, record_of

@@ -28,13 +28,15 @@ from runstore.store import ResultStore
 from sweeps.backends import cluster, ray_compat
 from sweeps.designing.adaptive import Adaptive, check_adaptive
 from sweeps.plans.branches import groups
-from sweeps.plans.halving import BOARD_PREFIX, grouped, start_board
+from sweeps.plans.halving import BOARD_PREFIX, grouped
 from sweeps.plans.plan import PlanRow, check_memory, check_node_memory, plan_rows
 from sweeps.plans.spec import SpecError, SweepSpec, tomllib
-from sweeps.plans.tracking import FLUSH_TIMEOUT_S, Tracking, check_available
+from sweeps.plans.tracking import Tracking, check_available
 from sweeps.plans.trialconfig import Branch, RunSettings, TrialConfig
 from sweeps.results.export import build, send_stored, trial_info, trial_label
+from sweeps.results.feed import FLUSH_TIMEOUT_S
 from sweeps.running.carry import carry, read_table
+from sweeps.running.halving_board import start_board
 from sweeps.running.outcome import continue_command, paragraph
 from sweeps.running.progress import ProgressView, trial_cost
 from sweeps.running.resume import clear_checkpoints, find_checkpoints
@@ -524,16 +526,11 @@ def _finish(store: ResultStore, analyze: bool, out: TextIO, code: int) -> int:
 
 
 def _analyze(store: ResultStore, out: TextIO) -> None:
-    try:  # lazy: the analysis loads matplotlib and scipy, and may be absent where a sweep runs
-        from analysis.reporting.markdown import verdict_line
-        from analysis.reporting.report import analyze as run_analysis
-    except ImportError:
-        print(
-            f"analysis is not available here; the results are in {store.location} "
-            f"(runs.parquet, curves.parquet).",
-            file=out,
-        )
-        return
+    # lazy: the analysis (a package of depthwidth's own, installed with it) loads matplotlib and
+    # scipy, which a sweep run with --no-analyze need not wait for
+    from analysis.reporting.markdown import verdict_line
+    from analysis.reporting.report import analyze as run_analysis
+
     try:
         result = run_analysis(store.location)
     except Exception as exc:  # the sweep's results stand even when a fit or figure fails

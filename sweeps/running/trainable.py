@@ -161,7 +161,7 @@ def halving_gate(tc: TrialConfig, resume_from: str | None, load):
     run's rungs are judged on cooldown branches, whose losses a resumed run's checkpoint keeps."""
     if not tc.halving or not tc.run.halving_board:
         return None
-    from sweeps.plans.halving import Gate
+    from sweeps.running.halving_board import Gate
 
     state = load(resume_from) if resume_from else {}
     if tc.wsd:
