@@ -54,6 +54,11 @@ Report = Callable[..., Any]
 STOP = "stop"
 
 
+class BranchBehindCheckpoint(ValueError):
+    """A cooldown branch still to take starts before the step a checkpoint resumes from: the run
+    can only take it by starting over (sweeps/running/trainable.py does)."""
+
+
 class _FromCaller(Exception):
     """Carries an exception raised by the caller's `report` out of the run unchanged."""
 
@@ -437,7 +442,7 @@ class _Run:
             (b for b in branches if b.steps not in self.branches_done), key=lambda b: b.cooldown_start
         )
         if self.pending and self.pending[0].cooldown_start < self.step:
-            raise ValueError(
+            raise BranchBehindCheckpoint(
                 f"the cooldown branch of {self.pending[0].steps} steps starts at step "
                 f"{self.pending[0].cooldown_start}, before the checkpoint resumed (step {self.step})."
             )

@@ -270,7 +270,7 @@ def test_plan_cost_counts_what_the_halving_trains(tmp_path):
     # a rung at two-thirds: all three to step 140, the one kept to 200
     late = parse_spec(SPEC.format(halving="eta = 3\nat = [0.667]", store=tmp_path / "s"))
     rows = plan_rows(late)
-    assert {late.halving[t.trial_id]["rungs"][0] for t in late.trials} == {140}
+    assert {late.halving[t.trial_id].rungs[0] for t in late.trials} == {140}
     assert totals(late, rows)["flops"] == pytest.approx(t["full_grid_flops"] * (3 * 140 + 60) / 600)
 
 

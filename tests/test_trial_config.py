@@ -8,8 +8,9 @@ import pathlib
 import pytest
 
 from depthwidth.config import DataConfig, ModelConfig, TrainConfig
+from sweeps.plans.halving import HalvingPlan
 from sweeps.plans.spec import load_spec
-from sweeps.plans.trialconfig import Branch, RunSettings, TrialConfig
+from sweeps.plans.trialconfig import Branch, RayAsk, RunSettings, TrialConfig
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -22,18 +23,25 @@ def _config(**more) -> TrialConfig:
         model=model,
         data=DataConfig(source="digits", path="data/x"),
         train=train,
-        resources={"CPU": 1.0, "memory": 2.0**30},
+        resources=RayAsk(cpu=1.0, memory=2.0**30),
         workers=2,
         flops_per_step=1.5e9,
         resume_uris=("file:///s/tune/a/checkpoint_000001",),
         branches=(Branch("def", train.replace(steps=30)),),
-        run=RunSettings(cpus=2, workers=2, store="/s", experiment="e-1", cwd="/home/u", hook=("h.py", "/d")),
+        run=RunSettings(
+            cpus=2,
+            workers=2,
+            store="/s",
+            experiment="e-1",
+            cwd="/home/u",
+            environ=(("DEPTHWIDTH_DATA", "/d"),),
+        ),
         **more,
     )
 
 
 def test_round_trip_is_exact_and_the_layout_is_the_one_tune_carried():
-    tc = _config(halving={"axis": "lr", "eta": 3, "rungs": [10, 30], "group": "g0"})
+    tc = _config(halving=HalvingPlan("lr", 3, (10, 30), "g0"))
     d = tc.to_dict()
     assert TrialConfig.from_dict(d) == tc
     # the layout every stored Tune experiment holds (a resumed driver reads older ones)
@@ -51,10 +59,12 @@ def test_round_trip_is_exact_and_the_layout_is_the_one_tune_carried():
         "branches",
     }
     assert d["trial"]["branches"] == [{"trial_id": "def", "train": tc.branches[0].train.to_dict()}]
-    assert d["run"]["hook"] == ["h.py", "/d"]
+    assert d["trial"]["resources"] == {"CPU": 1.0, "memory": 2.0**30}
+    assert d["trial"]["halving"] == {"axis": "lr", "eta": 3, "rungs": [10, 30], "group": "g0"}
+    assert d["run"]["environ"] == [["DEPTHWIDTH_DATA", "/d"]]
     assert set(d["run"]) == {
         "cpus",
-        "hook",
+        "environ",
         "workers",
         "sharding",
         "max_failures",

@@ -236,7 +236,7 @@ def trial_resources(config: dict[str, Any]):
     tc = TrialConfig.from_dict(config)
     if tc.run.workers > 1:
         return PlacementGroupFactory([dict(DRIVER)])
-    return PlacementGroupFactory([dict(tc.resources)])
+    return PlacementGroupFactory([tc.resources.to_dict()])
 
 
 def concurrent_trials(asks: list[dict[str, float]], workers: int, nodes: list[dict[str, Any]]) -> int | None:

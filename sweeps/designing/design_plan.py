@@ -35,7 +35,7 @@ def trials_frame(spec: SweepSpec):
     out["flops"] = df["budget_flops"].to_numpy()  # each budget's training compute, branch or not
     if spec.halving:  # design plays the successive halving out (analysis.power.design.planted_table)
         out["steps"] = df["steps"].to_numpy()
-        out["halving"] = [json.dumps(dict(spec.halving[t]), sort_keys=True) for t in df["trial_id"]]
+        out["halving"] = [json.dumps(spec.halving[t].to_dict(), sort_keys=True) for t in df["trial_id"]]
     return out, totals(spec, rows)
 
 

@@ -17,7 +17,9 @@ import json
 import math
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import tomllib
 
@@ -89,6 +91,73 @@ def to_toml(doc: dict, prefix: str = "") -> str:
             body = to_toml(v, f"{name}.")
             out += f"\n\n[{name}]\n" + body.strip() if body.strip() else ""
     return out.strip() + "\n"
+
+
+@dataclass
+class Candidate:
+    """One candidate plan: its spec document, what it changes of the plan as written, its cost and
+    where the search left it (`stage`: rejected, over budget, duplicate, skipped, screened,
+    rated), with its rating once screened or rated."""
+
+    id: int
+    doc: dict
+    depth_cap: Any
+    tokens: str
+    seeds: int
+    lr_points: int
+    wsd: bool = False
+    stage: str = "rejected"
+    note: str = ""
+    spec: Any = None
+    trials: Any = None  # the plan's trials as a table (sweeps/designing/design_plan.py)
+    n_trials: int | None = None
+    flops: float | None = None
+    cost: float | None = None  # in the spec's unit: GPU-hours or CPU core-hours
+    within_budget: bool = False
+    power: float | None = None
+    power_se: float | None = None
+    false_claim: float | None = None
+    width: float | None = None
+    replicates: int | None = None
+
+    def structure(self) -> tuple:
+        return (self.depth_cap, self.tokens, self.lr_points)
+
+    def what(self) -> str:
+        """What it changes, in words."""
+        cap = (
+            "depths as written" if self.depth_cap == "as written" else f"depth ≤ {self.depth_cap}·log3(width)"
+        )
+        if self.tokens == "as written":
+            tok = "token budget as written"
+        elif str(self.tokens).startswith(("3 budgets", "5 budgets")):
+            tok = f"{self.tokens} for every shape"
+        else:
+            tok = f"{self.tokens} tokens per trial"
+        wsd = ", warmup-stable-decay" if self.wsd else ""
+        points = f"{self.lr_points} lr point{'s' if self.lr_points != 1 else ''}"
+        return f"{cap}, {tok}, {self.seeds} seeds, {points}{wsd}"
+
+    def row(self, unit: str) -> dict[str, Any]:
+        """Its row of candidates.csv."""
+        return {
+            "id": self.id,
+            "stage": self.stage,
+            "depth_cap": self.depth_cap,
+            "tokens": self.tokens,
+            "seeds": self.seeds,
+            "lr_points": self.lr_points,
+            "n_trials": self.n_trials,
+            "flops": self.flops,
+            unit: self.cost,
+            "within_budget": self.within_budget,
+            "power": self.power,
+            "power_se": self.power_se,
+            "false_claim": self.false_claim,
+            "width": self.width,
+            "replicates": self.replicates,
+            "note": self.note,
+        }
 
 
 def candidate_docs(doc: dict, tokens: float) -> list[tuple[dict, dict]]:
@@ -233,90 +302,68 @@ def three_budgets(doc: dict, tokens: float) -> dict | None:
     return {"steps": steps, "label": "3 budgets: " + "/".join(map(str, steps)) + " steps"}
 
 
-def _most_seeds(pool: list[dict], limit: int) -> list[dict]:
+def _most_seeds(pool: list[Candidate], limit: int) -> list[Candidate]:
     """Per structure (depth cap, token rule, lr points) the variant with the most seeds that fits
     the budget (more seeds never cost power); then at most `limit` of them, costliest first, and
     the plan as written whenever it fits."""
-    best: dict[tuple, dict] = {}
+    best: dict[tuple, Candidate] = {}
     for c in pool:
-        key = (c["depth_cap"], c["tokens"], c["lr_points"])
-        if key not in best or c["seeds"] > best[key]["seeds"]:
-            best[key] = c
+        if c.structure() not in best or c.seeds > best[c.structure()].seeds:
+            best[c.structure()] = c
+    chosen = {id(c) for c in best.values()}
     for c in pool:
-        if c not in best.values() and c["id"] != 0:
-            c.update(stage="skipped", note="a variant of this structure with more seeds fits")
-    keep = sorted(best.values(), key=lambda c: -c["flops"])[:limit]
-    base = [c for c in pool if c["id"] == 0 and c not in keep]
+        if id(c) not in chosen and c.id != 0:
+            c.stage, c.note = "skipped", "a variant of this structure with more seeds fits"
+    keep = sorted(best.values(), key=lambda c: -c.flops)[:limit]
+    kept = {id(c) for c in keep}
+    base = [c for c in pool if c.id == 0 and id(c) not in kept]
     for c in best.values():
-        if c not in keep:
-            c.update(stage="skipped", note=f"beyond the {limit} candidates screened")
+        if id(c) not in kept:
+            c.stage, c.note = "skipped", f"beyond the {limit} candidates screened"
     return keep + base
 
 
-def _rank_key(c: dict, objective: str):
+def _rank_key(c: Candidate, objective: str):
     # Powers within a Monte Carlo step of 0.05 tie; a plan that claims under the null ranks last.
-    p, w = round((c.get("power") or 0.0) / 0.05), c.get("width")
-    fc = (c.get("false_claim") or 0.0) > 0.1
-    w = math.inf if w is None else w
-    return (fc, -p, w, c["flops"]) if objective == "power" else (fc, w, -p, c["flops"])
+    p = round((c.power or 0.0) / 0.05)
+    fc = (c.false_claim or 0.0) > 0.1
+    w = math.inf if c.width is None else c.width
+    return (fc, -p, w, c.flops) if objective == "power" else (fc, w, -p, c.flops)
 
 
-def _screen(c: dict, model, target: float, args) -> None:
+def _screen(c: Candidate, model, target: float, args) -> None:
     from analysis.power import design as dz
 
-    out = dz.simulate(c["trials"], [target], model, args.screen, args.bootstrap, args.seed, args.jobs)
+    out = dz.simulate(c.trials, [target], model, args.screen, args.bootstrap, args.seed, args.jobs)
     _rated(c, out, target, args.screen, "screened")
 
 
-def _final(c: dict, model, target: float, args) -> None:
+def _final(c: Candidate, model, target: float, args) -> None:
     from analysis.power import design as dz
 
-    out = dz.power_runs(c["trials"], [target], model, args.replicates, args.bootstrap, args.seed, args.jobs)
+    out = dz.power_runs(c.trials, [target], model, args.replicates, args.bootstrap, args.seed, args.jobs)
     k = str(float(target))
     _rated(c, out, target, int((out["effect"].astype(str) == k).sum()), "rated")
 
 
-def _rated(c: dict, out, target: float, replicates: int, stage: str) -> None:
+def _rated(c: Candidate, out, target: float, replicates: int, stage: str) -> None:
     """A candidate's power, its Monte Carlo error, false claims and interval width at `target`."""
     from analysis.power import design as dz
 
     s = dz.summarize(out)
     k = str(float(target))
-    c.update(
-        power=s["power"][k],
-        power_se=s["power_mc"][k]["se"],
-        false_claim=s["false_claim"]["rate"],
-        width=s["median_interval_width"][k],
-        replicates=replicates,
-        stage=stage,
-    )
+    c.power, c.power_se = s["power"][k], s["power_mc"][k]["se"]
+    c.false_claim, c.width = s["false_claim"]["rate"], s["median_interval_width"][k]
+    c.replicates, c.stage = replicates, stage
 
 
-def _table(cands: list[dict], unit: str):
+def _table(cands: list[Candidate], unit: str):
     import pandas as pd
 
-    cols = [
-        "id",
-        "stage",
-        "depth_cap",
-        "tokens",
-        "seeds",
-        "lr_points",
-        "n_trials",
-        "flops",
-        unit,
-        "within_budget",
-        "power",
-        "power_se",
-        "false_claim",
-        "width",
-        "replicates",
-        "note",
-    ]
-    return pd.DataFrame([{k: c.get(k) for k in cols} for c in cands], columns=cols)
+    return pd.DataFrame([c.row(unit) for c in cands])
 
 
-def _parse_candidate(doc: dict, spec, c: dict):
+def _parse_candidate(doc: dict, spec, c: Candidate):
     """The candidate's spec; a candidate put on WSD that WSD cannot run (a halving rung whose
     cooldown would start inside the warmup) falls back to the plan's own cosine schedule."""
     parse = lambda d: parse_spec(to_toml(d), spec.source_path, base_dir=_spec_dir(spec))
@@ -324,10 +371,11 @@ def _parse_candidate(doc: dict, spec, c: dict):
         try:
             return parse(doc)
         except SpecError:
-            if not c.pop("wsd", False):
+            if not c.wsd:
                 raise
+            c.wsd = False
             doc["train"].pop("schedule")
-            c["note"] = "kept on cosine: its halving rung falls inside the warmup on WSD"
+            c.note = "kept on cosine: its halving rung falls inside the warmup on WSD"
             return parse(doc)
 
 
@@ -353,47 +401,41 @@ def propose(args, effects) -> int:
     tokens = float(np.exp(np.mean(np.log(base_trials["tokens"].to_numpy(float)))))
     cands, seen = [], {}
     for i, (doc, what) in enumerate(candidate_docs(tomllib.loads(spec.text), tokens)):
-        c = {"id": i, "doc": doc, **what, "stage": "rejected", "note": ""}
+        c = Candidate(i, doc, **what)
         try:
-            s = _parse_candidate(doc, spec, c)
-            c["trials"], tot = trials_frame(s)
-            c["spec"] = s
+            c.spec = _parse_candidate(doc, spec, c)
+            c.trials, tot = trials_frame(c.spec)
         except SpecError as exc:
-            c["note"] = str(exc)
+            c.note = str(exc)
             cands.append(c)
             continue
-        c.update(
-            n_trials=len(c["trials"]),
-            flops=tot["flops"],
-            **{unit: tot.get(unit)},
-            within_budget=tot["flops"] <= budget * (1 + 1e-9),
-        )
-        key = frozenset(c["trials"]["trial_id"])
+        c.n_trials, c.flops, c.cost = len(c.trials), tot["flops"], tot.get(unit)
+        c.within_budget = tot["flops"] <= budget * (1 + 1e-9)
+        key = frozenset(c.trials["trial_id"])
         if key in seen:
-            c.update(stage="duplicate", within_budget=False, note=f"the same trials as candidate {seen[key]}")
-        elif not c["within_budget"]:
-            c.update(stage="over budget", note="over the budget")
+            c.stage, c.within_budget, c.note = "duplicate", False, f"the same trials as candidate {seen[key]}"
+        elif not c.within_budget:
+            c.stage, c.note = "over budget", "over the budget"
         seen.setdefault(key, i)
         cands.append(c)
-    pool = [c for c in cands if c.get("within_budget")]
-    pool = _most_seeds(pool, args.candidates)
+    pool = _most_seeds([c for c in cands if c.within_budget], args.candidates)
     if not pool:
         return fail(
             f"--budget = {args.budget!r} is invalid: no candidate plan fits it (the "
-            f"cheapest costs {min(c['flops'] for c in cands if 'flops' in c):.3g} FLOPs)."
+            f"cheapest costs {min(c.flops for c in cands if c.flops is not None):.3g} FLOPs)."
         )
     models = {
-        c["id"]: build_model(c["spec"], c["trials"], args)[0]
+        c.id: build_model(c.spec, c.trials, args)[0]
         if args.pilot
-        else default_model(c["spec"], c["trials"], args.noise)
+        else default_model(c.spec, c.trials, args.noise)
         for c in pool
     }
     for c in pool:
-        _screen(c, models[c["id"]], args.target, args)
+        _screen(c, models[c.id], args.target, args)
     pool.sort(key=lambda c: _rank_key(c, args.objective))
-    finalists = pool[: args.finalists] + [c for c in pool[args.finalists :] if c["id"] == 0]
+    finalists = pool[: args.finalists] + [c for c in pool[args.finalists :] if c.id == 0]
     for c in finalists:
-        _final(c, models[c["id"]], args.target, args)
+        _final(c, models[c.id], args.target, args)
     finalists.sort(key=lambda c: _rank_key(c, args.objective))
     best = finalists[0]
     return _write(args, spec, cands, best, unit, budget, noise, cost_text)
@@ -419,18 +461,18 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
 
     out = Path(args.out or default_out(spec))  # checked before the search
     out.mkdir(parents=True, exist_ok=True)
-    doc = copy.deepcopy(best["doc"])
+    doc = copy.deepcopy(best.doc)
     doc["name"] = f"{spec.name}-proposed"
     if doc.get("description"):  # the spec's words describe the plan as written
-        doc["description"] = f"{doc['description']}; proposed variant: {_what(best)}"
+        doc["description"] = f"{doc['description']}; proposed variant: {best.what()}"
     _data_path_from(doc, _spec_dir(spec), out)
     if isinstance(doc.get("storage"), dict) and "path" in doc["storage"]:
         doc["storage"]["path"] = doc["storage"]["path"].rstrip("/") + "-proposed"
-    base = next(c for c in cands if c["id"] == 0)
+    base = next(c for c in cands if c.id == 0)
     human = (
         unit.replace("_", " ").replace("cpu core hours", "CPU core-hours").replace("gpu hours", "GPU-hours")
     )
-    if best["id"] == 0:
+    if best.id == 0:
         verdict = (
             f"the plan as written is the best found: no candidate within "
             f"{args.budget} was more powerful at b = {args.target:g}"
@@ -438,22 +480,22 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
         )
     else:
         verdict = (
-            f"candidate {best['id']} ({_what(best)}) reaches power {best['power']:.2f} at "
-            f"b = {args.target:g} for {best[unit]:.3g} {human}"
+            f"candidate {best.id} ({best.what()}) reaches power {best.power:.2f} at "
+            f"b = {args.target:g} for {best.cost:.3g} {human}"
             + (
-                f"; the plan as written: {base['power']:.2f} for {base[unit]:.3g}"
-                if base.get("power") is not None
-                else f"; the plan as written costs {base.get(unit, float('nan')):.3g} {human}"
-                + (" (over the budget)" if not base.get("within_budget") else "")
+                f"; the plan as written: {base.power:.2f} for {base.cost:.3g}"
+                if base.power is not None
+                else f"; the plan as written costs {_or_nan(base.cost):.3g} {human}"
+                + (" (over the budget)" if not base.within_budget else "")
             )
         )
     head = (
         f"# Proposed by `depthwidth design --propose` from {spec.source_path} for a budget of "
-        f"{args.budget}: {_what(best)}.\n# Rated on planted replicates (docs/design-power.md): "
-        f"power {best['power']:.2f} at b = {args.target:g}, false claims "
-        f"{best['false_claim']:.2f}, median interval width "
-        f"{'-' if best['width'] is None else format(best['width'], '.3g')} "
-        f"({best['replicates']} replicates, seed noise {noise['value']:.2%}, {noise['source']}).\n"
+        f"{args.budget}: {best.what()}.\n# Rated on planted replicates (docs/design-power.md): "
+        f"power {best.power:.2f} at b = {args.target:g}, false claims "
+        f"{best.false_claim:.2f}, median interval width "
+        f"{'-' if best.width is None else format(best.width, '.3g')} "
+        f"({best.replicates} replicates, seed noise {noise['value']:.2%}, {noise['source']}).\n"
     )
     toml_path, table = out / "proposed.toml", _table(cands, unit)
     text = head + to_toml(doc)
@@ -467,21 +509,21 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
     result = {
         "proposed": str(toml_path),
         "candidates": str(out / "candidates.csv"),
-        "chosen": best["id"],
+        "chosen": best.id,
         "verdict": verdict,
         "budget": args.budget,
         "budget_flops": budget,
         "target": args.target,
         "objective": args.objective,
-        "power": best["power"],
-        "power_se": best["power_se"],
-        "false_claim": best["false_claim"],
-        "median_interval_width": best["width"],
-        "replicates": best["replicates"],
-        "cost": {"flops": best["flops"], unit: best[unit]},
+        "power": best.power,
+        "power_se": best.power_se,
+        "false_claim": best.false_claim,
+        "median_interval_width": best.width,
+        "replicates": best.replicates,
+        "cost": {"flops": best.flops, unit: best.cost},
         "noise": noise,
         "n_candidates": len(cands),
-        "n_within_budget": int(sum(bool(c.get("within_budget")) for c in cands)),
+        "n_within_budget": int(sum(c.within_budget for c in cands)),
     }
     if args.json:
         print(json.dumps(result, default=float))
@@ -492,22 +534,14 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
             f"{args.finalists} and the plan as written rated in full"
         )
         print(verdict)
-        cost = {"flops": best["flops"], "pf_days": best["flops"] / 8.64e19, unit: best[unit]}
+        cost = {"flops": best.flops, "pf_days": best.flops / 8.64e19, unit: best.cost}
         print(f"proposed spec: {toml_path} (cost: {cost_text(cost)})")
         print(f"every candidate: {out / 'candidates.csv'}, {out / 'candidates.md'}")
     return 0
 
 
-def _what(c: dict) -> str:
-    cap = "depths as written" if c["depth_cap"] == "as written" else f"depth ≤ {c['depth_cap']}·log3(width)"
-    if c["tokens"] == "as written":
-        tok = "token budget as written"
-    elif str(c["tokens"]).startswith(("3 budgets", "5 budgets")):
-        tok = f"{c['tokens']} for every shape"
-    else:
-        tok = f"{c['tokens']} tokens per trial"
-    wsd = ", warmup-stable-decay" if c.get("wsd") else ""
-    return f"{cap}, {tok}, {c['seeds']} seeds, {c['lr_points']} lr point{'s' if c['lr_points'] != 1 else ''}{wsd}"
+def _or_nan(v: float | None) -> float:
+    return math.nan if v is None else v
 
 
 def _markdown(table) -> str:

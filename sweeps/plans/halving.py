@@ -48,6 +48,41 @@ class Halving:
         return list(self.at) if self.at else [1 / self.eta**k for k in range(self.rungs, 0, -1)]
 
 
+@dataclass(frozen=True)
+class HalvingPlan:
+    """One trial's part in a successive halving: the axis chosen per group, eta, the rung steps,
+    its group, and on WSD each rung's cooldown (the rung is judged on a cooldown branch). Its
+    to_dict is the row's `halving` record, less the losses (analysis/readers/halving.py reads it)."""
+
+    axis: str
+    eta: int
+    rungs: tuple[int, ...]
+    group: str
+    cooldowns: tuple[int, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "axis": self.axis,
+            "eta": self.eta,
+            "rungs": list(self.rungs),
+            "group": self.group,
+        }
+        if self.cooldowns is not None:
+            out["cooldowns"] = list(self.cooldowns)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> HalvingPlan:
+        cooldowns = d.get("cooldowns")
+        return cls(
+            axis=str(d["axis"]),
+            eta=int(d["eta"]),
+            rungs=tuple(int(r) for r in d["rungs"]),
+            group=str(d["group"]),
+            cooldowns=None if cooldowns is None else tuple(int(c) for c in cooldowns),
+        )
+
+
 def parse_halving(doc: Mapping[str, Any], path: str) -> Halving | None:
     """The [halving] table of a parsed spec (None when absent)."""
     table = doc.get("halving")
@@ -118,17 +153,16 @@ def group_of(config: Mapping[str, Mapping[str, Any]], owner: str, fname: str) ->
     return hashlib.sha256(json.dumps(blank, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def plan(trials: Sequence, h: Halving, path: str, field: tuple[str, str]) -> dict[str, dict[str, Any]]:
-    """trial_id -> what the trial and its row carry: {"axis", "eta", "rungs", "group"};
-    `field` is (config, field name) of the axis."""
+def plan(trials: Sequence, h: Halving, path: str, field: tuple[str, str]) -> dict[str, HalvingPlan]:
+    """trial_id -> the trial's HalvingPlan; `field` is (config, field name) of the axis."""
     out = {}
     for t in trials:
         rungs = rung_steps(t.train.steps, t.train.eval_every, h, path)
         group = group_of(t.config_dict(), *field)
-        out[t.trial_id] = {"axis": h.axis, "eta": h.eta, "rungs": rungs, "group": group}
+        cooldowns = None
         if t.train.schedule == "wsd":  # each rung judged on a cooldown branch, a complete short run
             try:
-                out[t.trial_id]["cooldowns"] = rung_cooldowns(rungs, t.train)
+                cooldowns = tuple(rung_cooldowns(rungs, t.train))
             except ValueError as exc:  # a rung too early for the warmup to end before its cooldown
                 field = f"halving.at = {list(h.at)}" if h.at else f"halving.rungs = {h.rungs}"
                 raise SpecError(
@@ -136,6 +170,7 @@ def plan(trials: Sequence, h: Halving, path: str, field: tuple[str, str]) -> dic
                     f"the rung at step {rungs[0]} of a {t.train.steps}-step run is judged on a "
                     f"cooldown branch, and {exc}"
                 ) from None
+        out[t.trial_id] = HalvingPlan(h.axis, h.eta, tuple(rungs), group, cooldowns)
     return out
 
 
@@ -165,33 +200,29 @@ def rung_cooldowns(rungs: Sequence[int], train) -> list[int]:
     return [r - train.replace(steps=r).cooldown_start for r in rungs]
 
 
-def expected_flops(rows: Sequence, halving: Mapping[str, Mapping[str, Any]]) -> float:
+def expected_flops(rows: Sequence, halving: Mapping[str, HalvingPlan]) -> float:
     """The training FLOPs of these plan rows (sweeps/plans/plan.py) under the halving: each row's
     full-length FLOPs times its group's steps_share."""
     size: dict[str, int] = {}
     for row in rows:
         if row.trial_id in halving:
-            g = halving[row.trial_id]["group"]
+            g = halving[row.trial_id].group
             size[g] = size.get(g, 0) + 1
     total = 0.0
     for row in rows:
         h = halving.get(row.trial_id)
-        share = (
-            1.0
-            if h is None
-            else steps_share(size[h["group"]], h["rungs"], int(row.steps), h["eta"], h.get("cooldowns"))
-        )
+        share = 1.0 if h is None else steps_share(size[h.group], h.rungs, int(row.steps), h.eta, h.cooldowns)
         total += float(row.flops) * share
     return total
 
 
-def grouped(trials: list, plans: Mapping[str, Mapping[str, Any]]) -> list:
+def grouped(trials: list, plans: Mapping[str, HalvingPlan]) -> list:
     """The trials ordered group by group (each group where its first member stood), so that a
     group's members run side by side."""
     order: dict[str, int] = {}
     for t in trials:
-        order.setdefault(plans[t.trial_id]["group"], len(order))
-    return sorted(trials, key=lambda t: order[plans[t.trial_id]["group"]])
+        order.setdefault(plans[t.trial_id].group, len(order))
+    return sorted(trials, key=lambda t: order[plans[t.trial_id].group])
 
 
 def rung_losses(curve: Sequence[Mapping[str, Any]], rungs: Sequence[int]) -> list[float]:
@@ -206,9 +237,9 @@ def rung_losses(curve: Sequence[Mapping[str, Any]], rungs: Sequence[int]) -> lis
 
 
 def row_record(
-    halving: Mapping[str, Any], curve: Sequence[Mapping[str, Any]], losses: Sequence[float] | None = None
+    halving: HalvingPlan, curve: Sequence[Mapping[str, Any]], losses: Sequence[float] | None = None
 ) -> str:
     """The row's `halving` column (analysis/readers/halving.py reads it): the rung losses read
     off the curve, or those of the rungs' cooldown branches (`losses`) for a WSD run."""
-    got = list(losses) if losses is not None else rung_losses(curve, halving["rungs"])
-    return json.dumps({**halving, "losses": got}, sort_keys=True)
+    got = list(losses) if losses is not None else rung_losses(curve, halving.rungs)
+    return json.dumps({**halving.to_dict(), "losses": got}, sort_keys=True)

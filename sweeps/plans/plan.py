@@ -303,8 +303,8 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
     if "full_grid_flops" in t:
         h = next(iter(spec.halving.values()))
         lines.append(
-            f"successive halving over {h['axis']} (eta {h['eta']}, rungs at steps "
-            f"{', '.join(map(str, h['rungs']))} of the first trial): the losers stop at their rung, so "
+            f"successive halving over {h.axis} (eta {h.eta}, rungs at steps "
+            f"{', '.join(map(str, h.rungs))} of the first trial): the losers stop at their rung, so "
             f"the sweep trains {t['flops'] / t['full_grid_flops']:.0%} of the full grid's "
             f"{t['full_grid_flops']:.3g} FLOPs"
         )

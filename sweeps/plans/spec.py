@@ -57,7 +57,7 @@ from sweeps.plans.budget import (
 )
 from sweeps.plans.errors import SpecError, choice, fail, known_table, number, text
 from sweeps.plans.expand import MAX_TRIALS, _cheap_sources, grid_trials
-from sweeps.plans.halving import parse_halving
+from sweeps.plans.halving import HalvingPlan, parse_halving
 from sweeps.plans.halving import plan as plan_halving
 from sweeps.plans.tracking import Tracking, parse_tracking
 from sweeps.plans.where import WhereError, compile_where, evaluate_where, where_names
@@ -161,7 +161,7 @@ class SweepSpec:
     budget: Budget | None
     tracking: Tracking = Tracking()  # [tracking]: experiment trackers (sweeps/plans/tracking.py)
     # [halving]: trial_id -> its group and rung steps (sweeps/plans/halving.py); empty without one
-    halving: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    halving: Mapping[str, HalvingPlan] = field(default_factory=dict)
     # budget.from_one_run: trial_id of each cooldown branch -> the run it branches from
     # (sweeps/plans/branches.py); empty without it
     branched_from: Mapping[str, str] = field(default_factory=dict)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from depthwidth.config import DataConfig, ModelConfig, TrainConfig
+from sweeps.plans.halving import HalvingPlan
 
 
 @dataclass(frozen=True)
@@ -28,11 +29,44 @@ class Branch:
 
 
 @dataclass(frozen=True)
+class RayAsk:
+    """What one worker of a trial asks Ray for: CPUs, a GPU share, host memory in bytes (CPU trials)."""
+
+    cpu: float = 1.0
+    gpu: float = 0.0
+    memory: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        """Ray's resource dict: CPU always, GPU and memory where asked."""
+        out = {"CPU": float(self.cpu)}
+        if self.gpu:
+            out["GPU"] = float(self.gpu)
+        if self.memory:
+            out["memory"] = float(self.memory)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, float]) -> RayAsk:
+        return cls(
+            cpu=float(d.get("CPU", 1.0)), gpu=float(d.get("GPU", 0.0)), memory=float(d.get("memory", 0.0))
+        )
+
+
+ENVIRON_PREFIX = "DEPTHWIDTH_"  # the driver's settings of this prefix hold in every trial
+
+
+def depthwidth_environ() -> tuple[tuple[str, str], ...]:
+    """This process's DEPTHWIDTH_* environment, which every trial of its sweep is given."""
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(ENVIRON_PREFIX)))
+
+
+@dataclass(frozen=True)
 class RunSettings:
     """What every trial of one Tune run shares: the CPUs per worker, the workers per trial and
     how they shard, the failures Ray may retry, the store and the Tune experiment, the folder the
-    sweep started from (relative data paths mean it), the halving board's actor name, and a test
-    harness's hook ((file, folder), sweeps/running/trainable.py's HOOK_FILE_ENV; None in normal use)."""
+    sweep started from (relative data paths mean it), the halving board's actor name, and the
+    driver's DEPTHWIDTH_* environment, which the trial takes on (a cluster's workers did not start
+    from the driver's shell)."""
 
     cpus: float = 1.0
     workers: int = 1
@@ -42,12 +76,12 @@ class RunSettings:
     experiment: str = ""
     cwd: str = ""
     halving_board: str | None = None
-    hook: tuple[str, str] | None = None
+    environ: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "cpus": self.cpus,
-            "hook": list(self.hook) if self.hook else None,
+            "environ": [list(kv) for kv in self.environ],
             "workers": self.workers,
             "sharding": self.sharding,
             "max_failures": self.max_failures,
@@ -59,7 +93,6 @@ class RunSettings:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RunSettings:
-        hook = d.get("hook")
         return cls(
             cpus=d.get("cpus", 1.0),
             workers=int(d.get("workers", 1)),
@@ -69,7 +102,7 @@ class RunSettings:
             experiment=d.get("experiment", ""),
             cwd=d.get("cwd", ""),
             halving_board=d.get("halving_board"),
-            hook=(str(hook[0]), str(hook[1])) if hook else None,
+            environ=tuple((str(k), str(v)) for k, v in d.get("environ") or ()),
         )
 
 
@@ -85,11 +118,11 @@ class TrialConfig:
     model: ModelConfig
     data: DataConfig
     train: TrainConfig
-    resources: Mapping[str, float] = field(default_factory=dict)
+    resources: RayAsk = RayAsk()
     workers: int = 1
     flops_per_step: float | None = None
     resume_uris: tuple[str, ...] = ()
-    halving: Mapping[str, Any] | None = None
+    halving: HalvingPlan | None = None
     branches: tuple[Branch, ...] = ()
     branched_from: str = ""
     run: RunSettings = RunSettings()
@@ -100,12 +133,12 @@ class TrialConfig:
             "trial_id": self.trial_id,
             **self.configs_dict(),
             "resume_uris": list(self.resume_uris),
-            "resources": dict(self.resources),
+            "resources": self.resources.to_dict(),
             "workers": self.workers,
             "flops_per_step": self.flops_per_step,
         }
         if self.halving:
-            trial["halving"] = dict(self.halving)
+            trial["halving"] = self.halving.to_dict()
         if self.branches:
             trial["branches"] = [{"trial_id": b.trial_id, "train": b.train.to_dict()} for b in self.branches]
         if self.branched_from:
@@ -120,11 +153,11 @@ class TrialConfig:
             model=ModelConfig.from_dict(t["model"]),
             data=DataConfig.from_dict(t["data"]),
             train=TrainConfig.from_dict(t["train"]),
-            resources=dict(t.get("resources") or {}),
+            resources=RayAsk.from_dict(t.get("resources") or {}),
             workers=int(t.get("workers", 1)),
             flops_per_step=t.get("flops_per_step"),
             resume_uris=tuple(t.get("resume_uris", ())),
-            halving=dict(t["halving"]) if t.get("halving") else None,
+            halving=HalvingPlan.from_dict(t["halving"]) if t.get("halving") else None,
             branches=tuple(
                 Branch(b["trial_id"], TrainConfig.from_dict(b["train"])) for b in t.get("branches", ())
             ),

@@ -18,23 +18,14 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
-import shutil
 import socket
-import tempfile
 from typing import Any
 
 from runstore.layout import TUNE_DIR
 from runstore.location import Location
 from sweeps.backends import ray_compat
 from sweeps.plans.trialconfig import TrialConfig
-from sweeps.running.trainable import (
-    RESUME_NOTE_KEY,
-    final_report,
-    first_loadable,
-    outcome_of,
-    train_configs,
-    trial_hook,
-)
+from sweeps.running.trainable import run_loop, take_environ
 
 GROUP_TIMEOUT = dt.timedelta(minutes=30)  # a collective that waits longer fails (Train's default)
 
@@ -48,8 +39,9 @@ def run_workers(config: dict[str, Any]) -> None:
     tc = TrialConfig.from_dict(config)
     run = tc.run
     ray_compat.fast_train_health_check()
-    ask = dict(tc.resources)  # per worker
-    use_gpu = ask.get("GPU", 0) > 0
+    take_environ(run)
+    ask = tc.resources.to_dict()  # per worker
+    use_gpu = tc.resources.gpu > 0
     store = Location(run.store)
     trainer = TorchTrainer(
         worker_loop,
@@ -133,61 +125,26 @@ def worker_loop(config: dict[str, Any]) -> None:
     """One of the trial's N workers (runs in a Ray Train worker process)."""
     import torch.distributed as dist
     from ray import train as ray_train
-    from ray import tune
     from ray.train.collective import broadcast_from_rank_zero
     from ray.util import get_node_ip_address
 
-    from depthwidth.train import Parallel, load_checkpoint, train
+    from depthwidth.train import Parallel
 
     tc = TrialConfig.from_dict(config)
-    tid, run = tc.trial_id, tc.run
+    take_environ(tc.run)
     ctx = ray_train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    model, data, train_cfg = train_configs(tc)
     device = None
-    if tc.resources.get("GPU", 0) > 0:
+    if tc.resources.gpu > 0:
         from ray.train.torch import get_device
 
         device = str(get_device())
     host = get_node_ip_address()  # 127.0.0.1 on an embedded Ray
     join_process_group(rank, world, "nccl" if device else "gloo", host, broadcast_from_rank_zero)
-    work = tempfile.mkdtemp(prefix=f"depthwidth-{tid}-{rank}-")
-    try:
-        candidates = [ray_train.get_checkpoint()]  # the Train run's last, after a worker restart
-        candidates += [tune.Checkpoint(uri) for uri in tc.resume_uris]  # older runs'
-        resume_from, resumed_step, note = first_loadable(
-            [c for c in candidates if c is not None], work, load_checkpoint
+    try:  # the trainable's own loop, on this worker's share of each batch
+        run_loop(
+            tc, ray_train.report, ray_train.get_checkpoint(), Parallel(rank, world, tc.run.sharding, device)
         )
-        hook = trial_hook(run)
-        if hook and rank == 0:
-            hook.started(run.hook[1], tid, resumed_step, os.getpid(), world)
-
-        def report(metrics: dict[str, Any], checkpoint: str | None = None) -> None:
-            metrics = {
-                **metrics,
-                "trial_id": tid,
-                "progress": metrics["step"] / train_cfg.steps,
-                RESUME_NOTE_KEY: note,
-            }
-            saved = None
-            if checkpoint is not None:  # rank 0 only: the others pass none
-                saved = tune.Checkpoint.from_directory(checkpoint)
-                saved.set_metadata({"trial_id": tid, "step": int(metrics["step"])})
-            ray_train.report(metrics, checkpoint=saved)  # every rank, every evaluation
-            if saved is not None and hook:
-                hook.checkpointed(run.hook[1], tid, resumed_step, int(metrics["step"]))
-
-        result = train(
-            model,
-            data,
-            train_cfg,
-            report=report,
-            checkpoint_dir=os.path.join(work, "checkpoint"),
-            resume_from=resume_from,
-            parallel=Parallel(rank, world, run.sharding, device),
-        )
-        ray_train.report(final_report(outcome_of(tid, result, resumed_step, note, workers=world)))
     finally:
-        shutil.rmtree(work, ignore_errors=True)
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from analysis.readers.halving import beaten, decide
-from sweeps.plans.halving import rung_losses
+from sweeps.plans.halving import HalvingPlan, rung_losses
 
 
 class Board:
@@ -55,13 +55,13 @@ class Board:
         return "go" if len(kept) > rung else "wait"
 
 
-def start_board(name: str, trials: Sequence, plans: Mapping[str, Mapping[str, Any]], store) -> Any:
+def start_board(name: str, trials: Sequence, plans: Mapping[str, HalvingPlan], store) -> Any:
     """The board actor for one driver run, knowing the trials to run and those already stored."""
     import ray
 
-    eta = next(iter(plans.values()))["eta"]
-    members = {t.trial_id: plans[t.trial_id]["group"] for t in trials}
-    n_rungs = {p["group"]: len(p["rungs"]) for p in plans.values()}
+    eta = next(iter(plans.values())).eta
+    members = {t.trial_id: plans[t.trial_id].group for t in trials}
+    n_rungs = {p.group: len(p.rungs) for p in plans.values()}
     board = ray.remote(num_cpus=0)(Board).options(name=name).remote(eta, members, n_rungs)
     runs = store.runs()
     if "halving" in runs.columns:
@@ -82,14 +82,14 @@ class Gate:
     def __init__(
         self,
         tid: str,
-        halving: Mapping[str, Any],
+        halving: HalvingPlan,
         board_name: str,
         earlier: Sequence = (),
         by_branch: bool = False,
     ):
         import ray
 
-        self.tid, self.rungs = tid, list(halving["rungs"])
+        self.tid, self.rungs = tid, list(halving.rungs)
         self.board = ray.get_actor(board_name)
         self.sent, self.by_branch, self.losses = 0, by_branch, []
         # a resumed trial's rungs behind it: read off its curve, or its branches' losses

@@ -61,13 +61,14 @@ def planted_trial(config: dict) -> None:
     """Drop-in for sweeps.running.trainable.run_trial."""
     from ray import tune
 
-    from sweeps.running.trainable import final_report, trial_hook
+    from sweeps.running.trainable import final_report, take_environ, trial_hook
 
     tc = TrialConfig.from_dict(config)
     law = json.loads(os.environ.get(PLANTED_ENV) or "{}")
-    hook = trial_hook(tc.run)
+    take_environ(tc.run)
+    hook = trial_hook()
     if hook:  # a test notes the start and may hold the trial here
-        hook.started(tc.run.hook[1], tc.trial_id, 0, os.getpid())
-        hook.checkpointed(tc.run.hook[1], tc.trial_id, 0, 0)
+        hook.started(tc.trial_id, 0, os.getpid())
+        hook.checkpointed(tc.trial_id, 0, 0)
     time.sleep(float(law.pop("sleep_s", 0.0)))
     tune.report(final_report(TrialOutcome(tc.trial_id, planted_result(tc, law))))

@@ -28,11 +28,11 @@ from runstore.store import ResultStore
 from sweeps.backends import cluster, ray_compat
 from sweeps.designing.adaptive import Adaptive, check_adaptive
 from sweeps.plans.branches import groups
-from sweeps.plans.halving import BOARD_PREFIX, grouped
+from sweeps.plans.halving import BOARD_PREFIX, HalvingPlan, grouped
 from sweeps.plans.plan import PlanRow, check_memory, check_node_memory, plan_rows
 from sweeps.plans.spec import SpecError, SweepSpec, tomllib
 from sweeps.plans.tracking import Tracking, check_available
-from sweeps.plans.trialconfig import Branch, RunSettings, TrialConfig
+from sweeps.plans.trialconfig import Branch, RayAsk, RunSettings, TrialConfig, depthwidth_environ
 from sweeps.results.export import build, send_stored, trial_info, trial_label
 from sweeps.results.feed import FLUSH_TIMEOUT_S
 from sweeps.running.carry import carry, read_table
@@ -332,7 +332,7 @@ def _trial_configs(
     todo: list,
     again: set[str],
     plans: dict[str, PlanRow],
-    halving: Mapping[str, Any] | None = None,
+    halving: Mapping[str, HalvingPlan] | None = None,
     one_run: bool = False,
 ) -> tuple[list[TrialConfig], dict[str, list]]:
     """Each trial's config as its Tune function reads it, with the checkpoints in the store it
@@ -349,7 +349,7 @@ def _trial_configs(
             t,
             resume_uris=tuple(uri for uri, _ in resume.get(t.trial_id, [])),
             **_asks(plans[t.trial_id]),
-            halving=dict(halving[t.trial_id]) if halving else None,
+            halving=halving[t.trial_id] if halving else None,
             branches=tuple(Branch(b.trial_id, b.train) for b in shares[t.trial_id]),
         )
         for t in runs
@@ -415,11 +415,8 @@ def _fit_in_chunks(run: _Run, trials: list[TrialConfig], feed: _Feed, limit: int
     experiment checkpoint), so a sweep of thousands is several Tune runs in a row, the next
     started only when the last ended with each of its trials stored or failed. Returns how the
     last one ended: {"crash": exc} (an error inside Tune), {"interrupted": True} or {}."""
-    from sweeps.running.trainable import HOOK_DIR_ENV, HOOK_FILE_ENV  # lazy: imports Ray
-
     r = run.spec.resources
     exp = f"{run.spec.name}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}"
-    hook = [os.environ.get(HOOK_FILE_ENV, ""), os.environ.get(HOOK_DIR_ENV, "")]
     chunks = [trials[i : i + CHUNK_TRIALS] for i in range(0, len(trials), CHUNK_TRIALS)]
     if run.chooser is not None:  # an adaptive sweep is one Tune run: its searcher makes trials as it chooses
         chunks = [trials]
@@ -428,7 +425,6 @@ def _fit_in_chunks(run: _Run, trials: list[TrialConfig], feed: _Feed, limit: int
         name = exp if len(chunks) == 1 else f"{exp}-{k + 1}"
         settings = RunSettings(
             cpus=r.cpus,
-            hook=(hook[0], hook[1]) if all(hook) else None,
             workers=r.workers,
             sharding=r.sharding,
             max_failures=r.max_failures,
@@ -436,6 +432,7 @@ def _fit_in_chunks(run: _Run, trials: list[TrialConfig], feed: _Feed, limit: int
             experiment=name,
             cwd=os.getcwd(),
             halving_board=run.board,
+            environ=depthwidth_environ(),
         )
         tuner = _tuner(run, [replace(t, run=settings).to_dict() for t in part], name, feed, limit)
         with _quiet_tune(run.verbose):
@@ -503,7 +500,7 @@ def _asks(plan: PlanRow) -> dict[str, Any]:
     """What a trial carries beyond its configs: its Ray request per worker, its worker count
     (recorded in its row) and its work per step (for its torch thread count)."""
     return {
-        "resources": plan.ray_resources(),
+        "resources": RayAsk.from_dict(plan.ray_resources()),
         "workers": plan.workers,
         "flops_per_step": plan.flops / max(1, plan.steps),
     }

@@ -5,7 +5,9 @@ Ray Tune's canonical shape for a function trainable: a function that reports eac
 or, when a previous driver was interrupted, from the trial's checkpoints in the store, the
 furthest one that loads (a damaged one is passed over, and the run says so in RESUME_NOTE_KEY).
 The final report carries the trial's `TrialOutcome` (sweeps/plans/trialoutcome.py), and each cooldown
-branch's report the branch's own, which the driver writes to the store.
+branch's report the branch's own, which the driver writes to the store. `run_loop` is the one
+loop of every trial: a one-process trial's (`run_trial`) and each data-parallel worker's
+(sweeps/running/distributed.py).
 """
 
 from __future__ import annotations
@@ -14,19 +16,21 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import ray
 from ray import tune
 
 from depthwidth.clitools import reason
-from sweeps.plans.trialconfig import RunSettings, TrialConfig
+from sweeps.plans.trialconfig import Branch, RunSettings, TrialConfig
 from sweeps.plans.trialoutcome import TrialOutcome
 
 RESUME_NOTE_KEY = "resume_note"  # why a trial resumed from an older checkpoint than its newest
-# A test harness's hook: a Python file (HOOK_FILE_ENV) whose `started` and `checkpointed` every
-# trial calls with a folder (HOOK_DIR_ENV), so a test sees trials start and holds one at a known
-# checkpoint (tests/trial_hook.py). Unset in normal use; the driver forwards both to the trials.
+# A plugin every trial calls: a Python file (HOOK_FILE_ENV) whose `started` and `checkpointed`
+# each trial calls with a folder (HOOK_DIR_ENV), e.g. so a test sees trials start and holds one at
+# a known checkpoint (tests/trial_hook.py). Unset in normal use; like every DEPTHWIDTH_* setting of
+# the driver, both reach the trials through RunSettings.environ.
 HOOK_FILE_ENV, HOOK_DIR_ENV = "DEPTHWIDTH_TRIAL_HOOK", "DEPTHWIDTH_TEST_HOOK_DIR"
 
 
@@ -45,60 +49,85 @@ def train_configs(tc: TrialConfig):
 
 def run_trial(config: dict[str, Any]) -> None:
     """The Tune function of a one-process trial (sweeps/running/distributed.py runs a trial of several)."""
-    from depthwidth.train import load_checkpoint, train
+    run_loop(TrialConfig.from_dict(config), tune.report, tune.get_checkpoint())
 
-    tc = TrialConfig.from_dict(config)
+
+def run_loop(tc: TrialConfig, send: Callable, own_checkpoint, parallel=None) -> None:
+    """One trial, start to end: resume from the furthest checkpoint that loads (`own_checkpoint`,
+    this attempt's, then the store's), train with each evaluation and cooldown branch passed to
+    `send` (tune.report, or ray.train.report on each data-parallel worker with `parallel`), then
+    send its outcome."""
+    from depthwidth.train import BranchBehindCheckpoint, load_checkpoint, train
+
+    take_environ(tc.run)
     tid = tc.trial_id
     model, data, train_cfg = train_configs(tc)
-
-    work = tempfile.mkdtemp(prefix=f"depthwidth-{tid}-")
+    lead = parallel is None or parallel.rank == 0  # the one worker that notes and checkpoints
+    work = tempfile.mkdtemp(prefix=f"depthwidth-{tid}-{'' if parallel is None else parallel.rank}")
     try:
-        candidates = [tune.get_checkpoint()]  # this run's own, after a lost worker
-        candidates += [tune.Checkpoint(uri) for uri in tc.resume_uris]  # older runs'
+        candidates = [own_checkpoint] + [tune.Checkpoint(uri) for uri in tc.resume_uris]  # furthest first
         resume_from, resumed_step, note = first_loadable(
             [c for c in candidates if c is not None], work, load_checkpoint
         )
-        hook = trial_hook(tc.run)
+        hook = trial_hook() if lead else None
         if hook:
-            hook.started(tc.run.hook[1], tid, resumed_step, os.getpid())
+            hook.started(tid, resumed_step, os.getpid(), *([] if parallel is None else [parallel.world]))
         gate = halving_gate(tc, resume_from, load_checkpoint)
-        branches = [b.train.replace(threads=train_cfg.threads) for b in tc.branches]
-        rungs = gate.rung_branches(train_cfg) if gate is not None and gate.by_branch else []
-        first = min((b.cooldown_start for b in branches + rungs), default=None)
-        if first is not None and resumed_step > first:  # a branch still to take lies behind it
-            why = f"its checkpoint at step {resumed_step} is past a cooldown branch still to take, so the run started from step 0"
-            note = "; ".join(x for x in (note, why) if x)
-            resume_from, resumed_step = None, 0
-        out = _Reporter(tc, train_cfg, hook, gate, note, resumed_step, rungs)
-        result = train(
-            model,
-            data,
-            train_cfg,
-            report=out.report,
-            checkpoint_dir=os.path.join(work, "checkpoint"),
-            resume_from=resume_from,
-            branches=branches + rungs,
-            on_branch=out.on_branch,
-        )
+        out = _Reporter(tc, train_cfg, send, hook, gate, note, resumed_step)
+
+        def attempt(start: str | None):
+            return train(
+                model,
+                data,
+                train_cfg,
+                report=out.report,
+                checkpoint_dir=os.path.join(work, "checkpoint"),
+                resume_from=start,
+                parallel=parallel,
+                branches=list(out.branches),
+                on_branch=out.on_branch,
+            )
+
+        try:
+            result = attempt(resume_from)
+        except BranchBehindCheckpoint:  # a branch still to take lies behind the checkpoint
+            out.started_over()
+            result = attempt(None)
         rung_losses = None
         if gate is not None:
             gate.ended()
             if gate.by_branch:  # the rung losses its cooldown branches reached, for its row
                 rung_losses = tuple(gate.losses)
-        tune.report(final_report(outcome_of(tid, result, resumed_step, note, rung_losses=rung_losses)))
+        workers = None if parallel is None else parallel.world
+        outcome = outcome_of(
+            tid, result, out.resumed_step, out.note, workers=workers, rung_losses=rung_losses
+        )
+        send(final_report(outcome))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 class _Reporter:
-    """A trial's reports to Tune: each evaluation (with its checkpoint when one was written), each
-    cooldown branch of a one-run sweep (its result, with the checkpoint that records it as
-    taken), and each halving rung judged on a branch."""
+    """A trial's reports: each evaluation (with its checkpoint when one was written), and each
+    cooldown branch (sweeps/plans/branches.py) it takes: a budget's, whose result is the budget's
+    own row, sent with the checkpoint that records it as taken, or a halving rung's, judged on its
+    result. What to branch is asked once, here (`branches`: each branch's training config to
+    the Branch it is; a rung's has no trial_id, it is judged, not stored)."""
 
-    def __init__(self, tc: TrialConfig, train_cfg, hook, gate, note: str, resumed_step: int, rungs: list):
-        self.tid, self.run, self.steps = tc.trial_id, tc.run, train_cfg.steps
-        self.hook, self.gate, self.note, self.resumed_step, self.rungs = hook, gate, note, resumed_step, rungs
-        self.ids = tc.branch_ids()
+    def __init__(self, tc: TrialConfig, train_cfg, send: Callable, hook, gate, note: str, resumed_step: int):
+        self.tid, self.steps, self.send_to = tc.trial_id, train_cfg.steps, send
+        self.hook, self.gate, self.note, self.resumed_step = hook, gate, note, resumed_step
+        budgets = [Branch(b.trial_id, b.train.replace(threads=train_cfg.threads)) for b in tc.branches]
+        rungs = [Branch("", cfg) for cfg in gate.rung_branches(train_cfg)] if gate and gate.by_branch else []
+        self.branches = {b.train: b for b in budgets + rungs}
+
+    def started_over(self) -> None:
+        why = (
+            f"its checkpoint at step {self.resumed_step} is past a cooldown branch still to take, "
+            f"so the run started from step 0"
+        )
+        self.note = "; ".join(x for x in (self.note, why) if x)
+        self.resumed_step = 0
 
     def send(self, metrics: dict[str, Any], checkpoint: str | None, step: int) -> None:
         metrics = {
@@ -107,14 +136,14 @@ class _Reporter:
             "progress": min(1.0, step / self.steps),
             RESUME_NOTE_KEY: self.note,
         }
-        if checkpoint is None:
-            tune.report(metrics)
+        if checkpoint is None:  # (on a data-parallel trial, every rank but 0)
+            self.send_to(metrics)
             return
         c = tune.Checkpoint.from_directory(checkpoint)
         c.set_metadata({"trial_id": self.tid, "step": int(step)})
-        tune.report(metrics, checkpoint=c)  # persisted to the store's tune/ before returning
+        self.send_to(metrics, checkpoint=c)  # persisted to the store's tune/ before returning
         if self.hook:
-            self.hook.checkpointed(self.run.hook[1], self.tid, self.resumed_step, int(step))
+            self.hook.checkpointed(self.tid, self.resumed_step, int(step))
 
     def report(self, metrics: dict[str, Any], checkpoint: str | None = None):
         from depthwidth.train import STOP
@@ -128,13 +157,14 @@ class _Reporter:
         from depthwidth.train import STOP
 
         step = cfg.cooldown_start if result.status == "ok" else result.steps
-        if cfg in self.rungs:  # a halving rung judged on its cooldown branch: a complete short run
+        branch = self.branches[cfg]
+        if not branch.trial_id:  # a halving rung judged on its cooldown branch: a complete short run
             self.send({"step": step}, checkpoint, step)
             if result.status != "ok":
                 return None  # the run itself ends the same way
             return STOP if self.gate.branch_done(result.final_val_loss) else None
-        branch = outcome_of(self.ids[cfg.steps], result, self.resumed_step, self.note)
-        self.send(branch.report(step=step), checkpoint, step)  # with the checkpoint recording it
+        outcome = outcome_of(branch.trial_id, result, self.resumed_step, self.note)
+        self.send(outcome.report(step=step), checkpoint, step)  # with the checkpoint recording it
         return None
 
 
@@ -165,7 +195,7 @@ def halving_gate(tc: TrialConfig, resume_from: str | None, load):
 
     state = load(resume_from) if resume_from else {}
     if tc.wsd:
-        rungs = set(tc.halving["rungs"])
+        rungs = set(tc.halving.rungs)
         done = zip(state.get("branches_done", []), state.get("branch_losses", []))
         earlier = [float(loss) for steps, loss in done if int(steps) in rungs]
     else:
@@ -195,13 +225,38 @@ def first_loadable(candidates: list, work: str, load) -> tuple[str | None, int, 
     return None, 0, "; ".join(skipped)
 
 
-def trial_hook(run: RunSettings):
-    """The test harness's hook module that `run.hook` ((file, folder)) names, or None."""
-    if not run.hook:
+def take_environ(run: RunSettings) -> None:
+    """The driver's DEPTHWIDTH_* settings, and no others, in this trial's process (a worker of a
+    cluster did not start from the driver's shell, and may have run another sweep's trials)."""
+    from sweeps.plans.trialconfig import ENVIRON_PREFIX
+
+    given = dict(run.environ)
+    for k in [k for k in os.environ if k.startswith(ENVIRON_PREFIX) and k not in given]:
+        del os.environ[k]
+    os.environ.update(given)
+
+
+class _Hook:
+    """The plugin file HOOK_FILE_ENV names, with the folder HOOK_DIR_ENV names."""
+
+    def __init__(self, module, folder: str):
+        self.module, self.folder = module, folder
+
+    def started(self, *args) -> None:
+        self.module.started(self.folder, *args)
+
+    def checkpointed(self, *args) -> None:
+        self.module.checkpointed(self.folder, *args)
+
+
+def trial_hook() -> _Hook | None:
+    """The plugin this process's environment names, or None (the normal case)."""
+    path, folder = os.environ.get(HOOK_FILE_ENV), os.environ.get(HOOK_DIR_ENV)
+    if not path or not folder:
         return None
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("depthwidth_trial_hook", run.hook[0])
+    spec = importlib.util.spec_from_file_location("depthwidth_trial_hook", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    return _Hook(module, folder)
