@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from markdown_it import MarkdownIt
 
+from analysis.reporting.markup import escape
 from runstore.files import atomic_file
 from runstore.record import SHOWN_RUN_COLUMNS
 
@@ -159,7 +160,7 @@ def render_page(report: dict, md: str, figures: list[tuple[str, bytes]], data: d
     verdict, body = markdown_html(md)
     if not verdict:
         thr = report.get("threshold", {})
-        verdict = _inline(thr.get("reason") or "see the tables below")
+        verdict = _inline(escape(thr.get("reason") or "see the tables below"))
     title = f"Depth–width analysis: {report.get('source', '')}"
     figs = "\n".join(
         f'<figure id="fig-{html.escape(n)}"><img alt="{html.escape(n)}" '
