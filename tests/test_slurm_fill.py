@@ -3,7 +3,8 @@ value (spec path, store, script folder, working folder, interpreter, spec name, 
 `sweeps.slurm.render` either refuses it with a SpecError naming the field, or writes a script that
 `bash -n` accepts, whose assignment lines give back exactly the values given and whose #SBATCH
 lines, read as sbatch reads them, give back the options. The reproducers run through the CLI: a
-spec path holding `@STORE@`, a bundled spec by name, and a store whose `slurm` is a file.
+spec path holding `@STORE@`, a bundled spec by name, and a store whose `slurm` is a file. The
+comment lines `design --propose` writes at the head of proposed.toml stay comments for any text.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
+import tomllib
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_slurm_script import SPEC, _cli, _nothing_written, _refused, _spec
@@ -303,3 +305,15 @@ def test_a_folder_where_the_script_goes_is_refused(tmp_path: Path):
     spec = _spec(tmp_path)
     _refused(_cli("slurm", str(spec), cwd=tmp_path), "tiny.sbatch is a folder, where the batch script goes")
     _nothing_written(tmp_path)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(hostile, st.text()))
+def test_any_text_in_a_proposed_specs_comment_stays_a_comment(text):
+    """proposed.toml's head names the spec file, the budget and the noise's source in comment
+    lines: a line break in a file name would end the comment and start TOML of its own."""
+    from sweeps.designing.design_search import toml_comment
+
+    line = "# from " + toml_comment(text) + "."
+    assert "\n" not in line and "\r" not in line
+    assert tomllib.loads(line + '\nname = "x"\n') == {"name": "x"}
