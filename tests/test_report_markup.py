@@ -340,3 +340,19 @@ def test_every_markdown_writer_escapes_its_arguments():
             if not getattr(fn, "writes_markdown", False):
                 unmarked.append(f"{name}.{fname}")
     assert unmarked == [] and {"render", "render_kaplan", "section_markdown", "sensitivity_md"} <= set(found)
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=hostile)
+def test_any_text_in_design_candidates_md_adds_no_element(text):
+    """candidates.md (`design --propose`) escapes its table's text the same way."""
+    from sweeps.designing.design_search import _markdown
+
+    def table(t: str) -> pd.DataFrame:
+        return pd.DataFrame(
+            {"id": [1, 2], "changes" + t: ["widths 16, 32" + t, t], "power": [0.5, float("nan")]}
+        )
+
+    assert (
+        Elements(_MD.render(_markdown(table(text)))).tags == Elements(_MD.render(_markdown(table("zz")))).tags
+    )

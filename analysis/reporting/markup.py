@@ -23,9 +23,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 # letters or digits (`[^\W_]`: what str.isalnum() accepts), where CommonMark never reads it as
 # emphasis, so snake_case names stay readable.
 _SPECIAL = re.compile(r"[\\`*\[\]<>&|~]|(?<![^\W_])_|_(?![^\W_])")
-# ... and those that open a block at the start of a line: a heading, quote, list item or setext
-# underline, or an ordered list's `1.` / `1)`
-_LINE_START = re.compile(r"[#>+=-]|\d{1,9}(?=[.)])")
+# ... and those that open a block at the start of a line: a quote, a heading (`#` to `######`
+# then a space), a list item (`-` or `+` then a space), a thematic break or setext underline
+# (`--`, `==`), an ordered list's `1.` / `1)` then a space; `-0.5` or `#5` are left as they are
+_LINE_START = re.compile(r">|#{1,6}(?=\s|$)|([-+=])(?=\s|$|\1)|\d{1,9}(?=[.)](?:\s|$))")
 _SPACE = re.compile(r"\s+")  # a line break would end a table row or start a block
 
 

@@ -525,11 +525,15 @@ def _what(c: dict) -> str:
 
 
 def _markdown(table) -> str:
+    """candidates.md: the table's text (changes named from the spec) escaped for Markdown, as
+    in a report (analysis/reporting/markup.py), so no cell becomes a link or splits a row."""
+    from analysis.reporting.markup import escape
+
     def cell(v):
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return "-"
-        return f"{v:.3g}" if isinstance(v, float) else str(v)
+        return f"{v:.3g}" if isinstance(v, float) else escape(v)
 
-    rows = ["| " + " | ".join(map(str, table.columns)) + " |", "|" + "---|" * len(table.columns)]
+    rows = ["| " + " | ".join(map(escape, table.columns)) + " |", "|" + "---|" * len(table.columns)]
     rows += ["| " + " | ".join(cell(v) for v in r) + " |" for r in table.itertuples(index=False)]
     return "\n".join(rows) + "\n"
