@@ -278,7 +278,7 @@ def check_options(spec, opts: JobOptions) -> None:
 # The script itself is package data (sweeps/templates/slurm.sbatch), so shellcheck reads it as the
 # shell script it is; `render` fills its @NAME@ fields, each refused or quoted for where it lands.
 TEMPLATE = "slurm.sbatch"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1
 # sbatch reads an #SBATCH line with its own small parser: `"` toggles quoting, `\` escapes and an
 # unquoted `#` starts a comment. A value holding any of them is refused rather than guessed at.
 _SBATCH_SPECIAL = ('"', "\\", "#", "'")
@@ -311,26 +311,28 @@ def sbatch_value(field_name: str, value: str) -> str:
 
 
 def sbatch_lines(spec, opts: JobOptions, folder: str, cwd: str) -> list[str]:
-    """The #SBATCH header: the options, requeue, the warning signal, and where output goes."""
+    """The #SBATCH header: the options, requeue, the warning signal, and where output goes. Every
+    value passes `sbatch_value`, whichever check it passed before."""
+    # the name is cut before it is quoted, so a cut never leaves a quote open
     lines = [
-        f"--job-name=dw-{spec.name}"[:80],
-        f"--nodes={opts.nodes}",
+        f"--job-name={sbatch_value('name', f'dw-{spec.name}'[:80])}",
+        f"--nodes={int(opts.nodes)}",
         "--ntasks-per-node=1",
-        f"--cpus-per-task={opts.cpus_per_task}",
+        f"--cpus-per-task={int(opts.cpus_per_task)}",
     ]
     if opts.gpus_per_node:
-        lines.append(f"--gpus-per-node={opts.gpus_per_node}")
+        lines.append(f"--gpus-per-node={int(opts.gpus_per_node)}")
     if opts.mem:
-        lines.append(f"--mem={opts.mem}")
-    lines.append(f"--time={opts.time}")
+        lines.append(f"--mem={sbatch_value('--mem', opts.mem)}")
+    lines.append(f"--time={sbatch_value('--time', opts.time)}")
     for name in ("partition", "account", "qos", "constraint"):
         if getattr(opts, name):
-            lines.append(f"--{name}={getattr(opts, name)}")
+            lines.append(f"--{name}={sbatch_value(f'--{name}', getattr(opts, name))}")
     # --output expands filename patterns (%j is the job id): a literal % in the folder is %%
     output = sbatch_value("--storage", folder.replace("%", "%%") + "/slurm-%j.out")
     lines += [
         "--requeue",
-        f"--signal=B:USR1@{opts.grace_s}",
+        f"--signal=B:USR1@{int(opts.grace_s)}",
         "--open-mode=append",
         f"--output={output}",
         f"--chdir={sbatch_value('the working folder', cwd)}",
@@ -344,42 +346,64 @@ def _ray_executable() -> str:
     return here if os.path.exists(here) else (shutil.which("ray") or "ray")
 
 
-def render(spec, opts: JobOptions, spec_path: str, store: str, folder: str, cwd: str | None = None) -> str:
-    """The batch script's text: the template with every field filled in, refused or quoted."""
+_FIELD = re.compile(r"@([A-Z_]+)@")  # a template field: @NAME@
+
+
+def fill(template: str, fields: dict[str, str]) -> str:
+    """`template` with each @NAME@ replaced by fields[NAME] in one pass over the template, so an
+    inserted value is never read again (a value holding "@STORE@" stays that text). A field
+    the template names and `fields` lacks, or one it never names, is a bug: no script is made."""
+    named = set(_FIELD.findall(template))
+    if named != fields.keys():
+        raise RuntimeError(
+            f"{TEMPLATE}: fields not filled {sorted(named - fields.keys())}, "
+            f"filled but not in the template {sorted(fields.keys() - named)}"
+        )
+    return _FIELD.sub(lambda m: fields[m.group(1)], template)
+
+
+def render(
+    spec,
+    opts: JobOptions,
+    spec_path: str,
+    store: str,
+    folder: str,
+    cwd: str | None = None,
+    python: str | None = None,
+    ray: str | None = None,
+) -> str:
+    """The batch script's text: the template with every field filled in once, each value refused
+    (SpecError) or quoted for where it lands. `cwd`, `python` and `ray` default to this process's
+    working folder, interpreter and the ray beside it."""
     from importlib.resources import files
 
+    check_options(spec, opts)
     cwd = os.getcwd() if cwd is None else cwd
     flags = ["--no-analyze"] if not opts.analyze else []
     flags += ["--force"] if opts.force else []
     if opts.max_concurrent:
-        flags += ["--max-concurrent", str(opts.max_concurrent)]
+        flags += ["--max-concurrent", str(int(opts.max_concurrent))]
     paths = {
-        "@PY@": ("the Python interpreter", sys.executable),
-        "@RAY@": ("the ray executable", _ray_executable()),
-        "@SPEC@": ("spec", spec_path),
-        "@STORE@": ("--storage", store),
-        "@FOLDER@": ("--storage (the job's script folder)", folder),
+        "PY": ("the Python interpreter", sys.executable if python is None else python),
+        "RAY": ("the ray executable", _ray_executable() if ray is None else ray),
+        "SPEC": ("spec", spec_path),
+        "STORE": ("--storage", store),
+        "FOLDER": ("--storage (the job's script folder)", folder),
     }
     fields = {key: shlex.quote(check_script_value(*what)) for key, what in paths.items()}
     fields |= {
-        "@SBATCH@": "\n".join(sbatch_lines(spec, opts, folder, cwd)),
-        "@SWEEP@": repr(check_script_value("name", spec.name)),
-        "@FLAGS@": " ".join(shlex.quote(f) for f in flags),
-        "@GRACE@": str(int(opts.grace_s)),
-        "@GPUS@": str(int(opts.gpus_per_node or 0)),
-        "@CPUS@": str(int(opts.cpus_per_task)),
-        "@PORT_LOW@": str(PORT_LOW),
-        "@PORT_SLOTS@": str(PORT_SLOTS),
-        "@PORT_BLOCK@": str(PORT_BLOCK),
-        "@MAX_TEMP_LEN@": str(MAX_TEMP_LEN),
+        "SBATCH": "\n".join(sbatch_lines(spec, opts, folder, cwd)),
+        "SWEEP": repr(check_script_value("name", spec.name)),  # in a comment line
+        "FLAGS": " ".join(shlex.quote(f) for f in flags),
+        "GRACE": str(int(opts.grace_s)),
+        "GPUS": str(int(opts.gpus_per_node or 0)),
+        "CPUS": str(int(opts.cpus_per_task)),
+        "PORT_LOW": str(PORT_LOW),
+        "PORT_SLOTS": str(PORT_SLOTS),
+        "PORT_BLOCK": str(PORT_BLOCK),
+        "MAX_TEMP_LEN": str(MAX_TEMP_LEN),
     }
-    text = (files("sweeps") / "templates" / TEMPLATE).read_text(encoding="utf-8")
-    for key, value in fields.items():
-        text = text.replace(key, value)
-    left = re.findall(r"@[A-Z_]+@", text)
-    if left:  # a field the template names but render does not fill: a bug, never a script
-        raise RuntimeError(f"{TEMPLATE}: fields {sorted(set(left))} were not filled")
-    return text
+    return fill((files("sweeps") / "templates" / TEMPLATE).read_text(encoding="utf-8"), fields)
 
 
 # -- writing and submitting ---------------------------------------------------------------------
@@ -430,6 +454,13 @@ def prepare_job(args: argparse.Namespace) -> tuple[Any, JobOptions, str, str, st
         if note:
             notes.append(note)
     folder = script_folder(location, spec.name)
+    path = os.path.join(folder, f"{spec.name}.sbatch")
+    where = (
+        f"--storage = {args.storage!r}"
+        if args.storage
+        else f"{spec.source_path}: storage.path = {spec.storage!r}"
+    )
+    check_script_place(folder, path, where)
     # every path the script will hold, before anything is written: refused here, not half-written
     sbatch_value("--storage", folder)
     sbatch_value("the working folder", os.getcwd())
@@ -444,8 +475,25 @@ def prepare_job(args: argparse.Namespace) -> tuple[Any, JobOptions, str, str, st
     check_options(spec, opts)  # the defaults too (e.g. --grace against the chosen --time)
     if args.submit:
         check_partition(opts)
-    path = os.path.join(folder, f"{spec.name}.sbatch")
     return spec, opts, location, folder, path, notes
+
+
+def check_script_place(folder: str, path: str, where: str) -> None:
+    """The script's folder must be a folder (or not exist yet) and the script's own name not a
+    folder: checked before anything is written, naming the store that holds them (`where`)."""
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        what = "a link to a file" if os.path.islink(folder) else "a file"
+        if os.path.islink(folder) and not os.path.exists(folder):
+            what = "a link to nothing"
+        raise SpecError(
+            f"{where} is invalid: its {os.path.basename(folder)} is {what}, where the "
+            f"script's folder goes; move it aside or give the sweep another storage."
+        )
+    if os.path.isdir(path):
+        raise SpecError(
+            f"{where} is invalid: {path} is a folder, where the batch script goes; move it "
+            f"aside or give the sweep another storage."
+        )
 
 
 def _mem_mb(mem: str) -> int:
@@ -555,7 +603,8 @@ def cmd_slurm(args: argparse.Namespace) -> int:
 
     try:
         spec, opts, store, folder, path, notes = prepare_job(args)
-        text = render(spec, opts, os.path.abspath(args.spec), store, folder)
+        # the file load_spec read (a bundled spec's own path, for a spec given by name)
+        text = render(spec, opts, os.path.abspath(spec.source_path), store, folder)
         write_script(path, text)
         job = submit(path, folder) if args.submit else None
     except (SpecError, StoreError, ClusterError, ConfigError, OutputError, OSError) as exc:

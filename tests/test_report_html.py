@@ -109,7 +109,7 @@ def test_page_in_headless_chromium(analysed):
         errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
         assert errors == [], errors
 
-        imgs = driver.find_elements(By.CSS_SELECTOR, "#figures img")
+        imgs = driver.find_elements(By.CSS_SELECTOR, "#figures figure img")
         assert len(imgs) == len(list((store / "analysis").glob("*.png"))) >= 4
         for img in imgs:
             size = driver.execute_script(
@@ -179,6 +179,61 @@ def test_page_in_headless_chromium(analysed):
         driver.save_screenshot(str(bottom))
         assert top.stat().st_size > 10_000 and bottom.stat().st_size > 10_000
         print(f"\nscreenshots of report.html: {top} and {bottom}")
+    finally:
+        browser.stop(driver, profile)
+
+
+def test_figures_open_full_size_in_headless_chromium(analysed):
+    """Each figure links to its PNG beside the page and opens in the page's viewer at its natural
+    size (a browser refuses to open the inline data URI as a page); a figure at least twice as
+    wide as high spans the gallery; the link itself opens the PNG file."""
+    found = find_browser()
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the browser test: chromium and chromedriver are missing")
+        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
+    pytest.importorskip("selenium")
+    import browser
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    store, html_path = analysed
+    sizes = {p.stem: page.png_size(p.read_bytes()) for p in (store / "analysis").glob("*.png")}
+    wide = {n for n, (w, h) in sizes.items() if w >= page.WIDE * h}
+    assert wide and wide != set(sizes), sizes  # this store draws both kinds
+    driver, profile = browser.start("1280,900")
+    try:
+        driver.get(html_path.as_uri())
+        gallery = driver.execute_script("return document.querySelector('#figures .gallery').clientWidth")
+        for name, (w, _h) in sizes.items():
+            link = driver.find_element(By.CSS_SELECTOR, f"#fig-{name} a.full")
+            assert link.get_attribute("href") == (html_path.parent / f"{name}.png").as_uri()
+            shown = driver.execute_script("return arguments[0].getBoundingClientRect().width", link)
+            assert (shown >= 0.95 * gallery) == (name in wide), (name, shown, gallery)
+            driver.execute_script("arguments[0].scrollIntoView()", link)
+            link.click()
+            viewer = driver.find_element(By.ID, "viewer")
+            assert viewer.is_displayed()
+            natural, width = driver.execute_script(
+                "const i = document.getElementById('viewer-img'); return [i.naturalWidth, i.getBoundingClientRect().width]"
+            )
+            assert natural == w and width == pytest.approx(w, abs=1), (name, natural, width)  # full size
+            assert driver.find_element(By.ID, "viewer-name").text == name.replace("_", " ")
+            driver.find_element(By.ID, "viewer-fit").click()  # fitted: the whole figure in the window
+            fitted = driver.execute_script(
+                "return document.getElementById('viewer-img').getBoundingClientRect().width"
+            )
+            assert fitted <= min(w, 1280)
+            driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+            assert not viewer.is_displayed()
+        errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+        assert errors == [], errors
+        # the viewer's link opens the PNG file itself, at its own size
+        name = sorted(wide)[0]
+        driver.find_element(By.CSS_SELECTOR, f"#fig-{name} a.full").click()
+        driver.find_element(By.ID, "viewer-file").click()
+        assert driver.current_url == (html_path.parent / f"{name}.png").as_uri()
+        assert driver.execute_script("return document.images[0].naturalWidth") == sizes[name][0]
     finally:
         browser.stop(driver, profile)
 

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from analysis.kerg import relrnn_compare as rc  # noqa: E402
 from analysis.kerg.relrnn_compare import ALL_TASKS, COLOURS, SOLVED, chance  # noqa: E402,F401
+from analysis.reporting.markup import writes_markdown  # noqa: E402
 from depthwidth.config import RECURRENT_FAMILIES as RECURRENT  # noqa: E402
 from depthwidth.config import SCREENED_FAMILIES as SCREENED  # noqa: E402
 
@@ -490,12 +491,25 @@ def report_relrnn(
         "figures": written,
         "figures_skipped": skipped,
     }
-    result["markdown"] = (
-        rc.markdown(words, [], []) + markdown(result) + "\n" + rc.markdown([], over_training, bpc)
-    )
+    result["markdown"] = section_markdown(result)
     return result
 
 
+@writes_markdown
+def section_markdown(result: dict[str, Any]) -> str:
+    """The recurrent section of report.md from the section's own fields (report.json's `relrnn`),
+    every string in them escaped first; "" for a section without results (a failed one)."""
+    if "comparison_text" not in result:
+        return ""
+    return (
+        rc.markdown(result["comparison_text"], [], [])
+        + markdown(result)
+        + "\n"
+        + rc.markdown([], result["gradient_over_training"], result["bits_per_char"])
+    )
+
+
+@writes_markdown
 def markdown(r: dict[str, Any]) -> str:
     """The recurrent section of report.md."""
     L = [

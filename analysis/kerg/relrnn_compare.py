@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
+from analysis.reporting.markup import writes_markdown
 from depthwidth.config import RECURRENT_FAMILIES as RECURRENT
 from depthwidth.config import SCREENED_FAMILIES as SCREENED
 from depthwidth.data import CLASSIFICATION_SOURCES, TASK_SOURCES
@@ -308,6 +309,7 @@ def bits_per_char(df: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
+@writes_markdown
 def markdown(comp_words: list[str], grad: list[dict[str, Any]], bpc: list[dict[str, Any]]) -> str:
     L: list[str] = []
     if comp_words:

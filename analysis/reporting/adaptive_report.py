@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+from analysis.reporting.markup import writes_markdown
+
 LOG = "adaptive.jsonl"
 MAX_ROWS = 40  # choices listed in report.md; report.json keeps them all
 
@@ -45,6 +47,7 @@ def entry(source) -> dict:
     return {"adaptive": a} if a else {}
 
 
+@writes_markdown
 def markdown(a: dict | None) -> list[str]:
     if not a:
         return []

@@ -55,7 +55,7 @@ def stored_power(source, trial_ids: Iterable = ()) -> dict | None:
         else ""
     )
     return {
-        "text": f"`depthwidth design` rated this plan before it ran{noise_txt}: power "
+        "text": f"depthwidth design rated this plan before it ran{noise_txt}: power "
         + ", ".join(parts)
         + null
         + f" ({STORED})",

@@ -1,6 +1,7 @@
 """report.html: the whole report as one file that travels: the headline verdict, every figure, the
 fit tables, a sortable and filterable runs table and each shape's learning curves, all inline
-(PNG figures as data URIs, CSS and JS in the page; no network, no CDN).
+(PNG figures as data URIs, CSS and JS in the page; no network, no CDN). A figure opens at full
+size in the page's own viewer, and links to its PNG file beside the page; a wide one spans it.
 
 The text and tables are report.md's own (analysis/reporting/markdown.py), read as CommonMark with
 tables by markdown-it-py, so the page and report.md never disagree. Curves are downsampled for
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 from markdown_it import MarkdownIt
 
+from analysis.reporting.markup import escape
 from runstore.files import atomic_file
 from runstore.record import SHOWN_RUN_COLUMNS
 
@@ -155,18 +157,39 @@ def _json_for_script(obj) -> str:
 # -- the page ---------------------------------------------------------------------------------------
 
 
+WIDE = 2.0  # a figure at least twice as wide as it is high spans the page (loss_vs_depth, lr_curves)
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """(width, height) in pixels from a PNG's header; (0, 0) for anything else."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n" or len(png) < 24:
+        return 0, 0
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def _figure(name: str, png: bytes) -> str:
+    """One figure of the gallery: the image inline (a data URI, so the page needs nothing beside
+    it), linked to its PNG file beside the page. Browsers refuse to open a data URI as a page of
+    its own, so a click shows the image at full size in the page's viewer (report.js); the link
+    itself opens the file, for a new tab or where scripts are off."""
+    w, h = png_size(png)
+    wide = " wide" if h and w / h >= WIDE else ""
+    n = html.escape(name)
+    return (
+        f'<figure id="fig-{n}" class="figure{wide}"><a class="full" href="{n}.png" '
+        f'title="{n} at full size"><img alt="{n}" width="{w}" height="{h}" '
+        f'src="data:image/png;base64,{base64.b64encode(png).decode()}"></a><figcaption>'
+        f"{html.escape(name.replace('_', ' '))} · {w}×{h} px</figcaption></figure>"
+    )
+
+
 def render_page(report: dict, md: str, figures: list[tuple[str, bytes]], data: dict) -> str:
     verdict, body = markdown_html(md)
     if not verdict:
         thr = report.get("threshold", {})
-        verdict = _inline(thr.get("reason") or "see the tables below")
+        verdict = _inline(escape(thr.get("reason") or "see the tables below"))
     title = f"Depth–width analysis: {report.get('source', '')}"
-    figs = "\n".join(
-        f'<figure id="fig-{html.escape(n)}"><img alt="{html.escape(n)}" '
-        f'src="data:image/png;base64,{base64.b64encode(png).decode()}"><figcaption>'
-        f"{html.escape(n.replace('_', ' '))}</figcaption></figure>"
-        for n, png in figures
-    )
+    figs = "\n".join(_figure(n, png) for n, png in figures)
     k, m = data["curve_points"], data["max_evals"]
     note = (
         f"Curves are drawn from at most {k} points per run (first and last kept, spread on a "
@@ -189,7 +212,14 @@ refits.</p></header>
 <nav><a href="#verdict">verdict</a> <a href="#figures">figures</a> <a href="#fits">fits</a>
 <a href="#runs">runs</a> <a href="#curves">learning curves</a></nav>
 <section id="verdict"><h2>What the data say about L_th</h2><p class="verdict">{verdict}</p></section>
-<section id="figures"><h2>Figures</h2><div class="gallery">{figs or "<p>No figures were drawn.</p>"}</div></section>
+<section id="figures"><h2>Figures</h2>
+<p class="hint">Click a figure to see it at full size here; its PNG file beside this page opens on its own.</p>
+<div class="gallery">{figs or "<p>No figures were drawn.</p>"}</div>
+<div id="viewer" hidden role="dialog" aria-label="figure at full size"><div class="bar">
+<span id="viewer-name"></span> <a id="viewer-file" href="#">PNG file</a>
+<button id="viewer-fit" type="button">fit to window</button>
+<button id="viewer-close" type="button">close (Esc)</button></div>
+<div class="frame"><img id="viewer-img" alt=""></div></div></section>
 <section id="fits"><h2>Fits</h2>{body}</section>
 <section id="runs"><h2>Runs</h2>
 <div class="controls"><label>filter <input id="filter" type="search" size="32"

@@ -22,6 +22,7 @@ from analysis.reporting.markdown_sections import (
     sensitivity_md,
     sensitivity_sentence,
 )
+from analysis.reporting.markup import code, writes_markdown
 from depthwidth.published import LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE
 
 
@@ -118,6 +119,7 @@ def _transition_sentence(thr: dict) -> str | None:
     return None
 
 
+@writes_markdown
 def lth_paragraph(r: dict) -> str:
     """What the data say about L_th, in words: the headline in the case it is in, whether one
     slice left out changes it, where the threshold lies against the depths swept, the preferred
@@ -131,7 +133,7 @@ def lth_paragraph(r: dict) -> str:
         _headline_sentence(thr),
         sensitivity_sentence(r),
         _lth_at_widths(loc) if loc.get("per_width") else None,
-        f"Of the loss laws, `{pref}` is preferred by BIC." if pref and pref != "kaplan" else None,
+        f"Of the loss laws, {code(pref)} is preferred by BIC." if pref and pref != "kaplan" else None,
         _cross_check_sentence(thr.get("cross_check")),
         _transition_sentence(thr),
     ]
@@ -178,9 +180,10 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
     return out + [""]
 
 
+@writes_markdown
 def tuning_line(t: dict) -> str:
     """One sentence: tuning axes, selection rule and parametrization (docs/science.md §7)."""
-    axes = ", ".join(f"`{a}`" for a in t["axes"]) or "none swept"
+    axes = ", ".join(code(a) for a in t["axes"]) or "none swept"
     return (
         f"Tuning axes: {axes}; selection rule: **{t['rule']}** ({t['rule_text']}); "
         f"parametrization: {', '.join(t['parametrization'])}; {t['n_runs_used']} of "
@@ -200,6 +203,7 @@ def _drift_cell(d: dict) -> str:
     return f"{d['exponent']:.3g} {_ci(d['ci'])} ({note})"
 
 
+@writes_markdown
 def tuning_section(t: dict) -> list[str]:
     """Each shape's best setting, at_edge flags and the drift of the best learning rate."""
     L = ["## Tuning: each shape at its best setting", "", tuning_line(t), ""]
@@ -415,12 +419,14 @@ def _adaptive_md(r: dict) -> list[str]:
     return adaptive_report.markdown(r.get("adaptive"))
 
 
+@writes_markdown
 def render(r: dict, design_power: dict | None = None) -> str:
     """report.md from a report dict, one section after another. `design_power` (or the report's
     own "design_power" entry) is the power summary of the plan the sweep ran, quoted in the
-    Design section (markdown_sections.design_md)."""
+    Design section (markdown_sections.design_md). Every string in both is escaped before any
+    section sees it (analysis/reporting/markup.py): text from data is never markup."""
     power = design_power if design_power is not None else r.get("design_power")
-    L = [f"# Depth–width analysis: `{r['source']}`", "", _runs_line(r), ""]
+    L = [f"# Depth–width analysis: {code(r['source'])}", "", _runs_line(r), ""]
     L += inputs_md(r) + _lth_md(r) + accounting_md(r) + design_md(r, power) + chinchilla_md(r)
     if is_absent(r["threshold"]):
         return "\n".join(L + _shape_free_tail(r))
@@ -514,7 +520,7 @@ def _tail(r: dict) -> list[str]:
             f"status: {r['relrnn'].get('status', 'see report.json')}"
             + (f" ({r['relrnn']['reason']})" if r["relrnn"].get("reason") else ""),
             "",
-            r["relrnn"].get("markdown", ""),
+            _relrnn_md(r["relrnn"]),
             "",
         ]
 
@@ -526,6 +532,16 @@ def _tail(r: dict) -> list[str]:
     if r.get("timings_s"):
         L += ["Stage times (s): " + ", ".join(f"{k} {v:.2f}" for k, v in r["timings_s"].items()), ""]
     return L
+
+
+def _relrnn_md(section: dict) -> str:
+    """The recurrent family's section, drawn again from its fields (escaped as the rest), never
+    from a stored Markdown string, which would be text here."""
+    try:
+        from analysis.kerg.relrnn import section_markdown
+    except ImportError:  # the family's module is absent: its stored text, escaped, stands in
+        return section.get("markdown", "")
+    return section_markdown(section)
 
 
 def kaplan_table(k: dict) -> list[str]:
@@ -567,8 +583,10 @@ def kaplan_table(k: dict) -> list[str]:
     return _table(["quantity", "ours", "Kaplan et al. 2020", "digitized, same code"], rows)
 
 
+@writes_markdown
 def render_kaplan(k: dict) -> str:
-    L = [f"# Beside Kaplan et al. 2020: `{k['source']}`", ""]
+    """kaplan.md from `kaplan_report`'s result, every string in it escaped first."""
+    L = [f"# Beside Kaplan et al. 2020: {code(k['source'])}", ""]
     L += kaplan_table(k)
     coll = k["ours"]["depth_collapse"]
     if coll.get("depths"):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from analysis.reporting.markup import writes_markdown
+
 
 def _g(v, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
@@ -25,6 +27,7 @@ def is_absent(section) -> bool:
     return isinstance(section, dict) and section.get("status") == "absent"
 
 
+@writes_markdown
 def inputs_md(r: dict) -> list[str]:
     inp = r.get("inputs") or {}
     if not inp:
@@ -50,6 +53,7 @@ def inputs_md(r: dict) -> list[str]:
     return L + [""]
 
 
+@writes_markdown
 def chinchilla_md(r: dict) -> list[str]:
     c = r.get("chinchilla")
     if not c:
@@ -117,6 +121,7 @@ def chinchilla_md(r: dict) -> list[str]:
     return L
 
 
+@writes_markdown
 def accounting_md(r: dict) -> list[str]:
     a = r.get("regime_accounting")
     if not a:
@@ -169,6 +174,7 @@ def accounting_md(r: dict) -> list[str]:
     return L
 
 
+@writes_markdown
 def design_power_md(power: dict | None) -> str | None:
     """The plan's power in one sentence, from a power summary: its own "text", or "power" (0–1)
     to detect "effect", with the optional "alpha", "n_trials" and "source" it was computed for."""
@@ -189,6 +195,7 @@ def design_power_md(power: dict | None) -> str | None:
     return "Power of the plan" + src + ": " + " ".join(bits) + "."
 
 
+@writes_markdown
 def design_md(r: dict, power: dict | None = None) -> list[str]:
     """The Design section: how many widths each depth has, the design that would identify b, and,
     given a power summary of the plan (`power`, see design_power_md), what the sweep could see."""
@@ -212,6 +219,7 @@ def design_md(r: dict, power: dict | None = None) -> list[str]:
     return ["## Design", "", text + (f" {plan}" if plan else ""), ""]
 
 
+@writes_markdown
 def sensitivity_sentence(r: dict) -> str | None:
     """The sensitivity check in one sentence: which single slice changes the verdict, or none."""
     s = r.get("sensitivity") or {}
@@ -228,6 +236,7 @@ def _b_cell(tl: dict | None) -> str:
     return f"{tl['law']}: {_g(tl['b'])} [{_g(lo)}, {_g(hi)}]" + (" (open)" if tl["open"] else "")
 
 
+@writes_markdown
 def sensitivity_md(r: dict) -> list[str]:
     """Each slice left out in turn: the refit's preferred law, verdict on b and the best
     threshold law's b with its profile interval, beside the same on all runs."""

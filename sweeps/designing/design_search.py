@@ -490,12 +490,13 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
             )
         )
     head = (
-        f"# Proposed by `depthwidth design --propose` from {spec.source_path} for a budget of "
-        f"{args.budget}: {best.what()}.\n# Rated on planted replicates (docs/design-power.md): "
-        f"power {best.power:.2f} at b = {args.target:g}, false claims "
-        f"{best.false_claim:.2f}, median interval width "
+        f"# Proposed by `depthwidth design --propose` from {toml_comment(spec.source_path)} for a "
+        f"budget of {toml_comment(args.budget)}: {toml_comment(best.what())}.\n# Rated on planted "
+        f"replicates (docs/design-power.md): power {best.power:.2f} at b = {args.target:g}, "
+        f"false claims {best.false_claim:.2f}, median interval width "
         f"{'-' if best.width is None else format(best.width, '.3g')} "
-        f"({best.replicates} replicates, seed noise {noise['value']:.2%}, {noise['source']}).\n"
+        f"({best.replicates} replicates, seed noise {noise['value']:.2%}, "
+        f"{toml_comment(noise['source'])}).\n"
     )
     toml_path, table = out / "proposed.toml", _table(cands, unit)
     text = head + to_toml(doc)
@@ -544,12 +545,29 @@ def _or_nan(v: float | None) -> float:
     return math.nan if v is None else v
 
 
+_NOT_IN_COMMENT = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def toml_comment(value) -> str:
+    """`value` as text that stays inside a TOML comment line: a line break would end the comment
+    and start TOML of its own (a file name may hold one), and TOML allows no other control
+    character there; each is written as its \\x or \\u escape."""
+    return _NOT_IN_COMMENT.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+        str(value),
+    )
+
+
 def _markdown(table) -> str:
+    """candidates.md: the table's text (changes named from the spec) escaped for Markdown, as
+    in a report (analysis/reporting/markup.py), so no cell becomes a link or splits a row."""
+    from analysis.reporting.markup import escape
+
     def cell(v):
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return "-"
-        return f"{v:.3g}" if isinstance(v, float) else str(v)
+        return f"{v:.3g}" if isinstance(v, float) else escape(v)
 
-    rows = ["| " + " | ".join(map(str, table.columns)) + " |", "|" + "---|" * len(table.columns)]
+    rows = ["| " + " | ".join(map(escape, table.columns)) + " |", "|" + "---|" * len(table.columns)]
     rows += ["| " + " | ".join(cell(v) for v in r) + " |" for r in table.itertuples(index=False)]
     return "\n".join(rows) + "\n"

@@ -2,6 +2,34 @@
 // as JSON (analysis/html.py): runs as columns, each run's curve as [steps, val loss, train loss].
 (function () {
   "use strict";
+  // -- figures at full size -----------------------------------------------------------------------
+  // A browser will not open a data: URI as a page, so a figure opens in the page's own viewer,
+  // at its natural size (scroll to see it all) or fitted to the window.
+  var viewer = document.getElementById("viewer");
+  var viewerImg = document.getElementById("viewer-img");
+  function showFigure(link) {
+    var img = link.querySelector("img");
+    viewerImg.src = img.src;
+    viewerImg.alt = img.alt;
+    document.getElementById("viewer-name").textContent = img.alt.replace(/_/g, " ");
+    document.getElementById("viewer-file").href = link.getAttribute("href");
+    viewer.classList.remove("fit");
+    viewer.hidden = false;
+    document.getElementById("viewer-close").focus();
+  }
+  function closeFigure() { viewer.hidden = true; }
+  document.querySelectorAll("#figures a.full").forEach(function (link) {
+    link.addEventListener("click", function (e) {
+      if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;  // a new tab: the file
+      e.preventDefault();
+      showFigure(link);
+    });
+  });
+  document.getElementById("viewer-close").addEventListener("click", closeFigure);
+  document.getElementById("viewer-fit").addEventListener("click", function () { viewer.classList.toggle("fit"); });
+  viewerImg.addEventListener("click", function () { viewer.classList.toggle("fit"); });
+  document.addEventListener("keydown", function (e) { if (e.key === "Escape" && !viewer.hidden) closeFigure(); });
+
   var data = JSON.parse(document.getElementById("data").textContent);
   var cols = data.columns, runs = data.runs, n = data.n_runs, key = data.key;
   var PAGE = 100, SVG = "http://www.w3.org/2000/svg";
