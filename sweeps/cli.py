@@ -203,32 +203,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def spec_line(name: str, path) -> str:
-    """One line of `sweep specs`: the name, its planned cost (sweeps/plans/plan.py totals) and what it
-    is for (the spec's description); a spec whose data is not here is costed all the same."""
-    from sweeps.plans.plan import plan_rows, totals
-    from sweeps.plans.spec import SpecError, load_spec
-
-    try:
-        spec = load_spec(path, allow_missing_data=True)
-        t = totals(spec, plan_rows(spec))
-        cost = f"{t['gpu_hours']:.3g} GPU-h" if "gpu_hours" in t else f"{t['cpu_core_hours']:.3g} CPU core-h"
-        cost = f"{int(t['trials']):>5} trials {cost:>16}"
-        what = spec.description or "(no description)"
-        if spec.missing_data:
-            what += f" [data not here yet: {', '.join(spec.missing_data)}]"
-    except (SpecError, ValueError) as exc:
-        cost, what = f"{'':>5} trials {'?':>16}", f"cannot plan it here: {exc}"
-    return f"{name:<24} {cost}  {what}"
-
-
 def cmd_specs(args: argparse.Namespace) -> int:
     from sweeps.plans.bundled import bundled_specs
+    from sweeps.plans.speccosts import read_index, spec_line
 
-    specs = bundled_specs()
+    specs, index = bundled_specs(), read_index()
     print(f"{len(specs)} bundled specs (run one by name, e.g. `depthwidth sweep plan smoke`):")
     for name, path in specs.items():
-        print(spec_line(name, path), flush=True)
+        print(spec_line(name, path, index), flush=True)
     return 0
 
 
