@@ -182,8 +182,41 @@ def cmd_results(args: argparse.Namespace) -> int:
                 runs.to_csv(f, index=False)
             print(f"wrote {len(runs)} runs to {args.csv}")
         return 0
-    print(runs_table_text(runs))
+    runs, tuning = _tuning_columns(runs)
+    print(f"store {store.location}: {len(runs)} runs")
+    print(runs_table_text(runs, tuning))
     return 0
+
+
+def _tuning_columns(runs):
+    """The runs with each tuning field (depthwidth.config.TUNING_FIELDS) that takes several values
+    in the store as a column (read from the stored configs where the store has no column for it),
+    and those fields: the settings that tell apart the runs of one shape."""
+    from analysis.laws.tuning import MODEL_TUNABLE, TRAIN_TUNABLE, with_config_fields
+
+    runs = with_config_fields(runs)
+    varying = tuple(
+        c for c in TRAIN_TUNABLE + MODEL_TUNABLE if c in runs.columns and runs[c].nunique(dropna=True) > 1
+    )
+    return runs, varying
+
+
+def store_line(given: str, source: str, store, has_runs: bool) -> str:
+    """Where a command's store is, said plainly: its absolute path (a URI as given), where a
+    relative path was read from, and whether the store is there yet. `given` is the path as
+    written, `source` what gave it (`--storage`, or the spec's storage.path)."""
+    import os
+
+    from runstore.files import is_remote
+
+    where = f"store {store.location}"
+    if not is_remote(given) and not os.path.isabs(os.path.expanduser(given)):
+        where += f" ({source} {given!r}, from the folder this command runs in)"
+    if has_runs:
+        return where + ": it holds finished trials (counted below)"
+    if store.is_local and os.path.isdir(store.root):
+        return where + ": the folder is there, with no finished trial yet"
+    return where + ": not there yet; `depthwidth sweep run` makes it"
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -195,9 +228,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         _check_storage(args)
         spec = load_spec(args.spec, allow_missing_data=True)
         store = ResultStore(args.storage or spec.storage)
-        finished = store.finished_ids() if store.has_runs() else None
+        has_runs = store.has_runs()
+        finished = store.finished_ids() if has_runs else None
         spec = spec.adopt(finished) if finished else spec
-        print((plan_json if args.json else plan_text)(spec, finished))
+        if args.json:
+            print(plan_json(spec, finished))
+        else:
+            source = "--storage" if args.storage else "the spec's storage.path"
+            where = store_line(args.storage or spec.storage, source, store, has_runs)
+            print(plan_text(spec, finished, where))
     except _errors() as exc:
         return _fail(str(exc))
     return 0
