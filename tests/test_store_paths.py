@@ -43,6 +43,7 @@ def store_with(path: Path, beta2=None) -> Path:
         runs["train_config"] = [
             json.dumps({"lr": lr, "beta2": beta2(i), "eps": 1e-8}) for i, lr in enumerate(runs["lr"])
         ]
+    runs["flops"] = 6.0 * runs["n_params"] * 1e5  # a column every run the sweep stores has
     runs, curves = synthetic.make_curves(runs, 0.6, 50.0, steps=[25, 50])
     return synthetic.write_store(path, runs, curves)
 
@@ -84,6 +85,24 @@ def test_a_store_is_named_by_its_absolute_path_whatever_relative_path_named_it(p
     assert os.path.isabs(store.location)
     assert store.location == os.path.abspath(relative)
     assert ResultStore(store.location).location == store.location
+
+
+def test_slurm_status_names_the_store_by_its_absolute_path(tmp_path):
+    store = store_with(tmp_path / "kept")
+    (store / "spec.toml").write_text(
+        (Path(__file__).resolve().parent.parent / "sweeps" / "smoke.toml").read_text()
+    )
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # no squeue: no SLURM asked
+    r = subprocess.run(
+        [EXE, "sweep", "slurm-status", "kept", "--job", "12345"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == f"store {tmp_path / 'kept'}"
 
 
 def test_a_store_behind_a_uri_keeps_its_uri():
