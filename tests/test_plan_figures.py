@@ -11,6 +11,7 @@ flag's value (`--budget 1000gpu-h`), which is not a figure.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from pathlib import Path
@@ -34,10 +35,11 @@ FIGURE = re.compile(rf"(?<![\w.])({NUMBER})(?:\*\*)?\s*GPU-h(?:ours)?\b")
 WORDED = re.compile(r"\b(hundreds?|thousands?|millions?)\b(\s+\S+){0,2}\s+GPU-h", re.I)
 
 
-@pytest.fixture(scope="module")
-def plans() -> dict[str, dict]:
-    """Every bundled spec planned in full, as `sweep plan` plans it (about 8 CPU s)."""
-    return {name: planned(path) for name, path in bundled_specs().items()}
+@functools.cache
+def plan_of(name: str) -> dict:
+    """The bundled spec planned in full, as `sweep plan` plans it (all of them: about 9 CPU s),
+    once per test process and only those a test asks for."""
+    return planned(bundled_specs()[name])
 
 
 def _spec_pattern() -> re.Pattern:
@@ -157,24 +159,25 @@ def test_the_figure_parser_reads_prose_code_and_tables():
 
 
 @pytest.mark.parametrize("path", PAGES + SPEC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_every_gpu_hour_figure_is_its_specs_plan(path, plans):
+def test_every_gpu_hour_figure_is_its_specs_plan(path):
     text = _comment_text(path) if path.suffix == ".toml" else path.read_text()
     wrong = [f"{m.group(0)!r}: quote the plan's figure" for m in WORDED.finditer(" ".join(text.split()))]
     for figure, name, context in figures(text):
         where = f"{figure} GPU-hours in {context.strip()[:160]!r}"
         if name is None:
             wrong.append(f"{where}: no bundled spec is named before it")
-        elif "gpu_hours" not in plans[name]:
+        elif "gpu_hours" not in plan_of(name):
             wrong.append(f"{where}: {name} is planned in CPU core-hours")
         else:
             value = float(figure.replace(",", ""))
-            if abs(plans[name]["gpu_hours"] - value) > tolerance(figure) + 1e-9:
-                wrong.append(f"{where}: `depthwidth sweep plan {name}` says {plans[name]['gpu_hours']:.4g}")
+            if abs(plan_of(name)["gpu_hours"] - value) > tolerance(figure) + 1e-9:
+                wrong.append(f"{where}: `depthwidth sweep plan {name}` says {plan_of(name)['gpu_hours']:.4g}")
     assert not wrong, "\n".join(wrong)
 
 
-def test_the_listed_costs_are_the_plans(plans):
+def test_the_listed_costs_are_the_plans():
     index = read_index()
+    plans = {name: plan_of(name) for name in bundled_specs()}
     assert sorted(index) == sorted(plans), "python -m sweeps.plans.speccosts writes the list again"
     for name, path in bundled_specs().items():
         kept = index[name]
