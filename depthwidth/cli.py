@@ -313,8 +313,14 @@ def run() -> None:
     """The console script. A finished command exits without the interpreter's teardown of torch,
     Ray and pandas (about 1.5 s on 2 cores, and it does nothing a finished command needs): the
     standard streams are flushed and the atexit handlers run, then the process ends. Every file
-    the commands write is closed (and renamed into place) before they return."""
-    code = main()
+    the commands write is closed (and renamed into place) before they return. When the reader
+    of stdout goes away (`depthwidth sweep plan SPEC | head`), the command stops without a
+    traceback, as Unix tools do, with the shell's code for it (128 + SIGPIPE)."""
+    try:
+        code = main()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush
+        code = 128 + 13
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -85,3 +85,19 @@ def test_the_phase_map_mentions_blank_cells_only_when_a_cell_was_not_run():
     assert fig.axes[0].get_title() == "Depth × width phase map (blank: not run)"
     cells = np.ma.getmaskarray(fig.axes[0].collections[0].get_array()).reshape(3, 2)
     assert cells[2, 1]  # the cell not run is left blank
+
+
+def test_a_reader_that_stops_early_ends_the_command_without_a_traceback(tmp_path):
+    """`depthwidth sweep plan SPEC | head`: the plan is longer than the pipe holds."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [EXE, "sweep", "plan", "threshold-gpu"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert proc.stdout.readline().startswith(b"sweep 'threshold-gpu': 2016 trials")
+    proc.stdout.close()  # as `head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 141 and "Traceback" not in err, err
