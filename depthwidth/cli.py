@@ -30,6 +30,46 @@ from depthwidth.config import (
     from_name,
 )
 
+# The flags of `train` that set a config field, by config; a flag left out leaves the field at its
+# default, which `train --help` shows (read from the configs, so the help cannot drift from them).
+MODEL_FLAGS = (
+    "family",
+    "depth",
+    "width",
+    "heads",
+    "ffn_ratio",
+    "seq_len",
+    "attention",
+    "parametrization",
+    "base_width",
+    "base_depth",
+    "depth_alpha",
+    "nu",
+    "rho",
+)
+TRAIN_FLAGS = (
+    "steps",
+    "batch_size",
+    "lr",
+    "warmup_steps",
+    "min_lr_ratio",
+    "beta2",
+    "grad_clip",
+    "eval_batches",
+    "eval_every",
+    "device",
+    "precision",
+    "compile",
+    "threads",
+)
+# Defaults that `train` derives from another flag, and what 0 means where it means something else.
+DEFAULT_NOTES = {
+    "eval_every": "with --steps: a tenth of them",
+    "warmup_steps": "with --steps: at most a tenth of them",
+    "threads": "torch's own choice",
+    "vocab_size": "the data's",
+}
+
 SUBCOMMAND_MODULES = (
     "sweeps.cli",
     "sweeps.results.export",
@@ -77,11 +117,14 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--parametrization",
         choices=PARAMETRIZATIONS,
-        help="standard | mup (width transfer) | completep (width and depth transfer)",
+        help="standard: the textbook model, as Kaplan et al. and Levine et al. train it, and what a "
+        "config or spec that names none trains | mup: the learning rate transfers across width | "
+        "completep: across width and depth, as the bundled threshold specs train (with the "
+        "default --base-width and --base-depth, their trials' model)",
     )
     p.add_argument("--base-width", type=int, help="μP/CompleteP base width (multiplier width/base)")
     p.add_argument("--base-depth", type=int, help="CompleteP base depth (branches × (base/depth)^α)")
-    p.add_argument("--depth-alpha", type=float, help="CompleteP's α in [0.5, 1] (default 1)")
+    p.add_argument("--depth-alpha", type=float, help="CompleteP's α in [0.5, 1]")
     p.add_argument("--nu", type=int)
     p.add_argument("--rho", type=int)
     p.add_argument(
@@ -101,11 +144,34 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", choices=DEVICES)
     p.add_argument("--precision", choices=PRECISIONS)
-    p.add_argument("--compile", action="store_true", default=None)
+    p.add_argument(
+        "--compile", action="store_true", default=None, help="compile the model with torch.compile"
+    )
     p.add_argument("--threads", type=int)
     p.add_argument("--json", metavar="FILE", help="also write the full result (with the curve) as JSON")
     p.add_argument("--force", action="store_true", help="replace an existing --json file")
     p.set_defaults(func=cmd_train)
+    _show_defaults(p)
+
+
+def _show_defaults(p: argparse.ArgumentParser) -> None:
+    """Each option's help ends with its default: a config field's from the configs (a --preset
+    sets its own model fields), any other option's from the parser."""
+    model, train = ModelConfig(), TrainConfig()
+    for action in p._actions:
+        name = action.dest
+        if name in MODEL_FLAGS:
+            value = getattr(model, name)
+        elif name in TRAIN_FLAGS:
+            value = getattr(train, name)
+        elif action.default is not None and action.default is not argparse.SUPPRESS and action.option_strings:
+            value = action.default
+        else:
+            continue
+        if isinstance(value, bool) and not value and action.nargs == 0:
+            continue  # a switch that is off unless given says so by being a switch
+        note = f"default: {value}" + (f"; {DEFAULT_NOTES[name]}" if name in DEFAULT_NOTES else "")
+        action.help = f"{action.help} ({note})" if action.help else f"({note})"
 
 
 def _given(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
@@ -124,40 +190,10 @@ def _parametrization(cfg: ModelConfig) -> str:
 def cmd_train(args: argparse.Namespace) -> int:
     from depthwidth.data.base import DataError
 
-    model_fields = (
-        "family",
-        "depth",
-        "width",
-        "heads",
-        "ffn_ratio",
-        "seq_len",
-        "attention",
-        "parametrization",
-        "base_width",
-        "base_depth",
-        "depth_alpha",
-        "nu",
-        "rho",
-    )
-    train_fields = (
-        "steps",
-        "batch_size",
-        "lr",
-        "warmup_steps",
-        "min_lr_ratio",
-        "beta2",
-        "grad_clip",
-        "eval_batches",
-        "eval_every",
-        "device",
-        "precision",
-        "compile",
-        "threads",
-    )
     try:
-        overrides = _given(args, model_fields)
+        overrides = _given(args, MODEL_FLAGS)
         model_cfg = from_name(args.preset, **overrides) if args.preset else ModelConfig(**overrides)
-        tkw = _given(args, train_fields)
+        tkw = _given(args, TRAIN_FLAGS)
         if "steps" in tkw and "eval_every" not in tkw:
             tkw["eval_every"] = max(1, tkw["steps"] // 10)
         if "steps" in tkw and "warmup_steps" not in tkw:
@@ -277,8 +313,14 @@ def run() -> None:
     """The console script. A finished command exits without the interpreter's teardown of torch,
     Ray and pandas (about 1.5 s on 2 cores, and it does nothing a finished command needs): the
     standard streams are flushed and the atexit handlers run, then the process ends. Every file
-    the commands write is closed (and renamed into place) before they return."""
-    code = main()
+    the commands write is closed (and renamed into place) before they return. When the reader
+    of stdout goes away (`depthwidth sweep plan SPEC | head`), the command stops without a
+    traceback, as Unix tools do, with the shell's code for it (128 + SIGPIPE)."""
+    try:
+        code = main()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush
+        code = 128 + 13
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -229,6 +229,19 @@ def _print_theory(doc: dict, args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------ seprank -----------------
 
 
+# What each field of a measured cell's line means, printed once above them.
+SEPRANK_LEGEND = """each cell's line:
+  rank R (<= bound B, ln R vs ln B)  the separation rank measured, the monomial bound on it, and
+                                     the natural logarithms of both
+  3^L = D vs d = W: REGIME           the degree 3^depth against the width: depth-efficient below
+                                     L_th = log_3 d (3^L < d), threshold at it, width-limited
+                                     above it
+  K k:r;k:r...                       each grid size K tried and the rank found at it; K grows {growth}x
+                                     until the rank falls below K, so the last pair is the
+                                     measurement (a WARNING says when it never did)
+  then the seconds the cell took"""
+
+
 def cmd_seprank(args: argparse.Namespace) -> int:
     from depthwidth import seprank
     from depthwidth.config import ConfigError
@@ -274,6 +287,7 @@ def cmd_seprank(args: argparse.Namespace) -> int:
         f"measuring {len(plan.cells)} cells (estimated <= {sum(e for _, e in plan.cells):.0f} s), "
         f"primes {seprank.P1} and {seprank.P2}"
     )
+    print(SEPRANK_LEGEND.format(growth=seprank.GROWTH))
     for cell, est_s in plan.cells:
         r = seprank.measure(cell, seed=args.seed)
         rows.append({**r.to_dict(), "status": "ok", "est_seconds": est_s})

@@ -32,8 +32,10 @@ class ResultStore:
     """One sweep's folder. The sweep driver is its single writer (see `lock`)."""
 
     def __init__(self, location: str):
-        self.location = location
         self.loc = Location(location)
+        # as people read it wherever a command names the store: a local path made absolute (a
+        # relative one is read from the folder the command runs in), a URI as given
+        self.location = self.loc.display()
         self.fs, self.root, self.is_local = self.loc.fs, self.loc.root, self.loc.is_local
         self._runs: pd.DataFrame | None = None
         self._curves: pd.DataFrame | None = None
@@ -208,8 +210,9 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def runs_table_text(df: pd.DataFrame) -> str:
-    """The runs table as people read it: the grid coordinates, sizes and losses."""
+def runs_table_text(df: pd.DataFrame, tuning: tuple[str, ...] = ()) -> str:
+    """The runs table as people read it: the grid coordinates, the learning rate and the other
+    `tuning` columns given (those that vary, sweeps/cli.py), sizes and losses."""
     if df.empty:
         return "(no finished trials)"
     cols = [
@@ -221,6 +224,8 @@ def runs_table_text(df: pd.DataFrame) -> str:
             "width",
             "heads",
             "seed",
+            "lr",
+            *(t for t in tuning if t != "lr"),
             "n_params",
             "steps",
             "final_train_loss",
@@ -231,8 +236,11 @@ def runs_table_text(df: pd.DataFrame) -> str:
         )
         if c in df.columns
     ]
-    view = df[cols].sort_values([c for c in ("family", "depth", "width", "seed") if c in cols])
-    return view.to_string(index=False, float_format=lambda x: f"{x:.4f}")
+    order = [c for c in ("family", "depth", "width", *tuning, "seed") if c in cols]
+    view = df[cols].sort_values(order, kind="stable")
+    # tuning values in general format: an eps of 1e-8 would read 0.0000 with four decimals
+    general = {c: (lambda x: f"{x:.4g}") for c in ("lr", *tuning) if c in cols}
+    return view.to_string(index=False, formatters=general, float_format=lambda x: f"{x:.4f}")
 
 
 def spec_versions(text: str) -> list[str]:

@@ -182,8 +182,41 @@ def cmd_results(args: argparse.Namespace) -> int:
                 runs.to_csv(f, index=False)
             print(f"wrote {len(runs)} runs to {args.csv}")
         return 0
-    print(runs_table_text(runs))
+    runs, tuning = _tuning_columns(runs)
+    print(f"store {store.location}: {len(runs)} runs")
+    print(runs_table_text(runs, tuning))
     return 0
+
+
+def _tuning_columns(runs):
+    """The runs with each tuning field (depthwidth.config.TUNING_FIELDS) that takes several values
+    in the store as a column (read from the stored configs where the store has no column for it),
+    and those fields: the settings that tell apart the runs of one shape."""
+    from analysis.laws.tuning import MODEL_TUNABLE, TRAIN_TUNABLE, with_config_fields
+
+    runs = with_config_fields(runs)
+    varying = tuple(
+        c for c in TRAIN_TUNABLE + MODEL_TUNABLE if c in runs.columns and runs[c].nunique(dropna=True) > 1
+    )
+    return runs, varying
+
+
+def store_line(given: str, source: str, store, has_runs: bool) -> str:
+    """Where a command's store is, said plainly: its absolute path (a URI as given), where a
+    relative path was read from, and whether the store is there yet. `given` is the path as
+    written, `source` what gave it (`--storage`, or the spec's storage.path)."""
+    import os
+
+    from runstore.files import is_remote
+
+    where = f"store {store.location}"
+    if not is_remote(given) and not os.path.isabs(os.path.expanduser(given)):
+        where += f" ({source} {given!r}, from the folder this command runs in)"
+    if has_runs:
+        return where + ": it holds finished trials (counted below)"
+    if store.is_local and os.path.isdir(store.root):
+        return where + ": the folder is there, with no finished trial yet"
+    return where + ": not there yet; `depthwidth sweep run` makes it"
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -195,40 +228,28 @@ def cmd_plan(args: argparse.Namespace) -> int:
         _check_storage(args)
         spec = load_spec(args.spec, allow_missing_data=True)
         store = ResultStore(args.storage or spec.storage)
-        finished = store.finished_ids() if store.has_runs() else None
+        has_runs = store.has_runs()
+        finished = store.finished_ids() if has_runs else None
         spec = spec.adopt(finished) if finished else spec
-        print((plan_json if args.json else plan_text)(spec, finished))
+        if args.json:
+            print(plan_json(spec, finished))
+        else:
+            source = "--storage" if args.storage else "the spec's storage.path"
+            where = store_line(args.storage or spec.storage, source, store, has_runs)
+            print(plan_text(spec, finished, where))
     except _errors() as exc:
         return _fail(str(exc))
     return 0
 
 
-def spec_line(name: str, path) -> str:
-    """One line of `sweep specs`: the name, its planned cost (sweeps/plans/plan.py totals) and what it
-    is for (the spec's description); a spec whose data is not here is costed all the same."""
-    from sweeps.plans.plan import plan_rows, totals
-    from sweeps.plans.spec import SpecError, load_spec
-
-    try:
-        spec = load_spec(path, allow_missing_data=True)
-        t = totals(spec, plan_rows(spec))
-        cost = f"{t['gpu_hours']:.3g} GPU-h" if "gpu_hours" in t else f"{t['cpu_core_hours']:.3g} CPU core-h"
-        cost = f"{int(t['trials']):>5} trials {cost:>16}"
-        what = spec.description or "(no description)"
-        if spec.missing_data:
-            what += f" [data not here yet: {', '.join(spec.missing_data)}]"
-    except (SpecError, ValueError) as exc:
-        cost, what = f"{'':>5} trials {'?':>16}", f"cannot plan it here: {exc}"
-    return f"{name:<24} {cost}  {what}"
-
-
 def cmd_specs(args: argparse.Namespace) -> int:
     from sweeps.plans.bundled import bundled_specs
+    from sweeps.plans.speccosts import read_index, spec_line
 
-    specs = bundled_specs()
+    specs, index = bundled_specs(), read_index()
     print(f"{len(specs)} bundled specs (run one by name, e.g. `depthwidth sweep plan smoke`):")
     for name, path in specs.items():
-        print(spec_line(name, path), flush=True)
+        print(spec_line(name, path, index), flush=True)
     return 0
 
 

@@ -725,7 +725,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     except (SpecError, StoreError, ClusterError, ConfigError, OutputError) as exc:
         return fail(str(exc))
     earlier = f" (earlier: {', '.join(jobs[:-1])})" if len(jobs) > 1 else ""
-    print(f"store {location}")
+    print(f"store {location if is_remote(location) else os.path.abspath(local_path(location))}")
     print(f"SLURM job {jobs[-1]}{earlier}: {job_state(jobs[-1])}")
     print("\n".join(progress))
     return 0

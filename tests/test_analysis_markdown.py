@@ -418,7 +418,7 @@ def test_cli_does_not_claim_on_the_smoke_sweep(tmp_path):
 
 
 def test_a_finished_sweep_ends_with_the_verdict_and_the_report(tmp_path):
-    """The sweep service's last line: the verdict `analyze` prints, then where the report is."""
+    """The sweep service's last lines: the verdict `analyze` prints, then, short, the page to open."""
     import io
 
     from runstore.store import ResultStore
@@ -431,6 +431,7 @@ def test_a_finished_sweep_ends_with_the_verdict_and_the_report(tmp_path):
     store = synthetic.write_store(tmp_path / "store", runs, curves)
     out = io.StringIO()
     _analyze(ResultStore(str(store)), out)
-    last = out.getvalue().strip().splitlines()[-1]
-    assert last.startswith("verdict: no threshold located: depth still pays at every depth swept")
-    assert last.endswith(f"; report: {store / 'analysis' / 'report.md'}")
+    *_, verdict, last = out.getvalue().strip().splitlines()
+    assert verdict.startswith("verdict: no threshold located: depth still pays at every depth swept")
+    page = store / "analysis" / "report.html"  # the page to open, by its absolute path
+    assert last == f"report: {page}" and page.is_absolute() and page.is_file()

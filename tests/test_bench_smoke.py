@@ -42,6 +42,7 @@ LAST_WORDS = {
     "copy_probe.py": "| depth 1 x width 16 |",
     "wsd.py": "smoke: planted difference -0.0200, measured",
     "data_prepare.py": "`data prepare` / encode_batch_fast",
+    "spec_list.py": "| the smoke spec planned in full |",
 }
 NEEDS_BROWSER = {"report_html.py"}
 

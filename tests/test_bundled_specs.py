@@ -7,6 +7,7 @@ repository."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,9 +53,12 @@ def test_a_local_file_of_the_same_name_wins_and_says_so(tmp_path):
 def test_sweep_specs_lists_each_bundled_spec_with_its_purpose_and_cost(tmp_path):
     r = cli("sweep", "specs", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    assert r.stderr == ""  # nothing but the table: no expansion notes between its rows
     lines = r.stdout.strip().splitlines()
     names = sorted(p.stem for p in SWEEPS.glob("*.toml"))
     assert lines[0].startswith(f"{len(names)} bundled specs") and len(lines) == len(names) + 1
+    row = re.compile(r"[\w.-]+ +\d+ trials +[\d.e+]+ (GPU-h|CPU core-h)  \S.*")
+    assert all(row.fullmatch(line) for line in lines[1:]), lines
     by_name = {line.split()[0]: line for line in lines[1:]}
     assert sorted(by_name) == names
     smoke = by_name["smoke"]
@@ -81,3 +85,38 @@ def test_a_plan_works_before_its_data_is_prepared_and_a_run_does_not(tmp_path):
     spec.write_text(spec.read_text().replace("vocab_size = 512\n", ""))
     r = cli("sweep", "plan", spec, cwd=tmp_path)
     assert r.returncode == 2 and "does not exist" in r.stderr
+
+
+def test_a_spec_listed_at_once_while_unchanged_is_planned_in_full_once_changed(tmp_path):
+    """`sweep specs` takes a spec's cost from sweeps/bundled-costs.json only while the spec's
+    content is the one it was computed from (tests/test_plan_figures.py holds it to the plan)."""
+    from sweeps.plans.speccosts import fingerprint, planned, spec_line
+
+    path = SWEEPS / "smoke.toml"
+    kept = {"smoke": {"fingerprint": fingerprint(path), "trials": 7, "cpu_core_hours": 1.5}}
+    assert re.search(r" 7 trials +1.5 CPU core-h ", spec_line("smoke", path, kept))
+    changed = tmp_path / "smoke.toml"  # same content, one axis shorter
+    changed.write_text(path.read_text().replace("depth = [1, 2, 3, 4]", "depth = [1]"))
+    assert fingerprint(changed) != fingerprint(path)
+    line = spec_line("smoke", changed, kept)
+    assert f"{planned(changed)['trials']:>5} trials" in line and planned(changed)["trials"] == 9
+    # comments are not content: a spec whose comments changed keeps its entry
+    commented = tmp_path / "commented.toml"
+    commented.write_text("# a note\n" + path.read_text())
+    assert fingerprint(commented) == fingerprint(path)
+
+
+def test_the_listed_data_note_is_the_plans(tmp_path, monkeypatch):
+    """The note on data not here yet names the paths `sweep plan` names, unset variable or not."""
+    from sweeps.plans.spec import load_spec
+    from sweeps.plans.speccosts import missing_data
+
+    path = SWEEPS / "threshold-gpu-text-pilot.toml"
+    monkeypatch.delenv("DEPTHWIDTH_CORPUS", raising=False)
+    assert missing_data(path) == list(load_spec(path, allow_missing_data=True).missing_data)
+    assert missing_data(path) == ["${DEPTHWIDTH_CORPUS}"]
+    monkeypatch.setenv("DEPTHWIDTH_CORPUS", str(tmp_path / "corpus"))
+    assert missing_data(path) == list(load_spec(path, allow_missing_data=True).missing_data)
+    assert missing_data(path) == [str(tmp_path / "corpus")]
+    (tmp_path / "corpus").mkdir()
+    assert missing_data(path) == []

@@ -100,7 +100,9 @@ def test_sweep_store_and_analysis_on_s3(s3, tmp_path):
     r = depthwidth("sweep", "run", str(spec), "--storage", uri, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "2 trials (2 ok)" in r.stdout
-    assert f"report: s3://sweeps/team/s3sweep/analysis/report.md?{query}" in r.stdout
+    assert (
+        r.stdout.strip().splitlines()[-1] == f"report: s3://sweeps/team/s3sweep/analysis/report.html?{query}"
+    )
 
     root = "sweeps/team/s3sweep"
     names = {i.base_name for i in fs.get_file_info(pafs.FileSelector(root))}

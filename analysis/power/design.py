@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.fitting.fitcore import log_kappa
+from analysis.power import events
 from analysis.readers.halving import decide
 
 if TYPE_CHECKING:
@@ -232,22 +233,30 @@ def simulate(
         model = null_law(trials, model)
     cases = [float(b) for b in effects] + ([None] if null else [])
     jobs = jobs or len(os.sched_getaffinity(0))
-    per = max(1, math.ceil(replicates * len(cases) / (2 * jobs)))
+    # chunks of about an eighth of each process's share, so that progress (events.tell) moves
+    # in small steps; each replicate is seeded by itself, so the chunking changes no result
+    per = max(1, math.ceil(replicates * len(cases) / (8 * jobs)))
     stop = start + replicates
     tasks = [
         (trials, b, model, list(range(s, min(s + per, stop))), seed, bootstrap)
         for b in cases
         for s in range(start, stop, per)
     ]
+    events.tell("planned", replicates * len(cases))
+    rows: list[dict] = []
     if jobs <= 1 or len(tasks) == 1:
-        rows = [r for t in tasks for r in _replicates(t)]
+        for out in map(_replicates, tasks):
+            rows += out
+            events.tell("done", len(out))
     else:
         import multiprocessing as mp
 
         # fork: the workers inherit the loaded modules (a fresh interpreter would re-import the
         # analysis, seconds each); nothing here runs threads of its own.
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as ex:
-            rows = [r for out in ex.map(_replicates, tasks) for r in out]
+            for out in ex.map(_replicates, tasks):
+                rows += out
+                events.tell("done", len(out))
     return pd.DataFrame(rows)
 
 

@@ -480,7 +480,8 @@ def phase_map(runs: pd.DataFrame, report: dict) -> Figure:
     """Depth × width map of each shape's loss over the best loss at equal N (measured, or
     interpolated inside another depth's measured sizes), one row per depth and one column per
     width that were run, with L = log_b d overlaid for b = 3 and the claimed b. Cells whose N no
-    other depth covers are hatched; cells not run are blank."""
+    other depth covers are hatched; cells not run are blank, and the title says so only when
+    there is one."""
     fig = Figure(figsize=(7.5, 5))
     ax = fig.add_subplot()
     cfg = phase_cells(runs)
@@ -535,7 +536,8 @@ def phase_map(runs: pd.DataFrame, report: dict) -> Figure:
     ax.set_ylim(-0.5, len(depths) - 0.5)
     ax.set_xlabel("width d (the widths run)")
     ax.set_ylabel("depth L (the depths run)")
-    ax.set_title("Depth × width phase map (blank: not run)", pad=14 if off else 6)
+    blank = " (blank: not run)" if not measured.all() else ""
+    ax.set_title(f"Depth × width phase map{blank}", pad=14 if off else 6)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     fig.tight_layout()
     return fig

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
 from depthwidth.clitools import fail
@@ -98,8 +97,10 @@ def rate_plan(
     bootstrap: int,
     seed: int,
     jobs: int | None,
+    note=None,
 ) -> dict:
-    """The design object `design --json` prints (without its noise source)."""
+    """The design object `design --json` prints (without its noise source). `note(text)` is told
+    how each batch of replicates ended (sweeps/designing/design_progress.py)."""
     from analysis.power import design as dz
 
     outcomes = dz.power_runs(
@@ -110,7 +111,7 @@ def rate_plan(
         bootstrap,
         seed,
         jobs,
-        progress=lambda m: print(f"design: {m}", file=sys.stderr, flush=True),
+        progress=None if note is None else (lambda m: note(f"design: {m}")),
     )
     summary = dz.summarize(outcomes)
     low = [float(k) for k, v in summary["power"].items() if v is not None and v < dz.TARGET_POWER]
@@ -218,13 +219,16 @@ def public(r: dict) -> dict:
 
 
 def cmd_design(args: argparse.Namespace) -> int:
+    from sweeps.designing.design_progress import shown
+
     try:
         effects = parse_effects(args.effects)
         check_args(args)
         if args.propose:
             from sweeps.designing.design_search import propose
 
-            return propose(args, effects)
+            with shown(args.quiet):
+                return propose(args, effects)
         if args.budget is not None:
             raise SpecError(
                 "--budget is invalid without --propose: it bounds the plans that --propose searches."
@@ -234,7 +238,19 @@ def cmd_design(args: argparse.Namespace) -> int:
         model, noise = build_model(spec, trials, args)
     except (SpecError, ValueError) as exc:
         return fail(str(exc))
-    r = rate_plan(spec, trials, totals, model, effects, args.replicates, args.bootstrap, args.seed, args.jobs)
+    with shown(args.quiet) as view:
+        r = rate_plan(
+            spec,
+            trials,
+            totals,
+            model,
+            effects,
+            args.replicates,
+            args.bootstrap,
+            args.seed,
+            args.jobs,
+            note=view.note if view else None,
+        )
     r["noise"] = noise
     files = write_out(r, args.out) if args.out else []
     if args.json:
@@ -291,6 +307,12 @@ def register(sub) -> None:
     p.add_argument("--jobs", type=int, default=None, help="processes (default: the CPUs available)")
     p.add_argument("--out", default=None, help="folder for power.png, outcomes.csv, design.json")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (by default: replicates simulated of those planned, elapsed "
+        "time and an ETA, redrawn in place on a terminal, a line at most every 30 s in a log)",
+    )
     p.add_argument(
         "--propose",
         action="store_true",

@@ -11,16 +11,32 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 MAX_TRIALS = 20_000  # a plan validates, hashes and costs each trial: about 0.5 ms each on one core
 WARN_TRIALS = 2_000
 PROGRESS_EVERY = 20_000
+# Off where a command prints only a table of many specs (`sweep specs`): there the lines would
+# fall between the table's rows, and each spec is expanded in well under the time they announce.
+_LOUD: ContextVar[bool] = ContextVar("expansion_lines", default=True)
 
 
 def _say(line: str) -> None:
-    print(f"sweep: {line}", file=sys.stderr, flush=True)
+    if _LOUD.get():
+        print(f"sweep: {line}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Within it, expanding a large grid says nothing on stderr."""
+    token = _LOUD.set(False)
+    try:
+        yield
+    finally:
+        _LOUD.reset(token)
 
 
 def _cheap_sources(

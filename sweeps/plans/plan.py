@@ -254,7 +254,8 @@ def _share(q: float) -> str:
     return {0.125: "1/8", 0.25: "1/4", 0.5: "1/2", 1.0: "1"}.get(q, f"{q:g}") if q else "-"
 
 
-def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
+def plan_text(spec: SweepSpec, finished: set[str] | None = None, store: str | None = None) -> str:
+    """The plan as people read it; `store` says where its store is (sweeps/cli.py store_line)."""
     from depthwidth.accounting import machine_memory_bytes
 
     rows = plan_rows(spec, finished=finished or ())
@@ -262,6 +263,8 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None) -> str:
     r = spec.resources
     here = machine_memory_bytes() if not r.uses_gpus else None
     lines = [f"sweep {spec.name!r}: {len(rows)} trials, storage {spec.storage}"]
+    if store is not None:
+        lines = [f"sweep {spec.name!r}: {len(rows)} trials", store]
     if spec.description:
         lines.append(spec.description)
     head = (

@@ -536,10 +536,13 @@ def _analyze(store: ResultStore, out: TextIO) -> None:
         )
         return
     if isinstance(result, dict) and result.get("report_dir"):
-        where = Location(result["report_dir"]).display("report.md")
+        where = Location(result["report_dir"]).display("report.html")
     else:
-        where = store.display("analysis/report.md")
-    print(f"{verdict_line(result)}; report: {where}", file=out)
+        where = store.display("analysis/report.html")
+    # the verdict on a line of its own; the last line short, naming the page to open (report.md,
+    # its text, and the figures sit beside it)
+    print(verdict_line(result), file=out)
+    print(f"report: {where}", file=out)
 
 
 def _trackers(spec: SweepSpec, store: ResultStore, tracking: Tracking):
