@@ -270,7 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_BAD_INPUT
-    return int(args.func(args) or 0)
+    from runstore.outputs import release_all
+
+    try:
+        return int(args.func(args) or 0)
+    finally:
+        release_all()  # the outputs the command claimed (runstore/outputs.py) are its no longer
 
 
 def run() -> None:

@@ -23,6 +23,7 @@ from analysis.readers.inputs import InputError
 from depthwidth.clitools import reason
 from runstore.files import StoreError, atomic_file
 from runstore.location import Location
+from runstore.outputs import ANYWHERE, OutputError, claim_folder
 
 MANIFEST = "report-files.json"
 WORK_PREFIX = ".depthwidth-report-"  # + pid + "-": an unfinished report's working folder
@@ -178,14 +179,20 @@ class ReportOutput:
     `publish` puts it in `dest` as a whole. A failure before publishing leaves `dest` as it was;
     a failure while publishing keeps the finished files and names their folder."""
 
-    def __init__(self, dest: Location):
+    def __init__(self, dest: Location, flag: str = "the report folder"):
         self.dest = dest
+        try:  # the one output guard: checked, and locked until the report is published
+            self.claim = claim_folder(dest.root, flag, (), ANYWHERE) if dest.is_local else None
+        except OutputError as exc:
+            raise InputError(str(exc)) from None
         parent = _work_parent(dest)
         clean_stale(parent)
         self.work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=parent))
 
     def discard(self) -> None:
         shutil.rmtree(self.work, ignore_errors=True)
+        if self.claim is not None:
+            self.claim.release()
 
     def publish(self, replace: bool) -> None:
         """`replace`: this is a whole new report, so the files of the earlier one that it did
@@ -205,6 +212,8 @@ class ReportOutput:
             self.dest.write_text(MANIFEST, json.dumps({"files": sorted(listed)}, indent=1))
         except (OSError, StoreError, InputError) as exc:
             kept = self._keep()
+            if self.claim is not None:
+                self.claim.release()
             raise InputError(
                 f"{self.dest.display()} could not be written ({_why(exc)}); the "
                 f"finished report is kept in {kept}."

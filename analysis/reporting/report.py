@@ -452,7 +452,7 @@ def analyze(
     check_bootstrap(bootstrap, seed, len(ds.runs), len(ds.curves))
     dest = output_location(out_dir, source, ds.kind)
     watch.lap("load")
-    out = ReportOutput(dest)
+    out = ReportOutput(dest, "--out" if out_dir is not None else "the report folder")
     try:
         report = build_report(ds, int(bootstrap), int(seed), watch, leave_out)
         report["source_fingerprint"] = source_print

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from depthwidth.clitools import OutputError, check_output_dir, fail
+from depthwidth.clitools import OutputError, check_output_dir, check_output_file, fail
 from sweeps.plans.tracking import WANDB_MODES, Trackers, Tracking, TrialInfo, check_available
 
 
@@ -111,6 +111,16 @@ def build(tracking: Tracking, sweep: str, store, export: bool = False) -> Tracke
     return Trackers(made, {}, after=EXPORT_STOPS) if export else Trackers(made, later)
 
 
+def check_mlflow_output(uri: str) -> None:
+    """An MLflow URI that names a local database file (sqlite:///PATH) or folder (a path, or
+    file:///PATH) goes through the output guard like any other output: never a results store's
+    own files, never through a link to them."""
+    if uri.startswith("sqlite:///"):
+        check_output_file(uri[len("sqlite:///") :], "--mlflow", force=True)  # a database is added to
+    elif uri.startswith("file://") or "://" not in uri:
+        check_output_dir(uri.removeprefix("file://"), "--mlflow")
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from runstore.files import StoreError
     from runstore.layout import RUNS
@@ -130,6 +140,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         check_available(tracking, prefix="--")
         if args.tensorboard:  # a file there fails only after the store is read: say so now
             check_output_dir(args.tensorboard, "--tensorboard")
+        if args.mlflow:
+            check_mlflow_output(args.mlflow)
         store = ResultStore(args.store)
         if not store.exists(RUNS):
             raise StoreError(f"store = {args.store!r} is invalid: it holds no {RUNS}.")
