@@ -5,7 +5,9 @@ any work starts, so a run never trains or fits for minutes and then fails to sav
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -24,6 +26,16 @@ def fail(message: str) -> int:
     """Print one error sentence and return the bad-input exit code."""
     print(f"depthwidth: error: {message}", file=sys.stderr)
     return EXIT_BAD_INPUT
+
+
+def terminate_cleanly() -> None:
+    """SIGTERM (a scheduler's or `kill`'s) unwinds like Ctrl-C, so a working folder is removed."""
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    with contextlib.suppress(ValueError):  # only the main thread may set handlers
+        signal.signal(signal.SIGTERM, stop)
 
 
 # Every user-named output goes through runstore.outputs (docs/rules.md, "Where a command writes"):

@@ -156,9 +156,12 @@ class Claim:
     (`release_all`, also at exit) or at `release()`. Folders it made for the lock and that are
     still empty then are removed, so a refused or failed command leaves nothing."""
 
-    def __init__(self, target: Path, flag: str, given: str, checks: Callable[[], None], make: bool):
+    def __init__(self, target: Path, flag: str, given: str, checks: Callable[[], None], folder: bool):
         self.target, self.flag, self.given, self._checks = target, flag, given, checks
-        self._made = self._make_parents() if make else []
+        self._made = self._make_parents() if folder else []
+        # A folder is locked where it really is (two names of one folder share its lock); a file
+        # by its own name, since it is replaced (a link in its place too), never written through.
+        self.real = _real(target) if folder else _real(target.parent) / target.name
         try:
             self._fd, self._lock = self._take_lock()
             checks()  # again, now that no other command can change the answer
@@ -182,23 +185,19 @@ class Claim:
             except OSError as exc:
                 self._made = made
                 self.release()
-                raise _bad(
-                    self.flag, self.given, f"it cannot be written ({exc.strerror or exc}: {str(folder)!r})"
-                ) from None
+                why = f"the folder {str(folder)!r} cannot be made: {exc.strerror or exc}"
+                raise _bad(self.flag, self.given, f"it cannot be written ({why})") from None
             made.append(folder)
         return made
 
     def _take_lock(self) -> tuple[int, Path]:
-        lock = self.target.parent / f".{self.target.name}{LOCK_SUFFIX}"
+        lock = self.real.parent / f".{self.real.name}{LOCK_SUFFIX}"
         while True:
             try:
                 fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             except OSError as exc:
-                raise _bad(
-                    self.flag,
-                    self.given,
-                    f"it cannot be written ({exc.strerror or exc}: {str(lock.parent)!r})",
-                ) from None
+                why = f"no file can be made in {str(lock.parent)!r}: {exc.strerror or exc}"
+                raise _bad(self.flag, self.given, f"it cannot be written ({why})") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -252,7 +251,7 @@ def claim_file(path: str | os.PathLike | None, flag: str, force: bool = False) -
         _file_checks(p, flag, given, force)
 
     checks()
-    return Claim(p, flag, given, checks, make=False)
+    return Claim(p, flag, given, checks, folder=False)
 
 
 def claim_folder(
@@ -276,4 +275,4 @@ def claim_folder(
             check(p)
 
     checks()
-    return Claim(p, flag, given, checks, make=True)
+    return Claim(p, flag, given, checks, folder=True)

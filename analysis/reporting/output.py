@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import tempfile
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pandas as pd
 
 from analysis.readers.inputs import InputError
 from depthwidth.clitools import reason
+from depthwidth.clitools import terminate_cleanly as terminate_cleanly  # the one definition
 from runstore.files import StoreError, atomic_file
 from runstore.location import Location
 from runstore.outputs import ANYWHERE, OutputError, claim_folder
@@ -120,16 +120,6 @@ def _work_parent(dest: Location) -> Path:
         if probe.is_dir() and os.access(probe, os.W_OK | os.X_OK):
             return probe
     return Path(tempfile.gettempdir())
-
-
-def terminate_cleanly() -> None:
-    """SIGTERM (a scheduler's or `kill`'s) unwinds like Ctrl-C, so a working folder is removed."""
-
-    def stop(signum, frame):
-        raise SystemExit(128 + signum)
-
-    with contextlib.suppress(ValueError):  # only the main thread may set handlers
-        signal.signal(signal.SIGTERM, stop)
 
 
 # -- publishing ---------------------------------------------------------------------------------
