@@ -125,7 +125,7 @@ def read_meta(meta_path: str | Path, field: str = "DataConfig.path") -> dict[str
             f"{where} is invalid: its {META} names vocab_size = {vocab!r}, where data prepare makes "
             f"from 2 to {MAX_VOCAB:,} symbols."
         )
-    if dtype not in DTYPES or dtype != dtype_for(vocab):
+    if not isinstance(dtype, str) or dtype != dtype_for(vocab):
         raise DataError(
             f"{where} is invalid: its {META} names dtype = {dtype!r} for vocab_size = {vocab:,}, "
             f"which data prepare stores as {dtype_for(vocab)}."
