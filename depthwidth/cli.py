@@ -167,7 +167,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         from depthwidth.data import resolve
 
         model_cfg, data = resolve(model_cfg, data_cfg)
-        if args.json:  # checked now, not after the run has trained to the end
+        if args.json is not None:  # checked now (an empty one refused), not after the run trained
             check_output_file(args.json, "--json", force=args.force)
     except (ConfigError, DataError, ValueError) as exc:  # OutputError is a ValueError
         return fail(str(exc))
