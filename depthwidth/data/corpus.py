@@ -55,10 +55,10 @@ class _Document:
     def add(self, text: str) -> Iterator[Piece]:
         self.parts.append(text)
         self.size += len(text)
-        self.has_text = self.has_text or bool(text.strip())
+        self.has_text = self.has_text or bool(text)
         while self.size > MAX_PIECE:
             whole = "".join(self.parts)
-            i = cut(whole)
+            i = cut(whole, MAX_PIECE)
             yield Piece(self.doc, whole[:i], self.where)
             self.parts, self.size = [whole[i:]], len(whole) - i
 
@@ -142,24 +142,36 @@ class Corpus:
                 number += ends
 
     def _text(self, f: Path, doc: int, whole: bool) -> Iterator[Piece]:
-        """A file of a folder is one document; one file on its own splits at blank lines."""
+        """A file of a folder is one document; one file on its own splits at blank lines (lines
+        of whitespace alone, up to MAX_PIECE characters: a longer one is text)."""
         where = repr(str(f))
-        current, line_start = _Document(doc, f"{where} line 1"), True
+        current = _Document(doc, f"{where} line 1")
+        blank: list[str] = []  # the parts of the line so far while they are whitespace alone
+        line_start = True
         for number, text, ends in self._chunks(f):
-            # a blank line (one part, whitespace only) ends a document
-            if not whole and line_start and ends and not text.strip():
-                if current.has_text:
-                    yield current.end()
-                    doc += 1
-                current = _Document(doc, f"{where} line {number + 1}")
-            else:
+            if whole:
                 yield from current.add(text)
+                continue
+            if line_start:
+                blank, maybe_blank = [], True
+            if maybe_blank and not text.strip() and sum(map(len, blank)) + len(text) <= MAX_PIECE:
+                blank.append(text)
+                if ends:  # a blank line: the document so far ends
+                    if current.has_text:
+                        yield current.end()
+                        doc += 1
+                    current = _Document(doc, f"{where} line {number + 1}")
+            else:
+                maybe_blank = False
+                for part in (*blank, text):
+                    yield from current.add(part)
+                blank = []
             line_start = ends
         yield current.end()  # the last (or, for an empty file, an empty) piece
 
     def _record_text(self, record, f: Path, where: str) -> str:
         if not isinstance(record, dict) or self.field not in record:
-            keys = ", ".join(map(str, record)) if isinstance(record, dict) else type(record).__name__
+            keys = ", ".join(map(repr, record)) if isinstance(record, dict) else type(record).__name__
             raise DataError(
                 f"--field = {self.field!r} is invalid: {where} of {str(f)!r} has no field "
                 f"{self.field!r} (it holds: {keys or 'nothing'})."
@@ -192,7 +204,7 @@ class Corpus:
             if f.suffix.lower() == ".json" and number == 1 and line.lstrip()[:1] in ("[", "{"):
                 raise self._invalid(
                     f"{str(f)!r} is read as JSON lines, one record per line, and this one is one "
-                    f"JSON document; write one record per line (e.g. jq -c '.[]' {f.name})"
+                    f"JSON document; write one record per line (jq -c '.[]' does)"
                 ) from None
         raise self._invalid(f"line {number} of {str(f)!r} is not JSON ({why})")
 
