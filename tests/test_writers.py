@@ -228,3 +228,30 @@ def test_any_output_path_is_refused_whole_or_written_only_inside_itself(
     for d in sorted((p for p in sandbox.rglob("*") if p.is_dir() and not p.is_symlink()), reverse=True):
         if not any(d.iterdir()) and d.name not in ("adir", "parts", "tune"):
             d.rmdir()
+
+
+def test_kaplan_writes_nothing_into_a_store_and_says_where_it_wrote(tiny, tmp_path):  # noqa: F811
+    """Issue 43: `kaplan STORE` wrote kaplan.* into the store's analysis folder without a word (the
+    next sweep deleted them), showed `alpha_S | – –`, and without a folder gave argparse's usage."""
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(tiny / "stores" / "tiny", store, symlinks=True)
+    before = snapshot(store)
+    r = cli("kaplan", store, "--bootstrap", "5", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    folder = tmp_path / "store_kaplan"
+    assert r.stdout.strip().splitlines()[-1] == (
+        f"compared the report in {folder}; wrote kaplan.md, kaplan.json into {folder}"
+    )
+    assert snapshot(store) == before and not (store / "analysis").exists()
+    row = next(x for x in (folder / "kaplan.md").read_text().splitlines() if x.startswith("| alpha_S |"))
+    assert "– –" not in row and ("[" in row or "not fitted: " in row), row
+    assert "inside the results store" in sentence(cli("kaplan", store, "--out", store / "k", cwd=tmp_path))
+    for args in (["kaplan"], ["kaplan", store, "--out", ""], ["analyze", store, "--out", ""]):
+        msg = sentence(cli(*args, cwd=tmp_path))
+        assert (
+            msg.startswith("kaplan needs DIR")
+            or msg == "--out = '' is invalid: it names no folder; give a path."
+        )
+    assert snapshot(store) == before

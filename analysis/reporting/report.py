@@ -382,8 +382,15 @@ def figures_for(ds: Dataset, report: dict, out: Path) -> dict:
     return {"written": written, "skipped": skipped}
 
 
+def check_named(out_dir: str | Path | None) -> None:
+    """An --out that names nothing is refused, not read as the current folder."""
+    if out_dir is not None and not str(out_dir).strip():
+        raise InputError(f"--out = {str(out_dir)!r} is invalid: it names no folder; give a path.")
+
+
 def output_location(out_dir: str | Path | None, source: str | Path, kind: str) -> Location:
     """The report's destination, checked to be writable before any fit runs."""
+    check_named(out_dir)
     try:
         if out_dir is not None:
             dest = Location.writable(out_dir, "--out")
@@ -550,6 +557,7 @@ def kaplan_folder(path: str | Path, out_dir: str | Path | None) -> Location:
     """Where `kaplan` writes: --out, or a folder of its own beside the input (`STORE_kaplan`,
     `runs_kaplan` for runs.csv), never inside a results store, whose report folder every analysis
     rewrites (a sweep's would delete the comparison)."""
+    check_named(out_dir)
     if out_dir is None:
         loc, kind = locate(path)
         if loc.is_local and (store := store_containing(loc.root)) is not None:
