@@ -73,6 +73,11 @@ def test_export_tensorboard_never_writes_into_a_stores_own_folders(tiny, tmp_pat
     assert sentence(cli("export", store, "--mlflow", f"sqlite:///{store / 'runs.parquet'}")).startswith(
         "--mlflow = "
     )
+    # a sweep's own TensorBoard folder too, before anything runs
+    msg = sentence(
+        cli("sweep", "run", "tiny.toml", "--tensorboard", store / "parts", "--no-analyze", cwd=tiny)
+    )
+    assert msg.startswith(f"tracking.tensorboard = {str(store / 'parts')!r} is invalid: ")
     assert snapshot(tiny) == before
 
 

@@ -121,6 +121,17 @@ def check_mlflow_output(uri: str) -> None:
         check_output_dir(uri.removeprefix("file://"), "--mlflow")
 
 
+def check_tracker_outputs(tracking: Tracking, store_root: str | None) -> None:
+    """The local folder and database a sweep's trackers write go through the output guard, before
+    anything runs: `[tracking] tensorboard = "STORE/parts"` would be deleted with the parts."""
+    from sweeps.results.trackers import tensorboard_dir
+
+    if tracking.tensorboard:
+        check_output_dir(tensorboard_dir(tracking, store_root), "tracking.tensorboard")
+    if tracking.mlflow:
+        check_mlflow_output(tracking.mlflow)
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from runstore.files import StoreError
     from runstore.layout import RUNS
