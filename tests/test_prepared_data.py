@@ -257,3 +257,32 @@ def test_any_tampering_is_refused_or_the_data_read_is_the_files_own(prepared, tm
         assert int(ids.max()) < vocab
     src = make_data(DataConfig(source="tokens", path=str(d)), 16)
     assert src.vocab_size == vocab and int(src.token_counts().sum()) == meta["train"]["tokens"]
+
+
+def test_a_large_files_scan_is_kept_for_later_processes_and_redone_when_it_changes(
+    prepared, tmp_path, monkeypatch
+):
+    """A sweep's trials and the next `sweep plan` do not read a large corpus again: its SHA-256 and
+    largest id are kept in the user's cache folder under the file's size, times and inode; a file
+    written since is read again."""
+    from depthwidth.data import tokenmeta
+
+    monkeypatch.setattr(tokenmeta, "CACHE_BYTES", 1)  # every file counts as large here
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    tokenmeta._scan.cache_clear()
+    d = _copy(prepared, tmp_path / "d")
+    verify(d / "meta.json")
+    cache = tmp_path / "cache" / "depthwidth" / "token-scans.json"
+    scans = json.loads(cache.read_text())
+    assert sorted(json.loads(k)[0] for k in scans) == [str(d / "train.bin"), str(d / "val.bin")]
+    # the kept scan is what a later process reads: a different one under the same stamp is believed
+    key = next(k for k in scans if k.startswith(json.dumps([str(d / "train.bin")])[:-1]))
+    cache.write_text(json.dumps({**scans, key: ["0" * 64, 1]}))
+    tokenmeta._scan.cache_clear()
+    with pytest.raises(DataError, match="its train.bin is not the file its meta.json describes"):
+        verify(d / "meta.json")
+    # a file written since has a new stamp, so it is read again (here: the same tokens, accepted)
+    (d / "train.bin").write_bytes((d / "train.bin").read_bytes())
+    tokenmeta._scan.cache_clear()
+    assert verify(d / "meta.json")["hash"] == _meta(prepared)["hash"]
+    tokenmeta._scan.cache_clear()

@@ -59,7 +59,6 @@ class Progress:
 # long Rust call. So each such call runs in a worker thread while the main thread waits, and takes
 # Ctrl-C or SIGTERM at once; the BPE trainer's input stops at its next piece.
 STOP = threading.Event()
-ABANDONED = threading.Event()  # a Rust call did not stop in time: the process must not wait for it
 
 
 def in_worker(fn, *args, **kwargs):
@@ -79,9 +78,9 @@ def in_worker(fn, *args, **kwargs):
             worker.join(0.1)
     except BaseException:
         STOP.set()
+        # A call that does not end in time (the BPE's merges take no input) is left to its daemon
+        # thread: the console script ends with os._exit, which does not wait for it.
         worker.join(STOP_WAIT_S)
-        if worker.is_alive():
-            ABANDONED.set()
         raise
     if "error" in box:
         raise box["error"]

@@ -8,6 +8,7 @@ are read once, in chunks, for their SHA-256 and their largest id, and must match
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -29,6 +30,8 @@ UINT16_VOCAB = 1 << 16  # token ids 0 .. 65535 fit in uint16
 MAX_VOCAB = 1 << 22  # 4.2M symbols: far above any tokenizer in use, and an embedding that fits
 META_MAX_BYTES = 1 << 20  # a meta.json is a few hundred bytes; a larger one is not ours
 SCAN_BYTES = 16 << 20  # bytes of a token file read at once when it is checked
+CACHE_BYTES = 64 << 20  # token files this large have their scan kept across processes
+CACHE_ENTRIES = 256
 
 
 def dtype_for(vocab_size: int) -> str:
@@ -139,10 +142,43 @@ def _stamp(path: Path) -> tuple:
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
+def _cache_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "depthwidth" / "token-scans.json"
+
+
+def _cached_scans() -> dict[str, Any]:
+    try:
+        with open(_cache_path(), "rb") as f:
+            found = json.loads(f.read(META_MAX_BYTES).decode())
+        return found if isinstance(found, dict) else {}
+    except (OSError, ValueError, RecursionError):
+        return {}
+
+
+def _remember(key: str, value: list) -> None:
+    """Keep a large file's scan for later processes (a sweep's trials, the next `sweep plan`), the
+    newest CACHE_ENTRIES of them; a cache that cannot be written is only slower."""
+    from runstore.files import atomic_file
+
+    scans = _cached_scans()
+    scans.pop(key, None)
+    scans[key] = value
+    with contextlib.suppress(OSError):
+        with atomic_file(_cache_path(), "w") as f:
+            f.write(json.dumps(dict(list(scans.items())[-CACHE_ENTRIES:])))
+
+
 @functools.lru_cache(maxsize=64)
 def _scan(path: str, dtype: str, stamp: tuple) -> tuple[str, int]:
     """(SHA-256, largest id) of a token file, read in chunks of SCAN_BYTES; cached by the file's
-    size, times and inode, so a file written since is read again."""
+    size, times and inode (in this process, and for files of CACHE_BYTES or more in the user's
+    cache folder), so a file written since, or replaced, is read again."""
+    key = json.dumps([path, dtype, list(stamp)])
+    if stamp[0] >= CACHE_BYTES:
+        hit = _cached_scans().get(key)
+        if isinstance(hit, list) and len(hit) == 2 and isinstance(hit[0], str) and isinstance(hit[1], int):
+            return hit[0], hit[1]
     sha, top = hashlib.sha256(), -1
     buf = bytearray(SCAN_BYTES)
     with open(path, "rb", buffering=0) as f:
@@ -153,6 +189,8 @@ def _scan(path: str, dtype: str, stamp: tuple) -> tuple[str, int]:
                 top = max(
                     top, int(np.frombuffer(chunk, dtype=dtype, count=n // np.dtype(dtype).itemsize).max())
                 )
+    if stamp[0] >= CACHE_BYTES:
+        _remember(key, [sha.hexdigest(), top])
     return sha.hexdigest(), top
 
 
