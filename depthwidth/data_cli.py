@@ -9,46 +9,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import os
 import signal
 import sys
-from collections.abc import Callable
-from pathlib import Path
 
 from depthwidth.clitools import OutputError, fail, terminate_cleanly
-from runstore.outputs import NOT_IN_STORE, claim_folder
-
-
-def _out_check(args: argparse.Namespace) -> Callable[[Path], None]:
-    """data prepare's own test of --out, which the output guard runs before any work and again,
-    under its lock, before the files move in: not inside CORPUS, and a prepared folder's names
-    only where a meta.json that data prepare wrote marks them as its own (replaced with --force)."""
-    from depthwidth.data.tokenmeta import META, PREPARED_NAMES, is_own_meta
-
-    corpus = Path(os.path.realpath(Path(args.corpus).expanduser()))
-
-    def check(out: Path) -> None:
-        real = Path(os.path.realpath(out))
-        if corpus.is_dir() and (real == corpus or corpus in real.parents):
-            raise OutputError(
-                f"--out = {args.out!r} is invalid: it lies inside CORPUS = {args.corpus!r}, which "
-                f"would then read its own output."
-            )
-        held = [n for n in PREPARED_NAMES if (out / n).exists() or (out / n).is_symlink()]
-        if held and not is_own_meta(out / META):
-            raise OutputError(
-                f"--out = {args.out!r} is invalid: its {', '.join(held)} "
-                f"{'is' if len(held) == 1 else 'are'} not data that `depthwidth data prepare` wrote "
-                f"(no {META} of its own marks them), so they are never replaced, --force or not; "
-                f"prepare into a folder of its own."
-            )
-        if held and not args.force:
-            raise OutputError(
-                f"--out = {args.out!r} is invalid: it already holds prepared data ({', '.join(held)}); "
-                f"give --force to replace it."
-            )
-
-    return check
 
 
 def _check_flags(args: argparse.Namespace) -> int | None:
@@ -106,8 +70,7 @@ def _say_done(args: argparse.Namespace, meta: dict) -> None:
 def cmd_prepare(args: argparse.Namespace) -> int:
     from depthwidth.data.base import DataError
     from depthwidth.data.corpus import Corpus
-    from depthwidth.data.prepare import Request, prepare
-    from depthwidth.data.tokenmeta import PREPARED_NAMES
+    from depthwidth.data.prepare import Request, claim_out, prepare
 
     terminate_cleanly()
     # `kill -INT` stops it too where a shell started it in the background, which leaves SIGINT
@@ -117,7 +80,6 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     try:
         vocab = _check_flags(args)
         Corpus(args.corpus, args.field)  # exists and is not empty
-        claim = claim_folder(args.out, "--out", PREPARED_NAMES, NOT_IN_STORE, check=_out_check(args))
         req = Request(
             corpus=args.corpus,
             out=args.out,
@@ -129,7 +91,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
             sample_bytes=args.sample_mb * 1e6,
             force=args.force,
         )
-        meta = prepare(req, claim)
+        meta = prepare(req, claim_out(req))
     except (DataError, OutputError) as exc:
         return fail(str(exc))
     except (KeyboardInterrupt, SystemExit) as exc:  # Ctrl-C, or SIGTERM (terminate_cleanly)

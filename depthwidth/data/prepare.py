@@ -35,11 +35,14 @@ from depthwidth.data.tokenmeta import (
     FORMAT,
     MAX_VOCAB,
     META,
+    PREPARED_NAMES,
     SPLIT_FILES,
     TOKENIZER,
     dtype_for,
     identity_hash,
+    is_own_meta,
 )
+from runstore.outputs import NOT_IN_STORE, Claim, OutputError, claim_folder
 
 EOT = "<|endoftext|>"
 # end-of-text tokens of common tokenizers, looked for in a given tokenizer.json
@@ -342,11 +345,44 @@ def clean_stale(parent: Path) -> None:
                     shutil.rmtree(p, ignore_errors=True)
 
 
-def prepare(req: Request, claim, stream=None) -> dict[str, Any]:
+def claim_out(req: Request) -> Claim:
+    """The output folder through the one output guard (runstore/outputs.py): checked whole before
+    any work and locked until the files are moved in. data prepare's own test, run then and again
+    under the lock before the move: not inside CORPUS, and a prepared folder's names only where a
+    meta.json that data prepare wrote marks them as its own (and replaced only with `force`)."""
+    corpus = Path(os.path.realpath(Path(req.corpus).expanduser()))
+
+    def check(out: Path) -> None:
+        real = Path(os.path.realpath(out))
+        if corpus.is_dir() and (real == corpus or corpus in real.parents):
+            raise OutputError(
+                f"--out = {req.out!r} is invalid: it lies inside CORPUS = {req.corpus!r}, which "
+                f"would then read its own output."
+            )
+        held = [n for n in PREPARED_NAMES if (out / n).exists() or (out / n).is_symlink()]
+        if held and not is_own_meta(out / META):
+            raise OutputError(
+                f"--out = {req.out!r} is invalid: its {', '.join(held)} "
+                f"{'is' if len(held) == 1 else 'are'} not data that `depthwidth data prepare` wrote "
+                f"(no {META} of its own marks them), so they are never replaced, --force or not; "
+                f"prepare into a folder of its own."
+            )
+        if held and not req.force:
+            raise OutputError(
+                f"--out = {req.out!r} is invalid: it already holds prepared data ({', '.join(held)}); "
+                f"give --force to replace it."
+            )
+
+    return claim_folder(req.out, "--out", PREPARED_NAMES, NOT_IN_STORE, check=check)
+
+
+def prepare(req: Request, claim: Claim | None = None, stream=None) -> dict[str, Any]:
     """Build into a hidden folder beside the output (where it really is, so each file moves by a
-    rename), check the output again under its lock (`claim`, runstore/outputs.py), then move each
-    file into place, meta.json last. On any failure or signal the hidden folder goes: nothing is
-    written."""
+    rename), check the output again under its lock (`claim`, made here when not given), then move
+    each file into place, meta.json last. On any failure or signal the hidden folder goes: nothing
+    is written."""
+    if claim is None:
+        claim = claim_out(req)
     out = Path(os.path.realpath(Path(req.out).expanduser().absolute()))
     clean_stale(out.parent)
     tmp = out.parent / f".{out.name}.prepare-{os.getpid()}"
@@ -359,4 +395,5 @@ def prepare(req: Request, claim, stream=None) -> dict[str, Any]:
             os.replace(tmp / name, out / name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        claim.release()
     return meta
