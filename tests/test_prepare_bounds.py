@@ -3,7 +3,7 @@ prepare" and "What data prepare refuses"): a document of any length reaches the 
 pieces of at most MAX_PIECE characters cut at whitespace, a corpus that can never be split is
 refused before any training, Ctrl-C and SIGTERM stop training and encoding and leave nothing
 (the next run removes what a killed one left), progress shows an ETA, and each malformed input
-of the hostile-input review is one sentence, exit code 2, or the right result."""
+is one sentence, exit code 2, or the right result."""
 
 from __future__ import annotations
 
@@ -105,9 +105,8 @@ def _peak_rss_mb(*args) -> tuple[subprocess.CompletedProcess, float]:
 
 
 def test_one_long_line_is_prepared_in_bounded_memory_with_progress(tmp_path):
-    """F-H1: a 6 MB line (one document) beside 400 short ones; memory no longer grows with the line
-    (the review measured 7.2 GB for 44 MB, about 1 GB for these 6 MB), and encoding shows the MB
-    done with an ETA (issue: data prepare was silent for 70 s)."""
+    """A 6 MB line (one document) beside 400 short ones: memory does not grow with the line (whole,
+    it took about 1 GB), and encoding shows the MB done with an ETA."""
     c = tmp_path / "line.txt"
     c.write_text(_line(6_000_000) + "".join(f"\n\nshort doc {i} alpha beta" for i in range(400)))
     r, rss = _peak_rss_mb(
@@ -121,7 +120,7 @@ def test_one_long_line_is_prepared_in_bounded_memory_with_progress(tmp_path):
 
 
 def test_a_corpus_that_can_never_be_split_is_refused_before_any_training(tmp_path):
-    """F-H6: one document (a line without end) is refused on the first pass, without a BPE."""
+    """One document (a line without end) is refused on the first pass, without a BPE."""
     c = tmp_path / "one.txt"
     c.write_text(_line(3_000_000))
     t0 = time.monotonic()
@@ -150,7 +149,7 @@ def _stop_after(args: list, marker: str, sig: int, cwd: Path) -> tuple[int, str,
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_the_bpe_training_at_once_and_leaves_nothing(tmp_path, sig):
-    """F-H4, F-H5: Ctrl-C and SIGTERM while the BPE trains (Rust code) end the run within seconds,
+    """Ctrl-C and SIGTERM while the BPE trains (Rust code) end the run within seconds,
     with one line and the working folder removed."""
     corpus = _words(tmp_path / "c.txt", 6)
     code, err, took = _stop_after(
@@ -165,7 +164,7 @@ def test_a_signal_stops_the_bpe_training_at_once_and_leaves_nothing(tmp_path, si
 
 
 def test_ctrl_c_stops_encoding_and_the_next_run_removes_what_a_killed_one_left(tmp_path):
-    """F-H5 while encoding with a given tokenizer; F-H4: a `.NAME.prepare-<pid>` folder of a process
+    """Ctrl-C while encoding with a given tokenizer; a `.NAME.prepare-<pid>` folder of a process
     that is gone is removed by the next run into the same folder, one of a live process kept."""
     small = tmp_path / "small.txt"
     small.write_text("\n\n".join(documents(60)))
@@ -211,8 +210,8 @@ def _refused(tmp_path: Path, *args) -> str:
 
 
 def test_each_malformed_input_is_one_sentence(tmp_path):
-    """F-C4 (a lone surrogate), F-C6 (a tokenizer whose regex panics in Rust), F-M6 (all documents
-    to validation), F-M8 (a .json array), F-W6 (--sample-mb 0, negative, NaN)."""
+    """A lone surrogate, a tokenizer whose regex panics in Rust, all documents to validation, a
+    .json array, --sample-mb 0, negative, NaN or infinite."""
     (tmp_path / "surr.jsonl").write_text('{"text":"\\ud800 lone surrogate"}\n{"text":"ok doc"}\n')
     msg = _refused(tmp_path, tmp_path / "surr.jsonl", "--vocab", 300, "--val-fraction", 0.5)
     assert "line 1 of" in msg and "not valid Unicode (the lone surrogate '\\ud800' at character 0)" in msg
@@ -273,9 +272,9 @@ def _tokenizer(tmp_path: Path, name: str, vocab: dict, **extra) -> Path:
 
 
 def test_what_a_given_tokenizer_makes_is_what_is_stored(tmp_path):
-    """F-W3: ids of 65,536 and more in a tokenizer of few entries are stored whole (uint32, the
-    vocabulary its largest id + 1), never wrapped; F-W4: its truncation and padding are switched
-    off, so every document is encoded whole; F-M8: a JSONL byte-order mark is skipped."""
+    """Ids of 65,536 and more in a tokenizer of few entries are stored whole (uint32, the
+    vocabulary its largest id + 1), never wrapped; its truncation and padding are switched off, so
+    every document is encoded whole; a JSONL byte-order mark is skipped."""
     (tmp_path / "tiny3.txt").write_text("the and the cat\n\nand the dog\n\nthe the the\n\n")
     sparse = _tokenizer(tmp_path, "sparse.json", {"[UNK]": 0, "the": 70000, "and": 5000, "</s>": 3})
     r = cli(
@@ -350,7 +349,7 @@ def test_what_a_given_tokenizer_makes_is_what_is_stored(tmp_path):
 
 
 def test_a_small_validation_split_is_warned_about(tmp_path):
-    """Issue 43: tiny Shakespeare's val split held 2,545 tokens without a word."""
+    """A validation split too small to measure a loss well is said to be so."""
     (tmp_path / "c.txt").write_text("\n\n".join(documents(200)))
     r = cli(
         "data", "prepare", tmp_path / "c.txt", "--out", tmp_path / "p", "--vocab", 300, "--val-fraction", 0.05

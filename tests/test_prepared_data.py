@@ -1,6 +1,6 @@
 """A prepared corpus is trusted for what it is, not for what its meta.json claims
-(docs/rules.md, "Prepared data is checked against its files"): each tampered folder of the
-hostile-input review is refused by `train` and `sweep plan` with one sentence naming the folder
+(docs/rules.md, "Prepared data is checked against its files"): each tampered folder below is
+refused by `train` and `sweep plan` with one sentence naming the folder
 and the file, exit code 2; replacing the token files changes a trial's id or is refused; and for
 any tampering of meta.json or the token files, the reader either refuses with one sentence or
 reads data whose ids, sizes, hashes and identity are the files' own."""
@@ -69,7 +69,7 @@ def _meta(d: Path) -> dict:
 
 
 def _tampered(prepared: Path, root: Path) -> dict[str, tuple[Path, str]]:
-    """The tampered copies of the review's common setup, each with words its refusal holds."""
+    """Tampered copies of a prepared folder, each with words its refusal holds."""
     made = {}
 
     def mk(name: str, words: str) -> Path:
@@ -111,7 +111,8 @@ def _tampered(prepared: Path, root: Path) -> dict[str, tuple[Path, str]]:
 
 
 def test_each_tampered_folder_is_refused_by_train_with_one_sentence(prepared, tmp_path):
-    """F-C1, F-M5, F-C7, F-M3 and the review's other tampered folders."""
+    """Ids beyond the vocabulary, a vocabulary or dtype that lies, a meta.json nested 100,000 deep,
+    an empty or missing val.bin, a file cut short."""
     for name, (d, words) in _tampered(prepared, tmp_path).items():
         before = sorted(p.name for p in tmp_path.iterdir())
         msg = sentence(cli("train", "--data", f"tokens:{d}", *TRAIN.split(), cwd=tmp_path))
@@ -126,7 +127,7 @@ def _plan_ids(spec: Path) -> list[str]:
 
 
 def test_a_trial_id_comes_from_the_files_so_replaced_tokens_are_refused_or_renamed(prepared, tmp_path):
-    """F-W1: the id names the checked content; tokens replaced behind meta.json are refused when the
+    """The id names the checked content: tokens replaced behind meta.json are refused when the
     spec is read, and a folder whose meta.json is rewritten to match new tokens gets a new id."""
     data = _copy(prepared, tmp_path / "data")
     spec = tmp_path / "tok.toml"
@@ -150,7 +151,7 @@ def test_a_trial_id_comes_from_the_files_so_replaced_tokens_are_refused_or_renam
 
 
 def test_sweep_specs_marks_a_spec_whose_data_is_bad_and_lists_the_rest(prepared, tmp_path, monkeypatch):
-    """F-C7: the listing goes on past a spec whose prepared corpus has a meta.json nested too deep."""
+    """The listing goes on past a spec whose prepared corpus has a meta.json nested too deep."""
     from sweeps.cli import spec_line
     from sweeps.plans.bundled import bundled_specs
 

@@ -1,8 +1,8 @@
 """Every writer of a user-named output goes through the one guard (runstore/outputs.py; docs/rules.md,
 "Where a command writes"): never into a results store's own files, parts/ or tune/, never through
 a link to them, every target checked before any work, and a lock from the check to the last
-move, so two commands never write one output at once. The review's reproducers run the real
-console script; the property runs writers in this process on arbitrary paths, for speed."""
+move, so two commands never write one output at once. Each case runs the real console script;
+the property runs writers in this process on arbitrary paths, for speed."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _words(path: Path, mb: float, seed: int = 0) -> Path:
 
 
 def test_two_prepares_into_one_out_the_later_is_refused_and_the_first_wins(tmp_path):
-    """F-D1: the first holds the lock from its check to its move; the second stops at once."""
+    """The first holds the lock from its check to its move; the second stops at once."""
     big, small = _words(tmp_path / "a.txt", 4), _words(tmp_path / "b.txt", 0.05, seed=1)
     out = tmp_path / "out"
     first = subprocess.Popen(
@@ -62,7 +62,7 @@ def test_two_prepares_into_one_out_the_later_is_refused_and_the_first_wins(tmp_p
 
 
 def test_export_tensorboard_never_writes_into_a_stores_own_folders(tiny, tmp_path):  # noqa: F811
-    """F-D2: parts/ and tune/ (which a sweep folds and deletes), and links to them, are refused."""
+    """parts/ and tune/ (which a sweep folds and deletes), and links to them, are refused."""
     store = tiny / "stores" / "tiny"
     (tmp_path / "to_parts").symlink_to(store / "parts", target_is_directory=True)
     before = snapshot(tiny)
@@ -82,7 +82,7 @@ def test_export_tensorboard_never_writes_into_a_stores_own_folders(tiny, tmp_pat
 
 
 def test_force_replaces_only_data_that_data_prepare_wrote(tmp_path):
-    """F-D4: a nanoGPT folder's train.bin and val.bin are not prepared data: kept, --force or not."""
+    """A nanoGPT folder's train.bin and val.bin are not prepared data: kept, --force or not."""
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n\n".join(documents(40)))
     nano = tmp_path / "nanogpt"
@@ -97,8 +97,8 @@ def test_force_replaces_only_data_that_data_prepare_wrote(tmp_path):
 
 
 def test_every_target_is_checked_before_any_work(tmp_path):
-    """F-C8 (a folder where meta.json goes), F-C9 (places that cannot be written), F-W7 (''): one
-    sentence each, before the BPE trains, and nothing left behind."""
+    """A folder where meta.json goes, places that cannot be written, and '': one sentence each,
+    before the BPE trains, and nothing left behind."""
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n\n".join(documents(40)))
     (tmp_path / "forcedir" / "meta.json").mkdir(parents=True)
@@ -236,8 +236,9 @@ def test_any_output_path_is_refused_whole_or_written_only_inside_itself(
 
 
 def test_kaplan_writes_nothing_into_a_store_and_says_where_it_wrote(tiny, tmp_path):  # noqa: F811
-    """Issue 43: `kaplan STORE` wrote kaplan.* into the store's analysis folder without a word (the
-    next sweep deleted them), showed `alpha_S | – –`, and without a folder gave argparse's usage."""
+    """`kaplan STORE` leaves the store as it was (a sweep's analysis would delete files there), says
+    where it wrote, gives a reason for an exponent it could not fit, and without DIR says what it
+    needs in one sentence."""
     import shutil
 
     store = tmp_path / "store"
