@@ -20,6 +20,8 @@ def _check_flags(args: argparse.Namespace) -> int | None:
     from depthwidth.data.base import DataError
     from depthwidth.data.prepare import DEFAULT_VOCAB, check_vocab, load_tokenizer
 
+    if args.tokenizer is not None and not args.tokenizer.strip():
+        raise DataError("--tokenizer = '' is invalid: it names no tokenizer.json.")
     if args.vocab is not None and args.tokenizer:
         raise DataError(
             f"--vocab = {args.vocab} is invalid with --tokenizer = {args.tokenizer!r}: the "

@@ -123,16 +123,16 @@ def _folder_checks(p: Path, flag: str, given: str, names: tuple[str, ...], in_st
         raise _bad(flag, given, "it is a file, not a folder")
     _writable_folder(p, flag, given)
     real = _real(p)
+    if in_store == NOT_IN_STORE and (store := store_containing(real)) is not None:
+        raise _bad(
+            flag, given, f"it lies inside the results store {str(store)!r}; write it in a folder of its own"
+        )
     if in_store != ANYWHERE and is_store_folder(real):
         raise _bad(
             flag,
             given,
-            f"it is the folder of the results store {str(real)!r}; write into a folder of its own "
-            f"(such as {str(Path(given) / 'design')!r})",
-        )
-    if in_store == NOT_IN_STORE and (store := store_containing(real)) is not None:
-        raise _bad(
-            flag, given, f"it lies inside the results store {str(store)!r}; write it in a folder of its own"
+            f"it is the folder of the results store {str(real)!r}; write into a folder of its own, "
+            f"beside the store or in it",
         )
     for name in names or ("",):
         if (store := store_owning(p / name)) is not None:
