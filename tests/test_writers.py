@@ -34,6 +34,7 @@ def _words(path: Path, mb: float, seed: int = 0) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_two_prepares_into_one_out_the_later_is_refused_and_the_first_wins(tmp_path):
     """The first holds the lock from its check to its move; the second stops at once."""
     big, small = _words(tmp_path / "a.txt", 4), _words(tmp_path / "b.txt", 0.05, seed=1)
@@ -235,6 +236,7 @@ def test_any_output_path_is_refused_whole_or_written_only_inside_itself(
             d.rmdir()
 
 
+@pytest.mark.slow
 def test_kaplan_writes_nothing_into_a_store_and_says_where_it_wrote(tiny, tmp_path):  # noqa: F811
     """`kaplan STORE` leaves the store as it was (a sweep's analysis would delete files there), says
     where it wrote, gives a reason for an exponent it could not fit, and without DIR says what it

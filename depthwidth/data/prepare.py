@@ -251,7 +251,7 @@ def encode(tok, corpus: Corpus, req: Request, tmp: Path, vocab: int, progress: P
     writers = {s: _SplitWriter(tmp / name, dtype) for s, name in SPLIT_FILES.items()}
     eot, last_doc = eot_id(tok), -1
     progress.start()
-    for batch in _batches(corpus.pieces()):
+    for number, batch in enumerate(_batches(corpus.pieces())):
         for piece, enc in zip(batch, _encode_batch(tok, batch, req)):
             w = writers["val" if is_val(piece.doc, req.seed, req.val_fraction) else "train"]
             ids = np.asarray(enc.ids, dtype=np.int64)
@@ -267,8 +267,9 @@ def encode(tok, corpus: Corpus, req: Request, tmp: Path, vocab: int, progress: P
                     ids = np.concatenate([[eot], ids])
             w.write(ids)
         tokens = sum(w.tokens for w in writers.values())
-        progress.say(
-            f"encoding: {progress.share(corpus.read)}, {tokens:,} tokens, {progress.eta(corpus.read)}"
+        progress.say(  # the first batch's line at once: it says how long the rest will take
+            f"encoding: {progress.share(corpus.read)}, {tokens:,} tokens, {progress.eta(corpus.read)}",
+            force=number == 0,
         )
     return {s: w.close() for s, w in writers.items()}
 
