@@ -98,6 +98,11 @@ def _kaplan(args) -> int:
     from analysis.reporting.report import kaplan_report
 
     terminate_cleanly()
+    if args.dir is None:
+        return _fail(
+            "kaplan needs DIR, the results store, report folder or runs table to compare with "
+            "Kaplan et al. 2020 (e.g. depthwidth kaplan results/smoke)."
+        )
     if bad := _check_counts(args):
         return _fail(bad)
     try:
@@ -107,6 +112,9 @@ def _kaplan(args) -> int:
     except InputError as exc:
         return _fail(str(exc))
     print("\n".join(kaplan_table(k)))
+    figures = (k.get("figures") or {}).get("written", [])
+    written = ["kaplan.md", "kaplan.json", *(f"{n}.{e}" for n in figures for e in ("png", "pdf"))]
+    print(f"compared the report in {k['report']}; wrote {', '.join(written)} into {k['folder']}")
     return 0
 
 
@@ -163,12 +171,15 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("kaplan", help="our exponents and shapes beside Kaplan et al. 2020")
     p.add_argument(
-        "dir", help="results directory, report folder or input file (analysed first if it has no report)"
+        "dir",
+        nargs="?",
+        help="results directory, report folder or input file (analysed first if it has no report)",
     )
     p.add_argument(
         "--out",
         default=None,
-        help="report folder to analyse into when there is no report yet (default: beside the input)",
+        help="folder for kaplan.md, kaplan.json (and the figure), and for the report when the input "
+        "has none yet (default: NAME_kaplan beside the input; never inside a results store)",
     )
     p.add_argument(
         "--digitized",

@@ -203,7 +203,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         from depthwidth.data import resolve
 
         model_cfg, data = resolve(model_cfg, data_cfg)
-        if args.json:  # checked now, not after the run has trained to the end
+        if args.json is not None:  # checked now (an empty one refused), not after the run trained
             check_output_file(args.json, "--json", force=args.force)
     except (ConfigError, DataError, ValueError) as exc:  # OutputError is a ValueError
         return fail(str(exc))
@@ -306,7 +306,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_BAD_INPUT
-    return int(args.func(args) or 0)
+    from runstore.outputs import release_all
+
+    try:
+        return int(args.func(args) or 0)
+    finally:
+        release_all()  # the outputs the command claimed (runstore/outputs.py) are its no longer
 
 
 def run() -> None:

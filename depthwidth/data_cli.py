@@ -7,58 +7,81 @@ the field and value, exit code 2, nothing written (docs/data.md, "Prepare a corp
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import contextlib
+import math
+import signal
+import sys
 
-from depthwidth.clitools import OutputError, check_output_dir, fail, store_containing
+from depthwidth.clitools import OutputError, fail, terminate_cleanly
 
 
-def _check_out(args: argparse.Namespace) -> None:
-    from depthwidth.data.prepare import prepared_names
+def _check_flags(args: argparse.Namespace) -> int | None:
+    """The flags, before anything is read: raises DataError; returns the vocabulary to train."""
+    from depthwidth.data.base import DataError
+    from depthwidth.data.prepare import DEFAULT_VOCAB, check_vocab, load_tokenizer
 
-    check_output_dir(args.out, "--out")
-    if (store := store_containing(args.out)) is not None:
-        raise OutputError(
-            f"--out = {args.out!r} is invalid: it lies inside the results store {str(store)!r}; "
-            f"prepare the data in a folder of its own."
+    if args.tokenizer is not None and not args.tokenizer.strip():
+        raise DataError("--tokenizer = '' is invalid: it names no tokenizer.json.")
+    if args.vocab is not None and args.tokenizer:
+        raise DataError(
+            f"--vocab = {args.vocab} is invalid with --tokenizer = {args.tokenizer!r}: the "
+            f"tokenizer fixes the vocabulary, so give one of the two."
         )
-    corpus = Path(args.corpus).expanduser().absolute()
-    out = Path(args.out).expanduser().absolute()
-    if corpus.is_dir() and (out == corpus or corpus in out.parents):
-        raise OutputError(
-            f"--out = {args.out!r} is invalid: it lies inside CORPUS = {args.corpus!r}, which "
-            f"would then read its own output."
+    if not 0.0 < args.val_fraction < 1.0:
+        raise DataError(f"--val-fraction = {args.val_fraction:g} is invalid: it must lie in (0, 1).")
+    if args.seed < 0:
+        raise DataError(f"--seed = {args.seed} is invalid: it must be >= 0.")
+    if not args.field:
+        raise DataError(f"--field = {args.field!r} is invalid: it must name a field.")
+    if not (math.isfinite(args.sample_mb) and args.sample_mb > 0):
+        raise DataError(
+            f"--sample-mb = {args.sample_mb:g} is invalid: it must be a finite number of MB above 0."
         )
-    if (held := prepared_names(out)) and not args.force:
-        raise OutputError(
-            f"--out = {args.out!r} is invalid: it already holds prepared data ({', '.join(held)}); "
-            f"give --force to replace it."
+    vocab = None if args.tokenizer else (args.vocab if args.vocab is not None else DEFAULT_VOCAB)
+    if vocab is not None:
+        check_vocab(vocab)
+    else:
+        load_tokenizer(args.tokenizer)
+    return vocab
+
+
+def _say_done(args: argparse.Namespace, meta: dict) -> None:
+    from depthwidth.data.prepare import MIN_VAL_TOKENS
+
+    print(
+        f"prepared {args.out}: {meta['documents']:,} documents, {meta['train']['tokens']:,} train and "
+        f"{meta['val']['tokens']:,} val tokens ({meta['dtype']}), vocabulary {meta['vocab_size']:,}, "
+        f"hash {meta['hash'][:16]}"
+    )
+    print(f'train on it with [data] source = "tokens", path = "{args.out}" (or --data tokens:{args.out})')
+    if (held := meta["val"]["tokens"]) < MIN_VAL_TOKENS:
+        want = args.val_fraction * MIN_VAL_TOKENS / held
+        hint = (
+            f"--val-fraction {want:.2g} would hold about {MIN_VAL_TOKENS:,}"
+            if want < 0.5
+            else "a larger --val-fraction, or a corpus of more documents, holds more out"
+        )
+        print(
+            f"data: warning: the val split holds only {held:,} tokens, fewer than {MIN_VAL_TOKENS:,}: "
+            f"a validation loss measured on so few is noisy (evaluation windows overlap and repeat "
+            f"them); {hint}.",
+            file=sys.stderr,
         )
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     from depthwidth.data.base import DataError
     from depthwidth.data.corpus import Corpus
-    from depthwidth.data.prepare import DEFAULT_VOCAB, Request, check_vocab, load_tokenizer, prepare
+    from depthwidth.data.prepare import Request, claim_out, prepare
 
+    terminate_cleanly()
+    # `kill -INT` stops it too where a shell started it in the background, which leaves SIGINT
+    # ignored: a stop asked for by name is honoured, and the working folder removed
+    with contextlib.suppress(ValueError):  # only the main thread may set handlers
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        if args.vocab is not None and args.tokenizer:
-            raise DataError(
-                f"--vocab = {args.vocab} is invalid with --tokenizer = {args.tokenizer!r}: the "
-                f"tokenizer fixes the vocabulary, so give one of the two."
-            )
-        if not 0.0 < args.val_fraction < 1.0:
-            raise DataError(f"--val-fraction = {args.val_fraction:g} is invalid: it must lie in (0, 1).")
-        if args.seed < 0:
-            raise DataError(f"--seed = {args.seed} is invalid: it must be >= 0.")
-        if not args.field:
-            raise DataError(f"--field = {args.field!r} is invalid: it must name a field.")
-        vocab = None if args.tokenizer else (args.vocab if args.vocab is not None else DEFAULT_VOCAB)
-        if vocab is not None:
-            check_vocab(vocab)
-        else:
-            load_tokenizer(args.tokenizer)
+        vocab = _check_flags(args)
         Corpus(args.corpus, args.field)  # exists and is not empty
-        _check_out(args)
         req = Request(
             corpus=args.corpus,
             out=args.out,
@@ -70,15 +93,14 @@ def cmd_prepare(args: argparse.Namespace) -> int:
             sample_bytes=args.sample_mb * 1e6,
             force=args.force,
         )
-        meta = prepare(req)
+        meta = prepare(req, claim_out(req))
     except (DataError, OutputError) as exc:
         return fail(str(exc))
-    print(
-        f"prepared {args.out}: {meta['documents']:,} documents, {meta['train']['tokens']:,} train and "
-        f"{meta['val']['tokens']:,} val tokens ({meta['dtype']}), vocabulary {meta['vocab_size']:,}, "
-        f"hash {meta['hash'][:16]}"
-    )
-    print(f'train on it with [data] source = "tokens", path = "{args.out}" (or --data tokens:{args.out})')
+    except (KeyboardInterrupt, SystemExit) as exc:  # Ctrl-C, or SIGTERM (terminate_cleanly)
+        code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 130
+        print(f"depthwidth: data prepare stopped (exit {code}); nothing was written.", file=sys.stderr)
+        return code
+    _say_done(args, meta)
     return 0
 
 
@@ -118,7 +140,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=1000.0,
         help="train the BPE on at most this many MB of the train documents (default 1000)",
     )
-    q.add_argument("--force", action="store_true", help="replace prepared data already in DIR")
+    q.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the prepared data already in DIR (only files an earlier data prepare wrote)",
+    )
     q.set_defaults(func=cmd_prepare)
 
     def usage(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from math import exp, isfinite, log
 from pathlib import Path
 
 from depthwidth import theory
-from depthwidth.clitools import check_output_dir
+from depthwidth.clitools import check_output_folder
 from depthwidth.clitools import fail as _fail
 
 # Every range is bounded before any value is built: '1..1000000000' would otherwise fill memory
@@ -258,7 +258,7 @@ def cmd_seprank(args: argparse.Namespace) -> int:
                 raise ValueError(
                     f"--{name.replace('_', '-')} {getattr(args, name)} is invalid: must be positive."
                 )
-        check_output_dir(args.out, "--out")
+        check_output_folder(args.out, "--out", ("seprank.csv", "seprank.png"))
     except ValueError as exc:  # OutputError is a ValueError
         return _fail(str(exc))
     try:

@@ -164,7 +164,7 @@ def cmd_results(args: argparse.Namespace) -> int:
         from runstore.layout import RUNS
         from runstore.store import ResultStore, runs_table_text
 
-        if args.csv and args.csv != "-":
+        if args.csv is not None and args.csv != "-":  # an empty --csv is refused
             check_output_file(args.csv, "--csv", force=args.force)
         store = ResultStore(args.store)
         if not store.has_runs():

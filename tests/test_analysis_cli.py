@@ -59,7 +59,9 @@ def test_analyze_plot_kaplan_on_a_csv(tmp_path):
     assert res.returncode == 0 and "phase_map" in res.stdout, res.stderr
     res = run(cmd + ["kaplan", str(out), "--bootstrap", "10"], tmp_path)
     assert res.returncode == 0 and "| alpha_N |" in res.stdout, res.stderr
-    assert (out / "kaplan.json").is_file()
+    # beside the report it read, in a folder of its own, named by its absolute path
+    assert (tmp_path / "out_kaplan" / "kaplan.json").is_file() and not (out / "kaplan.json").exists()
+    assert f"into {tmp_path / 'out_kaplan'}" in res.stdout
 
 
 def test_bad_csv_exits_2_names_column_and_row_and_writes_nothing(tmp_path):

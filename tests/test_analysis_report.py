@@ -8,6 +8,7 @@ say `insufficient_data`. Figures are real files with data on them; `plot` redraw
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -167,8 +168,12 @@ def test_kaplan_digitized_curves_give_kaplans_exponents(smoke, shared_data):
     assert lc["ci"]["alpha_S"][0] <= 0.76 <= lc["ci"]["alpha_S"][1]
     assert lc["ci"]["S_c"][0] <= 2.1e3 <= lc["ci"]["S_c"][1]
     assert lc["params"]["alpha_N"] == pytest.approx(0.077, rel=0.2)
-    assert (store / "analysis" / "kaplan_side_by_side.png").stat().st_size > 20_000
-    assert "| alpha_S |" in (store / "analysis" / "kaplan.md").read_text()
+    # written into a folder of its own beside the store, which no analysis of the store rewrites
+    folder = Path(k["folder"])
+    assert folder == store.parent / f"{store.name}_kaplan" and k["report"] == str(store / "analysis")
+    assert (folder / "kaplan_side_by_side.png").stat().st_size > 20_000
+    assert "| alpha_S |" in (folder / "kaplan.md").read_text()
+    assert not [p for p in store.rglob("kaplan*")]
 
 
 def test_levine_departure_points_by_hand():

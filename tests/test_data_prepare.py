@@ -116,7 +116,9 @@ def test_jsonl_with_a_given_tokenizer_and_uint32_for_a_large_vocabulary(tmp_path
     )
     assert r.returncode == 0, r.stderr
     meta = json.loads((out / "meta.json").read_text())
-    assert meta["vocab_size"] == len(vocab) > 65536 and meta["dtype"] == "uint32" and meta["eot_id"] == 1
+    # the vocabulary is its largest id + 1 (the ids skip 69,992 .. 69,999, so more than its size)
+    assert meta["vocab_size"] == max(vocab.values()) + 1 > len(vocab) > 65536
+    assert meta["dtype"] == "uint32" and meta["eot_id"] == 1
     assert (
         meta["tokenizer_sha256"]
         == __import__("hashlib").sha256((tmp_path / "words.json").read_bytes()).hexdigest()
@@ -124,10 +126,12 @@ def test_jsonl_with_a_given_tokenizer_and_uint32_for_a_large_vocabulary(tmp_path
     train = read_split(out, "train")
     assert train.max() >= 70_000 and (out / "train.bin").stat().st_size == 4 * len(train)
     src = make_data(DataConfig(source="tokens", path=str(out)), 8)
-    assert src.vocab_size == len(vocab) and int(src.batch("train", 0, 8)[0].max()) >= 70_000
+    assert src.vocab_size == meta["vocab_size"] and int(src.batch("train", 0, 8)[0].max()) >= 70_000
     # one token file alone, beside its meta.json: the dtype and vocabulary still come from it
     one = make_data(DataConfig(source="tokens", path=str(out / "train.bin")), 8)
-    assert one.vocab_size == len(vocab) and len(one.splits["train"]) + len(one.splits["val"]) == len(train)
+    assert one.vocab_size == meta["vocab_size"] and len(one.splits["train"]) + len(one.splits["val"]) == len(
+        train
+    )
 
 
 def test_a_trial_id_hashes_the_prepared_data_identity(tmp_path):

@@ -561,13 +561,14 @@ def kaplan_table(k: dict) -> list[str]:
         ],
         [
             "alpha_S",
-            f"{_g(aS.get('value'))} {_ci(aS.get('ci'))}",
+            # an exponent that was not fitted says why, rather than showing empty cells
+            f"{_g(aS.get('value'))} {_ci(aS.get('ci'))}" if aS else ours.get("alpha_S_reason", "not fitted"),
             _g(kap["alpha_S"]["value"]),
             f"{_g(dlc.get('alpha_S'))} {_ci(dci.get('alpha_S'))}" if dig else "–",
         ],
         [
             "S_c (steps)",
-            _g(aS.get("S_c")),
+            _g(aS.get("S_c")) if aS else "not fitted (see alpha_S)",
             _g(kap["alpha_S"]["S_c"]),
             f"{_g(dlc.get('S_c'))} {_ci(dci.get('S_c'))}" if dig else "–",
         ],

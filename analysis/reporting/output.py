@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import tempfile
 from pathlib import Path
 
@@ -21,8 +20,10 @@ import pandas as pd
 
 from analysis.readers.inputs import InputError
 from depthwidth.clitools import reason
+from depthwidth.clitools import terminate_cleanly as terminate_cleanly  # the one definition
 from runstore.files import StoreError, atomic_file
 from runstore.location import Location
+from runstore.outputs import ANYWHERE, OutputError, claim_folder
 
 MANIFEST = "report-files.json"
 WORK_PREFIX = ".depthwidth-report-"  # + pid + "-": an unfinished report's working folder
@@ -121,16 +122,6 @@ def _work_parent(dest: Location) -> Path:
     return Path(tempfile.gettempdir())
 
 
-def terminate_cleanly() -> None:
-    """SIGTERM (a scheduler's or `kill`'s) unwinds like Ctrl-C, so a working folder is removed."""
-
-    def stop(signum, frame):
-        raise SystemExit(128 + signum)
-
-    with contextlib.suppress(ValueError):  # only the main thread may set handlers
-        signal.signal(signal.SIGTERM, stop)
-
-
 # -- publishing ---------------------------------------------------------------------------------
 # What a report writes: figures, report.{json,md,html}, kaplan.{json,md}, all at the top of its
 # folder. A manifest read from disk may name nothing else (docs/rules.md, "Report folders"):
@@ -178,14 +169,20 @@ class ReportOutput:
     `publish` puts it in `dest` as a whole. A failure before publishing leaves `dest` as it was;
     a failure while publishing keeps the finished files and names their folder."""
 
-    def __init__(self, dest: Location):
+    def __init__(self, dest: Location, flag: str = "the report folder"):
         self.dest = dest
+        try:  # the one output guard: checked, and locked until the report is published
+            self.claim = claim_folder(dest.root, flag, (), ANYWHERE) if dest.is_local else None
+        except OutputError as exc:
+            raise InputError(str(exc)) from None
         parent = _work_parent(dest)
         clean_stale(parent)
         self.work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=parent))
 
     def discard(self) -> None:
         shutil.rmtree(self.work, ignore_errors=True)
+        if self.claim is not None:
+            self.claim.release()
 
     def publish(self, replace: bool) -> None:
         """`replace`: this is a whole new report, so the files of the earlier one that it did
@@ -205,6 +202,8 @@ class ReportOutput:
             self.dest.write_text(MANIFEST, json.dumps({"files": sorted(listed)}, indent=1))
         except (OSError, StoreError, InputError) as exc:
             kept = self._keep()
+            if self.claim is not None:
+                self.claim.release()
             raise InputError(
                 f"{self.dest.display()} could not be written ({_why(exc)}); the "
                 f"finished report is kept in {kept}."

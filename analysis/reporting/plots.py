@@ -636,7 +636,8 @@ def side_by_side(
     fig.subplots_adjust(left=0.06, right=0.97, bottom=0.12, wspace=0.25)
     a1, a2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     if curves is not None and len(curves):
-        learning_curves(curves, ours, ax=a1, title="the analysed runs, with their L(N,S) fit")
+        fitted = "with their L(N,S) fit" if _fit(ours) is not None else "(no identified L(N,S) fit to draw)"
+        learning_curves(curves, ours, ax=a1, title=f"the analysed runs {fitted}")
     else:
         _note(a1, "no learning curves in this store")
     learning_curves(

@@ -23,7 +23,7 @@ from analysis.reporting import adaptive_report, design_note, plots
 from analysis.reporting.markdown import render, render_kaplan
 from analysis.reporting.output import ReportOutput, check_fingerprint, fingerprint
 from depthwidth.accounting import machine_memory_bytes
-from depthwidth.clitools import reason, store_owning
+from depthwidth.clitools import reason, store_containing, store_owning
 from depthwidth.config import RECURRENT_FAMILIES
 from depthwidth.published import KAPLAN_2020
 from runstore.files import StoreError, atomic_file
@@ -382,8 +382,15 @@ def figures_for(ds: Dataset, report: dict, out: Path) -> dict:
     return {"written": written, "skipped": skipped}
 
 
+def check_named(out_dir: str | Path | None) -> None:
+    """An --out that names nothing is refused, not read as the current folder."""
+    if out_dir is not None and not str(out_dir).strip():
+        raise InputError(f"--out = {str(out_dir)!r} is invalid: it names no folder; give a path.")
+
+
 def output_location(out_dir: str | Path | None, source: str | Path, kind: str) -> Location:
     """The report's destination, checked to be writable before any fit runs."""
+    check_named(out_dir)
     try:
         if out_dir is not None:
             dest = Location.writable(out_dir, "--out")
@@ -452,7 +459,7 @@ def analyze(
     check_bootstrap(bootstrap, seed, len(ds.runs), len(ds.curves))
     dest = output_location(out_dir, source, ds.kind)
     watch.lap("load")
-    out = ReportOutput(dest)
+    out = ReportOutput(dest, "--out" if out_dir is not None else "the report folder")
     try:
         report = build_report(ds, int(bootstrap), int(seed), watch, leave_out)
         report["source_fingerprint"] = source_print
@@ -546,14 +553,47 @@ def replot(path: str | Path, force: bool = False) -> dict:
     return report
 
 
-def _existing_report(path, out_dir) -> tuple[Location, dict]:
-    if out_dir is not None:
+def kaplan_folder(path: str | Path, out_dir: str | Path | None) -> Location:
+    """Where `kaplan` writes: --out, or a folder of its own beside the input (`STORE_kaplan`,
+    `runs_kaplan` for runs.csv), never inside a results store, whose report folder every analysis
+    rewrites (a sweep's would delete the comparison)."""
+    check_named(out_dir)
+    if out_dir is None:
+        loc, kind = locate(path)
+        if loc.is_local and (store := store_containing(loc.root)) is not None:
+            loc, kind = Location(store), "dir"
+        return loc.sibling((loc.name if kind == "dir" else Path(loc.name).stem) + "_kaplan")
+    try:
+        dest = Location.writable(out_dir, "--out")
+    except StoreError as exc:
+        raise InputError(str(exc)) from None
+    if dest.is_local and (store := store_containing(dest.root)) is not None:
+        raise InputError(
+            f"--out = {str(out_dir)!r} is invalid: it lies inside the results store {str(store)!r}, "
+            f"whose report folder each analysis rewrites; write the comparison beside it (the "
+            f"default, {str(store)}_kaplan)."
+        )
+    return dest
+
+
+def _kaplan_inputs(path, dest: Location, bootstrap: int, seed: int) -> dict:
+    """The report to compare: the input's own, else one `kaplan` wrote before into `dest`, else
+    one analysed now into `dest` (so nothing is written into a store)."""
+    for where in (path, dest.display()):
         try:
-            return find_report(out_dir)
+            return find_report(where)[1]
         except InputError as exc:
             if not str(exc).startswith("no report.json"):
                 raise
-    return find_report(path)
+    load(path)  # a clear error when `path` is not an analysable input either
+    return analyze(path, out_dir=dest.display(), bootstrap=bootstrap, seed=seed)
+
+
+def _alpha_s_reason(report: dict) -> str:
+    fit = (report.get("learning_curves") or {}).get("fit") or {}
+    if not fit:
+        return "not fitted: the input holds no learning curves"
+    return f"not fitted: {fit.get('reason') or str(fit.get('status', 'absent')).replace('_', ' ')}"
 
 
 @single_threaded
@@ -565,23 +605,19 @@ def kaplan_report(
     out_dir: str | Path | None = None,
 ) -> dict:
     """Our fits beside Kaplan et al. 2020 (+ digitized published curves fitted with the same code);
-    writes kaplan.json, kaplan.md and, with `digitized`, the side-by-side figure next to the report.
-    Runs `analyze` first (into `out_dir` if given) when there is no report yet; a report already
-    in `out_dir` is used as it is."""
+    writes kaplan.json, kaplan.md and, with `digitized`, the side-by-side figure into a folder of
+    their own (`kaplan_folder`; its absolute path is the result's `folder`). Reads the input's
+    report, or analyses it into that folder when it has none yet."""
     check_bootstrap(bootstrap, seed)
     dig = kaplan.load_digitized(digitized) if digitized is not None else None  # validate first
     if dig is not None:
         check_bootstrap(bootstrap, seed, dig["trial_id"].nunique(), len(dig))
-    try:
-        dest, report = _existing_report(path, out_dir)
-    except InputError as exc:
-        if not str(exc).startswith("no report.json"):
-            raise
-        load(path)  # a clear error when `path` is not an analysable input either
-        report = analyze(path, out_dir=out_dir, bootstrap=bootstrap, seed=seed)
-        dest = Location(report["report_dir"])
+    dest = kaplan_folder(path, out_dir)
+    report = _kaplan_inputs(path, dest, bootstrap, seed)
     result = {"source": report["source"], **report["kaplan"]}
-    out = ReportOutput(dest)
+    if not (result.get("ours") or {}).get("alpha_S"):
+        result["ours"] = {**result.get("ours", {}), "alpha_S_reason": _alpha_s_reason(report)}
+    out = ReportOutput(dest, "--out" if out_dir is not None else "the comparison's folder")
     try:
         if dig is not None:
             fitted = kaplan.fit_digitized(dig, n_boot=bootstrap, seed=seed)
@@ -603,4 +639,4 @@ def kaplan_report(
         out.discard()
         raise
     out.publish(replace=False)
-    return result
+    return {**result, "folder": dest.display(), "report": report.get("report_dir")}

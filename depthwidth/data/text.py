@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 from depthwidth.config import DataConfig
 from depthwidth.data.base import DataError, DataSource, entropy_of_counts
 from depthwidth.data.pcfg import _check_request
-from depthwidth.data.tokenmeta import DTYPES, META, SPLIT_FILES, meta_beside, read_meta
+from depthwidth.data.tokenmeta import DTYPES, META, SPLIT_FILES, largest_id, meta_beside, verify
 
 _CHUNK = 1 << 24  # tokens per pass when scanning a memmap, to bound memory on large files
 
@@ -167,7 +167,8 @@ class TokenFileSource(_WindowSource):
     def __init__(self, cfg: DataConfig, seq_len: int):
         p = _existing(cfg)
         meta_path = meta_beside(p)
-        self.meta = read_meta(meta_path) if meta_path is not None else None
+        # a prepared folder is checked against its files (tokenmeta.verify) before it is read
+        self.meta = verify(meta_path) if meta_path is not None else None
         if p.is_dir() and self.meta is None:
             raise DataError(
                 f"DataConfig.path = {cfg.path!r} is a folder without a {META}; source 'tokens' needs "
@@ -188,11 +189,14 @@ class TokenFileSource(_WindowSource):
                 f"as a {np.dtype(dtype).name} token file needs."
             )
         tokens = np.memmap(p, dtype=dtype, mode="r")
-        if self.meta:
-            vocab = self.meta["vocab_size"]
-        else:
-            top = max(int(tokens[lo : lo + _CHUNK].max()) for lo in range(0, len(tokens), _CHUNK))
-            vocab = max(2, top + 1)  # at least 2 so a model can be built for one repeated token
+        top = largest_id(p, dtype)  # read once, in chunks (a verified split: from the cache)
+        if self.meta and top >= self.meta["vocab_size"]:
+            raise DataError(
+                f"DataConfig.path = {cfg.path!r} is invalid: it holds token id {top:,}, not below the "
+                f"vocab_size = {self.meta['vocab_size']:,} of the {META} beside it."
+            )
+        # a bare file: at least 2 so a model can be built for one repeated token
+        vocab = self.meta["vocab_size"] if self.meta else max(2, top + 1)
         self._setup(cfg, seq_len, tokens, vocab)
 
     def describe(self) -> str:

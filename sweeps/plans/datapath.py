@@ -1,20 +1,19 @@
 """Data paths in a spec: a relative path is read from the spec file's folder (as config tools do),
 and a trial's id names the data by its content, not by the path string, so one id never points at
 two different files and the same file under another mount keeps its id (docs/design.md, "Outputs
-and inputs"); a prepared corpus is named by its meta.json's hash, so two corpora never share an
-id. Ids computed the old way stay valid as aliases, so existing stores resume.
+and inputs"); a prepared corpus is named by the identity of its checked token files, so two
+corpora never share an id. Ids computed the old way stay valid as aliases, so existing stores resume.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
 import re
 from pathlib import Path
 
-from depthwidth.data.tokenmeta import meta_beside
+from depthwidth.data.tokenmeta import meta_beside, verify
 from runstore.files import is_remote
 
 SMALL_FILE = 64 * 2**20  # hashed whole; a larger file by its size and its first and last MiB
@@ -81,24 +80,21 @@ def _identity(path: str, stamp: tuple) -> str:
 
 
 def _prepared(path: str) -> str | None:
-    """A prepared corpus (`depthwidth data prepare`) is named by its meta.json's `hash`, the
-    identity of its tokens and tokenizer; one of its token files read alone adds the file's name
-    (it is then split by position). None for data without a meta.json: a bare token file or text
-    keeps the content hash its stores' ids were made from."""
+    """A prepared corpus (`depthwidth data prepare`) is named by its identity, the hash of its
+    tokens and tokenizer, once its files are checked against its meta.json (tokenmeta.verify,
+    which raises DataError naming the file when they differ), so replacing its tokens changes the
+    id or is refused; one of its token files read alone adds the file's name (it is then split by
+    position). None for data without a meta.json: a bare token file or text keeps the content
+    hash its stores' ids were made from."""
     meta = meta_beside(path)
     if meta is None:
         return None
-    try:
-        digest = json.loads(meta.read_text(encoding="utf-8")).get("hash")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
-        return None  # the reader's own check reports a damaged meta.json
-    if not isinstance(digest, str):
-        return None
+    digest = verify(meta)["hash"]
     return f"prepared:{digest}" + ("" if os.path.isdir(path) else f":{os.path.basename(path)}")
 
 
 def identity(path: str) -> str:
-    """What a trial's id hashes for its data: a prepared corpus's meta.json hash, else the
+    """What a trial's id hashes for its data: a prepared corpus's checked identity, else the
     content's SHA-256 (sampled above SMALL_FILE), or the path as written when it cannot be read
     here (a URI, or a file missing on this machine, which the data's own check then reports)."""
     if not path or is_remote(path):

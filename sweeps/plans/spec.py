@@ -342,7 +342,10 @@ def _make_trial(
         raise SpecError(f"{where}: the trial at {label} is invalid: {exc}") from None
     if not data.path:
         return Trial(trial_id_of(model, data, train), model, data, train, tuple(axes))
-    tid = trial_id_of(model, data, train, datapath.identity(data.path))
+    try:
+        tid = trial_id_of(model, data, train, datapath.identity(data.path))
+    except ValueError as exc:  # a prepared corpus whose files are not what its meta.json says
+        raise SpecError(f"{where}: the trial at {label} is invalid: {exc}") from None
     old = [
         trial_id_of(model, replace(data, path=p), train) for p in datapath.legacy_paths(written, data.path)
     ]

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from depthwidth.clitools import OutputError, check_output_dir, fail
+from depthwidth.clitools import OutputError, check_output_dir, check_output_file, fail
 from sweeps.plans.tracking import WANDB_MODES, Tracking, TrialInfo, check_available
 from sweeps.results.feed import Trackers
 
@@ -112,6 +112,27 @@ def build(tracking: Tracking, sweep: str, store, export: bool = False) -> Tracke
     return Trackers(made, {}, after=EXPORT_STOPS) if export else Trackers(made, later)
 
 
+def check_mlflow_output(uri: str) -> None:
+    """An MLflow URI that names a local database file (sqlite:///PATH) or folder (a path, or
+    file:///PATH) goes through the output guard like any other output: never a results store's
+    own files, never through a link to them."""
+    if uri.startswith("sqlite:///"):
+        check_output_file(uri[len("sqlite:///") :], "--mlflow", force=True)  # a database is added to
+    elif uri.startswith("file://") or "://" not in uri:
+        check_output_dir(uri.removeprefix("file://"), "--mlflow")
+
+
+def check_tracker_outputs(tracking: Tracking, store_root: str | None) -> None:
+    """The local folder and database a sweep's trackers write go through the output guard, before
+    anything runs: `[tracking] tensorboard = "STORE/parts"` would be deleted with the parts."""
+    from sweeps.results.trackers import tensorboard_dir
+
+    if tracking.tensorboard:
+        check_output_dir(tensorboard_dir(tracking, store_root), "tracking.tensorboard")
+    if tracking.mlflow:
+        check_mlflow_output(tracking.mlflow)
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from runstore.files import StoreError
     from runstore.layout import RUNS
@@ -131,6 +152,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         check_available(tracking, prefix="--")
         if args.tensorboard:  # a file there fails only after the store is read: say so now
             check_output_dir(args.tensorboard, "--tensorboard")
+        if args.mlflow:
+            check_mlflow_output(args.mlflow)
         store = ResultStore(args.store)
         if not store.exists(RUNS):
             raise StoreError(f"store = {args.store!r} is invalid: it holds no {RUNS}.")

@@ -400,13 +400,16 @@ def factories(
             f"what it lacks."
         )
     if tracking.tensorboard:
-        logdir = (
-            tracking.tensorboard
-            if isinstance(tracking.tensorboard, str)
-            else os.path.join(store_root or os.getcwd(), "tensorboard")
-        )
+        logdir = tensorboard_dir(tracking, store_root)
         made["tensorboard"] = lambda: TensorBoardTracker(logdir)
         later["tensorboard"] = (
             f"`depthwidth export {store_display} --tensorboard {logdir}` writes what it lacks."
         )
     return made, later
+
+
+def tensorboard_dir(tracking: Tracking, store_root: str | None) -> str:
+    """Where the TensorBoard tracker writes: the folder named, else `<store>/tensorboard`."""
+    if isinstance(tracking.tensorboard, str):
+        return tracking.tensorboard
+    return os.path.join(store_root or os.getcwd(), "tensorboard")

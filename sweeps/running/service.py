@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, TextIO
 
 from depthwidth.clitools import project_folder
-from runstore.files import StoreError
+from runstore.files import StoreError, is_remote, local_path
 from runstore.layout import SPEC, STATUSES
 from runstore.location import Location
 from runstore.store import ResultStore
@@ -33,7 +33,7 @@ from sweeps.plans.plan import PlanRow, check_memory, check_node_memory, plan_row
 from sweeps.plans.spec import SpecError, SweepSpec, tomllib
 from sweeps.plans.tracking import Tracking, check_available
 from sweeps.plans.trialconfig import Branch, RayAsk, RunSettings, TrialConfig, depthwidth_environ
-from sweeps.results.export import build, send_stored, trial_info, trial_label
+from sweeps.results.export import build, check_tracker_outputs, send_stored, trial_info, trial_label
 from sweeps.results.feed import FLUSH_TIMEOUT_S
 from sweeps.running.carry import carry, read_table
 from sweeps.running.halving_board import start_board
@@ -92,6 +92,8 @@ def run_sweep(
             f"--adaptive is invalid for {spec.source_path}: its [halving] runs every setting of a "
             f"group, while an adaptive sweep chooses its own trials; use one of them."
         )
+    location = storage or spec.storage
+    check_tracker_outputs(tracking, None if is_remote(location) else local_path(location))
     store, todo, again, plans = prepare(spec, storage, rerun, carry_from, out, force)
     run = _Run(
         spec,
