@@ -133,7 +133,11 @@ def driver_memory(tmp: str, big_spec: str = BIG_SPEC) -> dict:
 import json, resource, time, ray, sweeps.running.service
 from sweeps.plans.spec import parse_spec
 from sweeps.plans.plan import plan_rows
-from runstore.store import ResultStore, make_row, make_curve
+from depthwidth.result import RunResult
+from runstore.store import ResultStore
+from sweeps.plans.trialconfig import TrialConfig
+from sweeps.plans.trialoutcome import TrialOutcome
+from sweeps.running.record import record_of
 spec = parse_spec({big_spec!r}, "big.toml")
 t = time.perf_counter(); rows = plan_rows(spec); plan_s = time.perf_counter() - t
 store = ResultStore({tmp!r} + "/big-store")
@@ -145,8 +149,8 @@ for tr in spec.trials:
                wall_s=1.0, n_params=1000, n_params_total=2000, flops_per_token=2e3, device="cpu",
                torch_version="x", depthwidth_version="x", unigram_entropy=3.0, vocab_size=64,
                curve=curve, metrics={{}}, error="")
-    store.add_trial(make_row("big", dict(trial_id=tr.trial_id, **tr.config_dict()), res, {{}}, 0),
-                    make_curve(tr.trial_id, curve))
+    run = record_of("big", TrialConfig.of(tr), TrialOutcome(tr.trial_id, RunResult.from_dict(res)))
+    store.add_trial(run.record, run.curve, run.beside)
 write_s = time.perf_counter() - t
 t = time.perf_counter(); n = len(ResultStore({tmp!r} + "/big-store").runs()); read_s = time.perf_counter() - t
 print(json.dumps(dict(trials=len(spec.trials), rows=n, plan_s=plan_s, store_write_s=write_s,

@@ -123,14 +123,17 @@ def record_cost(tmp: str, trials: int) -> dict:
     and reading the store back."""
     code = f"""
 import json, time
-from runstore.store import ResultStore, make_row, make_curve
+from dataclasses import replace
+from depthwidth.config import DataConfig, ModelConfig, TrainConfig
+from depthwidth.result import RunResult
+from runstore.store import ResultStore
 from runstore.location import Location
 from runstore.tables import read_tables
-cfg = dict(model=dict(family="transformer", depth=2, width=16, heads=1, vocab_size=8,
-                      attention="softmax", parametrization="standard", seq_len=8, ffn_ratio=4.0,
-                      nu=0, rho=0),
-           data=dict(source="pcfg", task_length=0, seed=0, vocab_size=8),
-           train=dict(seed=0, lr=1e-3, batch_size=2))
+from sweeps.plans.trialconfig import TrialConfig
+from sweeps.plans.trialoutcome import TrialOutcome
+from sweeps.running.record import record_of
+trial = TrialConfig("t", ModelConfig(depth=2, width=16, heads=1, vocab_size=8, seq_len=8),
+                    DataConfig(source="pcfg", vocab_size=8), TrainConfig(lr=1e-3, batch_size=2, steps=2))
 store = ResultStore({tmp!r} + "/records")
 times = []
 for i in range({trials}):
@@ -142,7 +145,8 @@ for i in range({trials}):
                device="cpu", torch_version="x", depthwidth_version="x", unigram_entropy=2.0,
                vocab_size=8, curve=curve, metrics={{}}, error="")
     t = time.perf_counter()
-    store.add_trial(make_row("scale", dict(trial_id=tid, **cfg), res, {{}}, 0), make_curve(tid, curve))
+    run = record_of("scale", replace(trial, trial_id=tid), TrialOutcome(tid, RunResult.from_dict(res)))
+    store.add_trial(run.record, run.curve, run.beside)
     times.append(time.perf_counter() - t)
 t = time.perf_counter(); store.close(); close_s = time.perf_counter() - t
 t = time.perf_counter(); runs, curves, _ = read_tables(Location({tmp!r} + "/records")); read_s = time.perf_counter() - t

@@ -152,15 +152,16 @@ def test_a_trial_id_comes_from_the_files_so_replaced_tokens_are_refused_or_renam
 
 def test_sweep_specs_marks_a_spec_whose_data_is_bad_and_lists_the_rest(prepared, tmp_path, monkeypatch):
     """The listing goes on past a spec whose prepared corpus has a meta.json nested too deep."""
-    from sweeps.cli import spec_line
     from sweeps.plans.bundled import bundled_specs
+    from sweeps.plans.speccosts import spec_line
 
     deep = _tampered(prepared, tmp_path)["deepjson"][0]
     monkeypatch.setenv("DEPTHWIDTH_CORPUS", str(deep))
     specs = bundled_specs()
-    text = spec_line("threshold-gpu-text-pilot", specs["threshold-gpu-text-pilot"])
+    # planned in full (no kept cost to read): the spec is marked, the others listed
+    text = spec_line("threshold-gpu-text-pilot", specs["threshold-gpu-text-pilot"], {})
     assert "cannot plan it here" in text and "cannot read its meta.json (it is nested too deeply)" in text
-    assert "CPU core-h" in spec_line("smoke", specs["smoke"])
+    assert "CPU core-h" in spec_line("smoke", specs["smoke"], {})
 
 
 # -- the property: whatever meta.json and the files say, the reader refuses or reads the truth ------

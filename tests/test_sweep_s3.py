@@ -144,7 +144,9 @@ def test_sweep_store_and_analysis_on_s3(s3, tmp_path):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     kap = depthwidth("kaplan", uri, "--bootstrap", "10", env=env)
     assert kap.returncode == 0, kap.stderr
-    assert fs.get_file_info(f"{root}/analysis/kaplan.md").type == pafs.FileType.File
+    # written beside the store, never into it (a later analysis rewrites its report folder)
+    assert fs.get_file_info(f"{root}_kaplan/kaplan.md").type == pafs.FileType.File
+    assert fs.get_file_info(f"{root}/analysis/kaplan.md").type == pafs.FileType.NotFound
 
 
 def test_bad_s3_storage_is_refused_before_anything_runs(s3, tmp_path):
