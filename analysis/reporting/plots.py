@@ -803,8 +803,10 @@ def make_all(
         figs["lr_curves"] = lr_curves(tuning)
     else:
         skipped["lr_curves"] = "no learning-rate axis was swept"
-    from analysis.reporting.copying import copying_plot, has_probe
+    from analysis.reporting.copying import copying_plot
 
-    if has_probe(runs):  # the copying probe of text runs (depthwidth/copyprobe.py)
-        figs["copying"] = copying_plot(runs)
+    if (report.get("copying") or {}).get(
+        "status"
+    ) == "ok":  # the probe of text runs (depthwidth/copyprobe.py)
+        figs["copying"] = copying_plot(report["copying"])
     return figs, skipped

@@ -19,7 +19,7 @@ from analysis.fitting._blas import single_threaded
 from analysis.fitting.fitcore import bootstrap_bytes
 from analysis.laws import chinchilla, kaplan, levine, regimes, sensitivity, threshold, tokens, tuning
 from analysis.readers.inputs import Dataset, InputError, default_out, load, locate, nothing_to_fit
-from analysis.reporting import adaptive_report, design_note, plots
+from analysis.reporting import adaptive_report, copying, design_note, plots
 from analysis.reporting.markdown import render, render_kaplan
 from analysis.reporting.output import ReportOutput, check_fingerprint, fingerprint
 from depthwidth.accounting import machine_memory_bytes
@@ -448,6 +448,9 @@ def analyze(
     if empty := nothing_to_fit(ds):  # raises when there is nothing to report at all
         ds = replace(ds, notes=(empty,) + ds.notes)
 
+    # the copying probe reads each seed's own best setting (analysis/reporting/copying.py), so it
+    # selects from the runs before each shape is reduced to its tuned setting
+    copying_section = copying.section(ds.runs) if ds.has_shape else absent()
     ds, tuned = tuning.apply(ds, tuple(tune), selection, no_tune)
     check_bootstrap(bootstrap, seed, len(ds.runs), len(ds.curves))
     dest = output_location(out_dir, source, ds.kind)
@@ -457,6 +460,7 @@ def analyze(
         report = build_report(ds, int(bootstrap), int(seed), watch, leave_out)
         report["source_fingerprint"] = source_print
         report["tuning"] = tuned
+        report["copying"] = powerlaw.json_safe(copying_section)
         if (report["chinchilla"].get("points") or {}).get("kind"):  # a data term was fitted
             report["inputs"]["notes"].append(report["chinchilla"]["convention_note"])
         report["nothing_to_fit"] = empty
