@@ -68,12 +68,18 @@ def spans_range(law: Law, draws: np.ndarray, logy: np.ndarray) -> dict[str, str]
 
 
 def _profile_interval(b: np.ndarray, dev: np.ndarray, b_hat: float) -> dict:
+    """The 95% interval of b: the values around the point fit b̂ whose deviance (measured from the
+    point fit, analysis/fitting/profile.py `deviance`) is under the chi-square point, read off
+    where it crosses between grid values. b̂ is a value of the profile with deviance 0 by
+    definition, so the interval holds the estimate it is quoted beside."""
+    b, dev = np.array(b, float), np.array(dev, float)
+    if not np.any(np.isclose(b, b_hat, rtol=1e-12, atol=0.0)):
+        order = np.argsort(np.r_[b, b_hat], kind="stable")
+        b, dev = np.r_[b, b_hat][order], np.r_[dev, 0.0][order]
+    k = int(np.argmin(np.abs(np.log(b / b_hat))))
+    b[k] = b_hat  # a grid value equal to b̂ but for rounding is b̂
+    dev[k] = 0.0  # the point fit's own deviance, whatever a profile solve at its b reached
     inside = dev <= CHI2_95
-    k = int(np.argmin(np.where(np.isfinite(dev), np.abs(np.log(b / b_hat)), np.inf)))
-    if not inside[k]:
-        k = int(np.argmin(dev))
-    if not inside[k]:  # no grid point within 3.84 of the minimum: a degenerate profile
-        inside[k] = True
     i = k
     while i > 0 and inside[i - 1]:
         i -= 1

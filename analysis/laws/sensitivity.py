@@ -107,31 +107,51 @@ def _near(res: FitResult) -> tuple[np.ndarray, np.ndarray]:
     return sel, np.union1d(_thin(np.arange(len(grid)), grid, SLICE_POINTS), sel)
 
 
-def _interval(law, X, logy, w, grid, pth, pobj, t, o) -> dict:
-    """A slice's profile interval, the slice's point fit (t, o) counted as one of its values.
+def _interval(law, X, logy, w, grid, pth, pobj, t, o) -> tuple[dict, np.ndarray, float]:
+    """A slice's profile interval and its point fit: (interval, θ, loss). The slice's point fit
+    (t, o) is counted as one of the profile's values.
 
     The values are batched Gauss–Newton solves, which can stall on the Huber surface with a loss
     too high and a Gaussian deviance either side of the truth; those that could lie inside the
     interval (deviance under twice the 95% point), and the first value outside on either side,
-    are polished by L-BFGS-B before the interval is read."""
+    are polished by L-BFGS-B before the interval is read. When a polished value's loss is below
+    the point fit's, b is freed again from there and the interval read anew (as
+    analysis/fitting/profile.py `profile_and_refit` does for the fit on all runs), so the point
+    and its interval are those of one fit."""
+    pth, pobj = pth.copy(), pobj.copy()
+    for _ in range(3):
+        iv, g = _read_interval(law, X, logy, w, grid, pth, pobj, t, o)
+        if not pobj[g] < o * (1 - 1e-9):
+            break
+        t2, o2, _ = fitcore.polish(law, pth[g], X, logy, w, ftol=1e-10, maxiter=300)
+        t, o = (t2, float(o2)) if o2 < pobj[g] else (pth[g].copy(), float(pobj[g]))
+    else:
+        iv, _ = _read_interval(law, X, logy, w, grid, pth, pobj, t, o)
+    return iv, t, o
+
+
+def _read_interval(law, X, logy, w, grid, pth, pobj, t, o) -> tuple[dict, int]:
+    """The interval with (t, o) as the point fit, polishing the grid's values (pth, pobj) in place
+    where they could lie inside it; and the grid value of the lowest loss."""
     c = np.r_[grid, t[-1]]
     order = np.argsort(c, kind="stable")
-    c, pth, pobj = c[order], np.vstack([pth, t[None, :]])[order], np.r_[pobj, o][order]
     lp, _ = law.evaluate(t[None, :], X, jac=False)
     rss = float(np.sum(w * (logy - lp[0]) ** 2))
     # n_eff: the runs left (each run weighs one in total, as in the full profile)
-    dev = deviance(law, X, logy, w, pth, pobj, rss, float(np.sum(w)))
-    inside = np.flatnonzero(dev <= 2 * identify.CHI2_95)
+    dev = deviance(law, X, logy, w, np.vstack([pth, t[None, :]]), np.r_[pobj, o], rss, float(np.sum(w)))
+    inside = np.flatnonzero(dev[order] <= 2 * identify.CHI2_95)
     todo = set(inside) | {inside.min() - 1, inside.max() + 1} if inside.size else set()
     lo, hi = law.bounds(np.exp(logy))
-    for g in sorted(j for j in todo if 0 <= j < len(c) and order[j] != len(grid)):
+    for j in sorted(j for j in todo if 0 <= j < len(c) and order[j] != len(grid)):
+        g = order[j]
         lo_g, hi_g = lo.copy(), hi.copy()
         lo_g[-1] = hi_g[-1] = c[g]
         t2, o2, _ = fitcore.polish(law, pth[g], X, logy, w, (lo_g, hi_g), ftol=1e-10, maxiter=150)
         if o2 < pobj[g]:
             pth[g], pobj[g] = t2, o2
-    dev = deviance(law, X, logy, w, pth, pobj, rss, float(np.sum(w)))
-    return identify._profile_interval(np.exp(c), dev, float(np.exp(t[-1])))
+    dev = deviance(law, X, logy, w, np.vstack([pth, t[None, :]]), np.r_[pobj, o], rss, float(np.sum(w)))
+    iv = identify._profile_interval(np.exp(c[order]), dev[order], float(np.exp(t[-1])))
+    return iv, int(np.argmin(pobj))
 
 
 def _polished(law, X, logy, w, cands: list) -> tuple[np.ndarray | None, float]:
@@ -169,12 +189,12 @@ def _refit_law(res: FitResult, X: dict, logy: np.ndarray, W: np.ndarray) -> list
         if t is None:  # no start reached a finite loss
             out.append((None, np.inf, None))
             continue
-        iv = _interval(law, X, logy, W[s], grid[sel], pth[s], pobj[s], t, o)
+        iv, t, o = _interval(law, X, logy, W[s], grid[sel], pth[s], pobj[s], t, o)
         if (iv["open_below"] and sel[0] > every[0]) or (iv["open_above"] and sel[-1] < every[-1]):
             fth, fobj = _profiles(res, X, logy, W[[s]], every)
             g = int(np.argmin(fobj[0]))
             t, o = _polished(law, X, logy, W[s], [(t, o), (fth[0, g], fobj[0, g])])
-            iv = _interval(law, X, logy, W[s], grid[every], fth[0], fobj[0], t, o)
+            iv, t, o = _interval(law, X, logy, W[s], grid[every], fth[0], fobj[0], t, o)
         out.append((t, o, iv))
     return out
 
