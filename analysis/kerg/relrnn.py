@@ -490,8 +490,14 @@ def report_relrnn(
         "figures": written,
         "figures_skipped": skipped,
     }
+    result["answer"] = rc.answer(head)
     result["markdown"] = (
-        rc.markdown(words, [], []) + markdown(result) + "\n" + rc.markdown([], over_training, bpc)
+        result["answer"]
+        + "\n\n"
+        + rc.markdown(words, [], [])
+        + markdown(result)
+        + "\n"
+        + rc.markdown([], over_training, bpc)
     )
     return result
 

@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from analysis.reporting import adaptive_report
+from analysis.reporting import adaptive_report, copying
+from analysis.reporting.answer import answer, kaplan_answer
 from analysis.reporting.markdown_sections import (
     _ci,
     _g,
@@ -420,8 +421,9 @@ def render(r: dict, design_power: dict | None = None) -> str:
     own "design_power" entry) is the power summary of the plan the sweep ran, quoted in the
     Design section (markdown_sections.design_md)."""
     power = design_power if design_power is not None else r.get("design_power")
-    L = [f"# Depth–width analysis: `{r['source']}`", "", _runs_line(r), ""]
-    L += inputs_md(r) + _lth_md(r) + accounting_md(r) + design_md(r, power) + chinchilla_md(r)
+    L = [f"# Depth–width analysis: `{r['source']}`", "", r.get("answer") or answer(r), ""]
+    L += _lth_md(r) + inputs_md(r, _runs_line(r)) + accounting_md(r) + design_md(r, power) + chinchilla_md(r)
+    L += copying.markdown(r.get("copying"))
     if is_absent(r["threshold"]):
         return "\n".join(L + _shape_free_tail(r))
     for section in (
@@ -508,15 +510,13 @@ def _tail(r: dict) -> list[str]:
     if r.get("tuning"):
         L += tuning_section(r["tuning"])
     if "relrnn" in r:
-        L += [
-            "## Recurrent family",
-            "",
-            f"status: {r['relrnn'].get('status', 'see report.json')}"
-            + (f" ({r['relrnn']['reason']})" if r["relrnn"].get("reason") else ""),
-            "",
-            r["relrnn"].get("markdown", ""),
-            "",
-        ]
+        rel = r["relrnn"]
+        status = f"status: {rel.get('status', 'see report.json')}" + (
+            f" ({rel['reason']})" if rel.get("reason") else ""
+        )
+        # the section opens with its answer (the first line of its markdown) where it has one
+        L += ["## Recurrent family", ""] + ([] if rel.get("answer") else [status, ""])
+        L += [rel.get("markdown", ""), ""]
 
     figs = r.get("figures", {})
     if figs.get("written"):
@@ -568,7 +568,7 @@ def kaplan_table(k: dict) -> list[str]:
 
 
 def render_kaplan(k: dict) -> str:
-    L = [f"# Beside Kaplan et al. 2020: `{k['source']}`", ""]
+    L = [f"# Beside Kaplan et al. 2020: `{k['source']}`", "", k.get("answer") or kaplan_answer(k), ""]
     L += kaplan_table(k)
     coll = k["ours"]["depth_collapse"]
     if coll.get("depths"):

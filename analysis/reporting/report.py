@@ -20,6 +20,7 @@ from analysis.fitting.fitcore import bootstrap_bytes
 from analysis.laws import chinchilla, kaplan, levine, regimes, sensitivity, threshold, tokens, tuning
 from analysis.readers.inputs import Dataset, InputError, default_out, load, locate, nothing_to_fit
 from analysis.reporting import adaptive_report, copying, design_note, plots
+from analysis.reporting.answer import answer, kaplan_answer
 from analysis.reporting.markdown import render, render_kaplan
 from analysis.reporting.output import ReportOutput, check_fingerprint, fingerprint
 from depthwidth.accounting import machine_memory_bytes
@@ -468,6 +469,7 @@ def analyze(
         if any(f in RECURRENT_FAMILIES for f in ds.families):
             report["relrnn"] = powerlaw.json_safe(_relrnn(ds, out.work))
             watch.lap("relrnn")
+        report = {"answer": answer(report), **report}  # the answer first, before any statistic
         report["figures"] = figures_for(ds, report, out.work)
         watch.lap("plots")
         report["timings_s"], report["cpu_s"] = watch.wall, watch.cpu
@@ -598,7 +600,7 @@ def kaplan_report(
                 fitted["learning_curves"],
             )
             result["figures"] = {"written": write_figures({"kaplan_side_by_side": fig}, out.work)}
-        result = powerlaw.json_safe(result)
+        result = powerlaw.json_safe({"answer": kaplan_answer(result), **result})
         with atomic_file(out.work / "kaplan.json", "w") as f:
             f.write(json.dumps(result, indent=1, allow_nan=False))
         with atomic_file(out.work / "kaplan.md", "w") as f:

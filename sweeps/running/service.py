@@ -526,6 +526,8 @@ def _analyze(store: ResultStore, out: TextIO) -> None:
         where = Location(result["report_dir"]).display("report.md")
     else:
         where = store.display("analysis/report.md")
+    if result.get("answer"):  # the answer first (analysis/reporting/answer.py), then the verdict
+        print(result["answer"], file=out)
     print(f"{verdict_line(result)}; report: {where}", file=out)
 
 
