@@ -330,6 +330,7 @@ def _kappa_estimate(models: dict, name: str | None) -> dict | None:
     prof = m.get("profile") or {}
     ci = _hull(m["ci"].get("b"), prof.get("interval"))
     return {
+        "law": name,
         "base": m["params"].get("b"),
         "base_ci": ci,
         "bootstrap_ci": m["ci"].get("b"),
@@ -611,7 +612,7 @@ def _no_threshold_law(out: dict, models: dict, transition: dict, design: dict | 
 def _judge(out: dict, chosen: dict, kappa: dict | None, other: dict | None) -> dict:
     """The chosen estimate with the other as a cross-check; claimed only with a closed interval
     inside the search range that spans at most a factor of 4."""
-    out.update(base=chosen["base"], base_ci=chosen["base_ci"], method=chosen["method"])
+    out.update(base=chosen["base"], base_ci=chosen["base_ci"], method=chosen["method"], law=chosen.get("law"))
     if chosen is kappa:
         out.update(bootstrap_ci=kappa["bootstrap_ci"], profile=kappa["profile"])
     if other is not None and other.get("base_ci"):

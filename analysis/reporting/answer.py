@@ -13,11 +13,11 @@ from __future__ import annotations
 MAX_CHARS = 250
 
 
-def _range(values, unit: str = "") -> str:
-    """'1–4', '16–64' or '32': the smallest and largest of the values swept."""
+def _range(values, fmt: str = "g") -> str:
+    """'1–4', '16–64' or '32': the smallest and largest of the values, in `fmt`."""
     vals = sorted(float(v) for v in values)
-    lo, hi = f"{vals[0]:g}", f"{vals[-1]:g}"
-    return (lo if lo == hi else f"{lo}–{hi}") + unit
+    lo, hi = format(vals[0], fmt), format(vals[-1], fmt)
+    return lo if lo == hi else f"{lo}–{hi}"
 
 
 def _g(v: float) -> str:
@@ -66,7 +66,8 @@ def _claimed(r: dict, thr: dict) -> str:
     where = [p for p in loc.get("per_width") or [] if p.get("side") == "located"]
     law = f"b = {_g(b)} [{_g(lo)}, {_g(hi)}], {_theory(thr)}"
     if where:
-        depths = _range([p["L_th"] for p in where])
+        lths = [p["L_th"] for p in where]
+        depths = _range(lths, ".2g" if max(lths) < 10 else ".0f")
         widths = _range([p["width"] for p in where])
         head = f"At widths {widths} adding layers stops paying near depth {depths}"
         cores = [f"{head} (L_th = log_b d, {law}{_basis(thr)})", f"{head} (L_th = log_b d, {law})"]

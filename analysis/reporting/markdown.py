@@ -58,8 +58,14 @@ def _claimed_sentence(thr: dict) -> str:
         f"These runs locate a depth threshold: L_th = log_b(d_x) with b = {_g(b)} "
         f"(95% interval {_ci(ci)}), from {thr['method']}. The interval "
         f"{'contains' if thr['consistent_with_theory'] else 'excludes'} the theory's b = 3 "
-        f"(Levine et al. 2020)" + (f"; {where}." if where else ".")
+        f"(Levine et al. 2020)" + _basis(thr) + (f"; {where}." if where else ".")
     )
+
+
+def _basis(thr: dict | None) -> str:
+    """', but ...' when an interval excludes b = 3 on the law's form alone (no run below log_3 d)."""
+    basis = (thr or {}).get("theory_basis") or {}
+    return f", but {basis['text']}" if basis.get("form_alone") else ""
 
 
 def _extrapolation_sentence(thr: dict) -> str:
@@ -94,9 +100,9 @@ def _cross_check_sentence(cc: dict | None) -> str | None:
     if "agree" not in cc:  # nothing to compare with: the headline has no estimate of its own
         return (
             f"For comparison, {_law_name(cc['method'])} gives b = {_g(cc['base'])} "
-            f"{_ci(cc['base_ci'])}; it is not the headline, which claims no threshold."
+            f"{_ci(cc['base_ci'])}{_basis(cc)}; it is not the headline, which claims no threshold."
         )
-    head = f"{cc['method'].split(';')[0]} gives b = {_g(cc['base'])} {_ci(cc['base_ci'])}"
+    head = f"{cc['method'].split(';')[0]} gives b = {_g(cc['base'])} {_ci(cc['base_ci'])}{_basis(cc)}"
     if cc["agree"]:
         return f"Cross-check: {head}, which agrees with the headline."
     return (
@@ -150,6 +156,7 @@ def verdict_line(r: dict) -> str:
         theory = "contains" if thr.get("consistent_with_theory") else "excludes"
         return (
             f"verdict: a depth threshold is located, {b}; the interval {theory} the theory's b = 3"
+            + _basis(thr)
             + _rests_on(r)
         )
     if thr.get("extrapolation"):
