@@ -74,7 +74,8 @@ EXPECTED = {
     r"at widths 16–64, and this design cannot place L_th \(see Design\)",
     "not identified": r"^These runs cannot place a threshold: b is not identified at depths 8–12, widths 16–64",
     "N alone": r"^In these runs \(depths 1–4, widths 16–128\) the loss depends on the parameter count alone",
-    "shape, no threshold": r"^Shape matters in these runs \(depths 1–6, widths 16–128\), but as a smooth law with no threshold",
+    "shape, no threshold": r"^Shape matters in these runs \(depths 1–6, widths 16–128\), but the law that fits them best, "
+    r"the separable width-depth law, has no threshold: they place no L_th = log_b d",
     "form alone": r"which excludes the theory's b = 3, on the law's form alone \(no run below log_3 d\)\)",
 }
 

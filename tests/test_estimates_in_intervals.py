@@ -7,6 +7,8 @@ no row shows an estimate outside its interval.
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -118,3 +120,53 @@ def test_the_cpu_studys_slices_hold_their_estimates():
         if m.get("profile") and m.get("params", {}).get("b") is not None:
             lo, hi = m["profile"]["interval"]
             assert lo <= m["params"]["b"] <= hi, name
+
+
+NUMBER = r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?"
+# "23.2 [29.1, 71.8]": an estimate quoted beside its interval in report.md's rows and sentences
+MD_PAIR = re.compile(rf"(?<![\w.\[-])({NUMBER}) \[({NUMBER}), ({NUMBER})\]")
+
+
+def md_outside(text: str) -> list:
+    """The estimates of report.md quoted outside their interval (beyond the 3 significant digits
+    they are written with)."""
+    bad = []
+    for m in MD_PAIR.finditer(text):
+        v, lo, hi = map(float, m.groups())
+        slack = 5e-3 * max(abs(v), abs(lo), abs(hi))
+        if not lo - slack <= v <= hi + slack:
+            bad.append(m.group(0))
+    return bad
+
+
+def test_md_pairs_are_read():
+    assert md_outside("two_regime: 23.2 [29.1, 71.8] (open); width 16: 12.9 [1.9, 29.1]") == [
+        "23.2 [29.1, 71.8]"
+    ]
+    assert md_outside("| E | 0.992 [0.218, 1.57] | depths [1, 2, 3, 4]; 1e+05 [2e+04, 3e+05]") == []
+
+
+def reports_in_docs() -> list[Path]:
+    return sorted(p for name in ("report.json", "report.md") for p in (REPO / "docs").rglob(name))
+
+
+def test_every_report_in_docs_keeps_its_estimates_inside_their_intervals():
+    """Each report under docs/ (the gallery's, the studies'): no estimate outside its interval,
+    in any section of report.json or any row of report.md; and report.md opens with the answer."""
+    reports = reports_in_docs()
+    assert any(p.name == "report.json" for p in reports), (
+        "the gallery keeps the smoke report under docs/gallery/"
+    )
+    for path in reports:
+        if path.name == "report.json":
+            report = json.loads(path.read_text())
+            pairs = estimate_pairs(report)
+            assert pairs, f"{path}: no estimate with an interval"
+            assert outside(pairs) == [], path
+            continue
+        text = path.read_text()
+        assert md_outside(text) == [], path
+        lines = [line for line in text.splitlines() if line.strip()]
+        assert lines[0].startswith("# ") and len(lines[1]) <= 250 and lines[1].endswith("."), path
+        if path.with_name("report.json").exists():
+            assert lines[1] == json.loads(path.with_name("report.json").read_text())["answer"], path

@@ -100,7 +100,7 @@ def _unclaimed(r: dict, thr: dict) -> str:
     if pref == "kaplan":
         core = f"In these runs ({_design(r)}) the loss depends on the parameter count alone, not on how it is split between depth and width, so they show no depth threshold"
     elif pref == "width_depth" and not (thr.get("method") or "").startswith("transition"):
-        core = f"Shape matters in these runs ({_design(r)}), but as a smooth law with no threshold: they show no depth at which adding layers stops paying"
+        core = f"Shape matters in these runs ({_design(r)}), but the law that fits them best, the separable width-depth law, has no threshold: they place no L_th = log_b d (see the loss laws)"
     elif thr.get("base") is not None and thr.get("base_ci"):
         lo, hi = thr["base_ci"]
         core = f"These runs do not pin down a threshold: b's interval [{_g(lo)}, {_g(hi)}] is too wide to claim at {_design(r)} (see Design)"
