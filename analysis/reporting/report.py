@@ -539,6 +539,7 @@ def replot(path: str | Path, force: bool = False) -> dict:
     if report.get("tuning"):  # the same runs as the fits: each shape's chosen setting
         req = report["tuning"]["requested"]
         ds, _ = tuning.apply(ds, tuple(req["tune"]), req["selection"], req["disabled"])
+    report["answer"] = report.get("answer") or answer(report)  # a report written before answers
     out = ReportOutput(dest)
     try:
         report["figures"] = figures_for(ds, report, out.work)
