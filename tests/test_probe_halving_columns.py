@@ -99,7 +99,7 @@ def test_a_probe_cell_is_refused_unless_a_finite_loss_sized_number(col, value):
     ],
 )
 def test_analyze_refuses_a_halving_cell_that_is_not_a_record(tmp_path, cell, why):
-    """F-C10: each of these was a traceback from analysis/readers/halving.py."""
+    """Each of these cells was a traceback from analysis/readers/halving.py."""
     csv = tmp_path / "halving.csv"
     grid(halving=cell, status="ok", lr=1e-3, family="transformer").to_csv(csv, index=False)
     err = one_sentence_error(analyze(csv, tmp_path / "out"))
@@ -112,7 +112,7 @@ def test_analyze_refuses_a_halving_cell_that_is_not_a_record(tmp_path, cell, why
     [("abc", "it must be a number"), (1e308, "finite numbers of nats per token from -1e6 to below 1e6")],
 )
 def test_analyze_refuses_a_probe_cell_that_is_no_gain(tmp_path, value, why):
-    """F-C11: a text or a 1e308 copy_gain was a traceback in the copying figure."""
+    """A text or a 1e308 copy_gain was a traceback in the copying figure."""
     df = grid(tokens=1e5, copy_loss=2.0, copy_gain=0.1)
     df["copy_gain"] = df["copy_gain"].astype(object)
     df.loc[5, "copy_gain"] = value
@@ -125,7 +125,7 @@ def test_analyze_refuses_a_probe_cell_that_is_no_gain(tmp_path, value, why):
 
 @pytest.mark.parametrize("tokens", [True, False])
 def test_a_generic_csv_with_the_probe_gets_its_copying_figure(tmp_path, tokens):
-    """F-C11: a documented generic table has `loss`, not `final_val_loss`, and may lack `tokens`;
+    """A documented generic table has `loss`, not `final_val_loss`, and may lack `tokens`;
     the copying figure is drawn from the loss column the table has."""
     df = grid(copy_loss=2.0).drop(columns="trial_id")
     df["copy_gain"] = 0.1 * df["depth"]

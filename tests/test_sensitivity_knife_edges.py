@@ -191,7 +191,7 @@ def test_an_isoflop_suite_is_left_out_by_flop_budget():
 
 
 def test_seeds_past_the_bound_are_sampled_and_said():
-    """F-H2: 2,000 seeds are not 2,000 refits: 8 of them, spread over the seeds, and a note."""
+    """2,000 seeds are not 2,000 refits: 8 of them, spread over the seeds, and a note."""
     runs = pd.DataFrame(
         [dict(depth=d, width=w, seed=s) for d in (1, 2) for w in (16.0, 32.0) for s in range(2000)]
     ).assign(run_id=lambda t: range(len(t)))
@@ -203,7 +203,7 @@ def test_seeds_past_the_bound_are_sampled_and_said():
 
 
 def test_analyze_leaves_out_a_stated_sample_of_many_seeds(tmp_path):
-    """F-H2 through the CLI: 12 shapes x 40 seeds; the report refits 8 seeds, not 40, and
+    """The seed bound through the CLI: 12 shapes x 40 seeds; the report refits 8 seeds, not 40, and
     report.md says which were left out and why (the bound)."""
     import json
 
