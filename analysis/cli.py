@@ -50,6 +50,7 @@ def _analyze(args) -> int:
         )
     except InputError as exc:
         return _fail(str(exc))
+    print(r["answer"])  # the answer first, before any statistic (analysis/reporting/answer.py)
     if r.get("nothing_to_fit"):
         print(r["nothing_to_fit"][0].upper() + r["nothing_to_fit"][1:] + ".")
     t = r["tuning"]
@@ -111,6 +112,7 @@ def _kaplan(args) -> int:
         )
     except InputError as exc:
         return _fail(str(exc))
+    print(k["answer"])
     print("\n".join(kaplan_table(k)))
     figures = (k.get("figures") or {}).get("written", [])
     written = ["kaplan.md", "kaplan.json", *(f"{n}.{e}" for n in figures for e in ("png", "pdf"))]

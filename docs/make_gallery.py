@@ -4,7 +4,9 @@ published suite (Gemstones, read at run time from the reference data; docs/data.
     python docs/make_gallery.py [--smoke-store results/smoke] [--gemstones FILE] [--bootstrap 200]
     python docs/make_gallery.py --smoke      # a tiny planted store, written to a temporary folder
 
-The PNGs go to docs/gallery/<suite>/; nothing of the data is copied, only the figures drawn from it.
+The PNGs go to docs/gallery/<suite>/ with the report's report.md (fits and verdicts, no rows of
+the data); report.json, which lists what each run contributed, is kept for our own smoke runs only.
+Nothing of the reference data is copied, only the figures and fits drawn from it.
 """
 
 from __future__ import annotations
@@ -27,18 +29,19 @@ from analysis.reporting.report import analyze  # noqa: E402
 
 DATA = Path(os.environ.get("DEPTHWIDTH_DATA", REPO.parent / "shared" / "data"))
 CAPTIONS = {
-    "loss_vs_n": "Loss against non-embedding N per depth (Kaplan et al. 2020, Figure 6) with each "
-                 "depth's power-law fit (points joined where the fit is not identified), the deep "
-                 "envelope, and any crossover with its 95% interval.",
+    "loss_vs_n": "Loss (nats per token) against non-embedding N per depth (Kaplan et al. 2020, "
+                 "Figure 6) with each depth's power-law fit (points joined where the fit is not "
+                 "identified), the deep envelope, and any crossover with its 95% interval; the "
+                 "legend sits beside the axes, off the points.",
     "threshold": "Every shape run at (width, depth), filled below the fitted L_th and hollow above "
-                 "it, with the fitted L_th = log_b d and its 95% band, the theory's log_3 d, and "
-                 "the transition points found, with a line through them only where its base is "
-                 "above 1; a reference curve is drawn only where it falls inside the view, and a "
-                 "note under the axes says what is left out and why.",
+                 "it, in a view fitted to the depths run, with the fitted L_th = log_b d and its 95% "
+                 "band (b and its interval in the title when claimed), the theory's log_3 d, and the "
+                 "transition points found, with a line through them only where its base is above 1; "
+                 "a line outside the view is named in a note under the axes.",
     "loss_vs_depth": "Loss against depth at each width, the runs coloured by token budget, with the "
-                     "threshold law's curve (one per budget, in its colour, when the law has a data "
-                     "term); L_th is marked, and the side L < L_th shaded, only where it falls "
-                     "inside the depths run.",
+                     "threshold law the report's text quotes (one curve per budget, in its colour, "
+                     "when the law has a data term); L_th is marked, and the side L < L_th shaded, "
+                     "only where it falls inside the depths run.",
     "phase_map": "Each shape's loss over the best loss any depth reaches at its N; the theory's "
                  "L_th (and a claimed one) drawn where it falls inside the depths run.",
     "aspect_ratio": "Loss increase against aspect ratio d/L within fixed-N bands (Kaplan et al. "
@@ -47,7 +50,11 @@ CAPTIONS = {
                        "identified.",
     "lr_curves": "Loss against learning rate for every shape; the chosen setting starred.",
     "chinchilla": "L(N, D) along lines of constant compute, and the compute-optimal N*(C), D*(C) "
-                  "with 95% bands beside Hoffmann et al. 2022 and Besiroglu et al. 2024.",
+                  "(each as a power of C) with 95% bands beside Hoffmann et al. 2022 and Besiroglu "
+                  "et al. 2024.",
+    "copying": "The copying probe: the copy gain (against the control where the runs record it) "
+               "by depth and width with 95% intervals over seeds, and each run's loss against its "
+               "gain, one colour per depth; the runs entering are stated in the title.",
 }
 
 
@@ -61,15 +68,26 @@ def planted_store(folder: Path) -> Path:
     return synthetic.write_store(folder / "planted", runs, curves)
 
 
+def portable(text: str, work: Path, dest: Path) -> str:
+    """A report's text with this machine's paths made relative to the repository: the working
+    folder becomes the gallery's, the repository's own prefix goes, its parent is `..`."""
+    text = text.replace(str(work), os.path.relpath(dest, REPO))
+    return text.replace(f"{REPO}/", "").replace(f"{REPO.parent}/", "../")
+
+
 def suite_section(name: str, title: str, source: Path, command: str, out: Path, bootstrap: int,
-                  work: Path) -> list[str]:
-    """Analyse one source, copy its PNGs to out/gallery/<name>/, and return its page section."""
+                  work: Path, ours: bool) -> list[str]:
+    """Analyse one source, copy its PNGs and report.md (with report.json when the runs are `ours`)
+    to out/gallery/<name>/, and return its page section."""
     report = analyze(source, out_dir=work / name, bootstrap=bootstrap, seed=0)
     dest = out / "gallery" / name
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    L = [f"## {title}", "", f"`{command}` ({report['n_runs']} runs). "
+    for kept in ("report.md", "report.json") if ours else ("report.md",):
+        (dest / kept).write_text(portable((work / name / kept).read_text(), work / name, dest))
+    L = [f"## {title}", "", report["answer"], "", f"`{command}` ({report['n_runs']} runs; "
+         f"[report.md](gallery/{name}/report.md)). "
          f"{verdict_line(report).replace('verdict: ', 'Verdict: ', 1)}.", ""]
     for fig in report["figures"]["written"]:
         shutil.copy(work / name / f"{fig}.png", dest / f"{fig}.png")
@@ -111,9 +129,10 @@ def main(argv=None) -> int:
              "replicates, seed 0.", ""]
         L += suite_section("smoke", "The smoke sweep (sweeps/smoke.toml)", smoke,
                            f"depthwidth analyze {a.smoke_store if not a.smoke else 'planted'}",
-                           out, bootstrap, work)
+                           out, bootstrap, work, ours=True)
         L += suite_section("gemstones", "Gemstones (McLeish et al. 2025)", gem,
-                           f"depthwidth analyze {Path(a.gemstones).name}", out, bootstrap, work)
+                           f"depthwidth analyze {Path(a.gemstones).name}", out, bootstrap, work,
+                           ours=a.smoke)
         out.mkdir(parents=True, exist_ok=True)
         page = out / "gallery.md"
         page.write_text("\n".join(L))

@@ -7,6 +7,7 @@ file, the column, the row and the value. pandas and numpy only: no torch, no Ray
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -51,7 +52,17 @@ COLUMNS: dict[str, Column] = {
     **_cols("beta1 beta2 eps weight_decay min_lr_ratio grad_clip init_std step", NUMBER_0),
     **_cols("depth_alpha", Column("number", -np.inf)),
     **_cols("loss val_loss train_loss", LOSS),
+    # The copying probe (depthwidth/copyprobe.py): losses and their differences, in nats per token.
+    # A run may lack them (the probe runs on text only); a value present is finite and sized as
+    # a loss, so a figure's axis never has to span 1e308.
+    **_cols("copy_loss copy_control_loss", Column("nats", 0.0)),
+    **_cols("copy_gain copy_gain_vs_control", Column("nats", -MAX_LOSS)),
 }
+# The `halving` column: one JSON object per halved run (sweeps/plans/halving.py's row_record, read
+# by analysis/readers/halving.py), empty for a run outside any halving.
+HALVING_COLUMN = "halving"
+MAX_HALVING_CHARS = 100_000  # a record of 20 rungs is a few hundred characters
+MAX_RUNGS = 20  # docs/rules.md, "Bounds": `[halving] rungs` from 1 to 20
 # A store's rows have these numbers in every row (a failed run still has its shape and counts).
 STORE_FILLED = FILLED_RUN_COLUMNS
 
@@ -85,6 +96,11 @@ def _range_why(c: Column) -> str:
     return f"it must be a finite number {'above' if c.above else 'at least'} {c.low:g}"
 
 
+def _nats_why(c: Column) -> str:
+    low = f"{c.low:g}" if c.low > -MAX_LOSS else "-1e6"
+    return f"the copying probe's values are finite numbers of nats per token from {low} to below 1e6"
+
+
 def _numbers(raw: pd.Series) -> pd.Series:
     """The column as numbers (NaN where a cell is missing or not a number)."""
     if raw.dtype.kind in "iuf":
@@ -109,6 +125,10 @@ def _check_column(df, col, c: Column, ok, filled: bool, label: str, csv: bool) -
             why = "a run with status ok must have a finite positive loss below 1e6 (nats per token)"
             _first(df, bad, col, raw, why, label, csv)
             _first(df, present & (v < 0), col, raw, "a loss is never negative", label, csv)
+            return vals
+        if c.kind == "nats":
+            bad = present & ~(np.isfinite(v) & (v >= c.low) & (np.abs(v) < MAX_LOSS))
+            _first(df, bad, col, raw, _nats_why(c), label, csv)
             return vals
         if filled:
             _first(df, ~present, col, raw, "every run of a results store has it", label, csv)
@@ -140,7 +160,62 @@ def check_table(df: pd.DataFrame, label: str, csv: bool = False, store: bool = F
         c = COLUMNS.get(col) if isinstance(col, str) else None
         if c is not None:
             out[col] = _check_column(out, col, c, ok, store and col in STORE_FILLED, label, csv)
+    if HALVING_COLUMN in out.columns:
+        for pos, cell in zip(out.index, out[HALVING_COLUMN]):
+            if why := halving_problem(cell):
+                raise cell_error(label, HALVING_COLUMN, pos, _short(cell), why, csv)
     return out
+
+
+def _short(cell):
+    """A cell as a message shows it: long text cut to its first 60 characters."""
+    return cell[:60] + "..." if isinstance(cell, str) and len(cell) > 60 else cell
+
+
+def _whole(v, low: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and low <= v <= MAX_WHOLE
+
+
+def _number_or_null(v) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def halving_problem(cell) -> str | None:
+    """Why a `halving` cell is not a halving record, or None when it is one (or empty: a run
+    outside any halving). A record is a JSON object with `axis` (text), `eta` (a whole number
+    from 2), `rungs` (1 to 20 whole step counts, each larger than the one before), `losses`
+    (a number or null per rung reached, at most one per rung) and `group` (text or a number)."""
+    if cell is None or (isinstance(cell, float) and np.isnan(cell)):
+        return None
+    if not isinstance(cell, str):
+        return "a halving record is JSON text"
+    if not cell.strip():
+        return None
+    if len(cell) > MAX_HALVING_CHARS:
+        return f"a halving record is at most {MAX_HALVING_CHARS:,} characters of JSON"
+    try:
+        rec = json.loads(cell)
+    except (ValueError, RecursionError):
+        return "a halving record is a JSON object, and this is not JSON"
+    if not isinstance(rec, dict):
+        return "a halving record is a JSON object with axis, eta, rungs, losses and group"
+    missing = [k for k in ("axis", "eta", "rungs", "group") if k not in rec]
+    if missing:
+        return f"a halving record needs {', '.join(missing)} (it has axis, eta, rungs, losses and group)"
+    rungs, losses = rec["rungs"], rec.get("losses", [])
+    if not isinstance(rec["axis"], str):
+        return "its axis must be the name of a column"
+    if not _whole(rec["eta"], 2):
+        return "its eta must be a whole number of at least 2"
+    if not (isinstance(rungs, list) and 1 <= len(rungs) <= MAX_RUNGS and all(_whole(s, 1) for s in rungs)):
+        return f"its rungs must be a list of 1 to {MAX_RUNGS} whole step counts"
+    if any(b <= a for a, b in zip(rungs, rungs[1:])):
+        return "its rungs must be step counts, each larger than the one before"
+    if not (isinstance(losses, list) and len(losses) <= len(rungs) and all(map(_number_or_null, losses))):
+        return "its losses must be a list of at most one number per rung"
+    if not isinstance(rec["group"], (str, int, float)) or isinstance(rec["group"], bool):
+        return "its group must be text or a number"
+    return None
 
 
 def one_row_per_run(table: pd.DataFrame, label: str, csv: bool = False) -> tuple[pd.DataFrame, int]:

@@ -195,8 +195,11 @@ def test_a_table_of_recurrent_runs_only_says_the_depth_width_sections_are_empty(
     res = analyze(tmp_path / "runs.csv", tmp_path / "out")
     assert res.returncode == 0, res.stderr
     sentence = "all 2 runs are lstm, not transformer"
-    assert res.stdout.startswith("Nothing to fit in the depth-width sections: " + sentence)
     report = json.loads((tmp_path / "out" / "report.json").read_text())
+    # the answer first: the recurrent study's own (no task has both models at one delay here)
+    answer = "These runs cannot compare relevancy screening with the LSTM: no task has both at one delay."
+    assert report["answer"] == answer and res.stdout.splitlines()[0] == answer
+    assert res.stdout.splitlines()[1].startswith("Nothing to fit in the depth-width sections: " + sentence)
     assert sentence in report["nothing_to_fit"]
     assert sentence in (tmp_path / "out" / "report.md").read_text()
 

@@ -143,11 +143,14 @@ def test_figures_across_the_threshold(across):
 def test_figures_on_one_side_of_the_threshold(one_side):
     for name, fig in one_side.items():
         check_figure(name, fig)
-    # The threshold figure shows the shapes run, and the fitted line with its band.
-    ax = one_side["threshold"].axes[0]
+    # The threshold figure shows the shapes run in a view fitted to them: the unclaimed fitted
+    # line (L_th 7-10 layers) lies above it, and a note under the axes says so.
+    fig = one_side["threshold"]
+    ax = fig.axes[0]
     labels = ax.get_legend_handles_labels()[1]
     assert any(lab.startswith("12 shapes run below fitted L_th") for lab in labels)
-    assert any(lab.startswith("95% band") for lab in labels)
+    assert ax.get_ylim() == (0, 5)
+    assert any("fitted L_th = log_1.49 d lies outside this view" in t.get_text() for t in fig.texts)
 
 
 def test_chinchilla_figure(tmp_path):
@@ -379,12 +382,14 @@ def test_power_figure_ticks_the_effects_and_puts_the_null_beside_the_axis():
 
 
 def test_the_copying_figure_shows_each_width_and_each_run():
-    """Drawn from the runs' copy_gain at each shape's largest budget: one line per width through
-    the seed means by depth, and every run in the loss-against-copying panel."""
+    """Drawn from the report's copying section (one selection: each seed's best run at the
+    shape's largest budget): one line per width through the seed means by depth with error bars
+    over seeds, every selected run in the loss-against-copying panel, one told-apart colour per
+    depth, and every loss axis in nats per token."""
     import numpy as np
     import pandas as pd
 
-    from analysis.reporting.copying import copying_plot, has_probe
+    from analysis.reporting.copying import copying_plot, has_probe, section
 
     rows = []
     for depth in (1, 2, 4):
@@ -394,23 +399,24 @@ def test_the_copying_figure_shows_each_width_and_each_run():
                     gain = (0.05 if depth == 1 else 1.5) + 0.01 * seed
                     loss = 2.0 - 0.2 * (depth > 1) - 0.01 * seed + (0.3 if budget < 5e5 else 0)
                     rows.append(
-                        dict(
-                            depth=depth,
-                            width=width,
-                            seed=seed,
-                            tokens=budget,
-                            copy_gain=gain,
-                            final_val_loss=loss,
-                        )
+                        dict(depth=depth, width=width, seed=seed, tokens=budget, copy_gain=gain, loss=loss)
                     )
     runs = pd.DataFrame(rows)
     assert has_probe(runs) and not has_probe(runs.drop(columns="copy_gain"))
-    fig = copying_plot(runs)
+    fig = copying_plot(section(runs))
     left, right = fig.axes
-    lines = [ln for ln in left.get_lines() if ln.get_label().startswith("width")]
-    assert [ln.get_label() for ln in lines] == ["width 32", "width 64"]
-    for ln in lines:
-        assert list(ln.get_xdata()) == [1, 2, 4]
-        assert np.allclose(ln.get_ydata(), [0.06, 1.51, 1.51])  # seed means at the largest budget
-    points = sum(len(c.get_offsets()) for c in right.collections)
-    assert points == 3 * 2 * 3  # every run at its shape's largest budget, none at the smaller
+    bars = [c for c in left.containers if c.get_label().startswith("width")]
+    assert [c.get_label() for c in bars] == ["width 32", "width 64"]
+    for c in bars:
+        line, _, (yerr,) = c
+        assert list(line.get_xdata()) == [1, 2, 4]
+        assert np.allclose(line.get_ydata(), [0.06, 1.51, 1.51])  # seed means at the largest budget
+        assert len(yerr.get_segments()) == 3  # an interval over seeds at each depth
+    points = [c for c in right.collections if c.get_label().startswith("depth")]
+    assert (
+        sum(len(c.get_offsets()) for c in points) == 3 * 2 * 3
+    )  # the selected runs, none at the smaller budget
+    colours = [tuple(c.get_facecolor()[0]) for c in points]
+    assert len(set(colours)) == 3  # one colour per depth
+    assert "nats per token" in right.get_ylabel() and "nats per token" in left.get_ylabel()
+    check_figure("copying", fig)

@@ -23,17 +23,17 @@ def _check(runs: pd.DataFrame) -> dict:
 
 
 def test_a_verdict_no_slice_moves_says_so():
-    s = _check(
-        synthetic.make_runs("two_regime", range(1, 7), [16, 32, 64, 128, 256], P3, noise=0.005, seed=1)
-    )
+    # at 3% noise b = 3 sits well inside every profile interval (at 0.5% the intervals are so
+    # narrow that b = 3 crosses their edge with one slice or another: a knife-edge the check names)
+    s = _check(synthetic.make_runs("two_regime", range(1, 7), [16, 32, 64, 128, 256], P3, noise=0.03, seed=1))
     assert s["status"] == "ok" and s["changed"] == []
     assert s["left_out"] == ["depth", "width"]  # one seed: none is left out
     assert len(s["refits"]) == 6 + 5
     assert s["headline"] == "no single depth or width left out changes the verdict (11 refits)"
     for row in [s["reference"]] + s["refits"]:
         assert row["preferred"] == "two_regime" and row["status"] == "claimed"
-        lo, hi = row["threshold_law"]["interval"]  # profile intervals: narrow at 0.5% noise
-        assert 2.9 < lo < row["threshold_law"]["b"] < hi < 3.1
+        lo, hi = row["threshold_law"]["interval"]  # profile intervals: within 20% at 3% noise
+        assert 2.5 < lo < row["threshold_law"]["b"] < hi < 3.6 and lo < 3 < hi
     md = "\n".join(sensitivity_md({"sensitivity": s}))
     assert "No single depth or width left out changes the verdict (11 refits)." in md
     assert md.count("| two_regime (") == 12 and "| depth 1 | 25 |" in md
@@ -46,12 +46,15 @@ def test_the_one_slice_a_verdict_rests_on_is_named():
     runs.loc[runs["depth"] == 1, "loss"] *= 1.08  # a one-layer step on losses that follow N alone
     s = _check(runs)
     assert s["reference"]["preferred"] != "kaplan"  # shape matters, on all runs
-    assert s["changed"] == ["depth 1"]
+    # depth 1 holds the preference; depth 2 moves b = 3 into the interval (a knife-edge of its own)
+    assert s["changed"] == ["depth 1", "depth 2"]
     row = next(r for r in s["refits"] if r["left_out"] == "depth 1")
-    assert row["preferred"] == "kaplan" and row["changes"] == ["preferred"] and row["n_runs"] == 32
-    assert s["headline"] == "the preference for shape rests on depth 1: without it, N alone is preferred"
-    assert sensitivity_sentence({"sensitivity": s}) == (
-        "Left out one at a time, the preference for shape rests on depth 1: without it, N alone is preferred."
+    assert row["preferred"] == "kaplan" and row["changes"][0] == "preferred" and row["n_runs"] == 32
+    assert s["headline"].startswith(
+        "the preference for shape rests on depth 1: without it, N alone is preferred; "
+    )
+    assert sensitivity_sentence({"sensitivity": s}).startswith(
+        "Left out one at a time, the preference for shape rests on depth 1: without it, N alone is preferred; "
     )
 
 
@@ -87,10 +90,13 @@ def test_a_verdict_on_b_changes_only_when_a_claim_is_gained_or_lost():
     change of verdict; one that claims b where all runs do not (or the reverse) is."""
     from analysis.laws.sensitivity import _changes
 
-    ref = {"preferred": "width_depth", "status": "not_identified"}
-    assert _changes(ref, {"preferred": "width_depth", "status": "not_claimed"}) == []
-    assert _changes(ref, {"preferred": "width_depth", "status": "claimed"}) == ["status"]
-    assert _changes({**ref, "status": "claimed"}, {"preferred": "kaplan", "status": "not_claimed"}) == [
+    ref = {"preferred": "width_depth", "status": "not_identified", "bic_margin": 10.0, "threshold_law": None}
+    same = {"bic_margin": 10.0, "threshold_law": None}
+    assert _changes(ref, {"preferred": "width_depth", "status": "not_claimed", **same}) == []
+    assert _changes(ref, {"preferred": "width_depth", "status": "claimed", **same}) == ["status"]
+    assert _changes(
+        {**ref, "status": "claimed"}, {"preferred": "kaplan", "status": "not_claimed", **same}
+    ) == [
         "preferred",
         "status",
     ]

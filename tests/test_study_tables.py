@@ -93,7 +93,8 @@ def test_the_study_preference_for_shape_rests_on_depth_1(study_report):
     assert row["preferred"] == "kaplan" and row["n_runs"] == 240
     assert s["changed"] == ["depth 1"]
     sentence = "the preference for shape rests on depth 1: without it, N alone is preferred"
-    assert s["headline"] == sentence
+    # without depth 1 the two-regime law's b also runs to its bound: a second knife-edge, same slice
+    assert s["headline"] == sentence + "; b is identified on all runs ([20.9, 100]) but not without depth 1"
     assert sentence in study_report["stdout"]  # the verdict line `analyze` prints
     # b = 3 stays outside the best threshold law's profile interval with any one slice left out
     assert all(r["threshold_law"]["excludes_theory"] for r in [s["reference"]] + s["refits"])

@@ -68,12 +68,19 @@ def spans_range(law: Law, draws: np.ndarray, logy: np.ndarray) -> dict[str, str]
 
 
 def _profile_interval(b: np.ndarray, dev: np.ndarray, b_hat: float) -> dict:
+    """The 95% interval of b: the values around the point fit b̂ whose deviance (measured from the
+    point fit, analysis/fitting/profile.py `deviance`) is under the chi-square point, read off
+    where it crosses between grid values. b̂ is a value of the profile with deviance 0 by
+    definition, so the interval holds the estimate it is quoted beside."""
+    grid, grid_dev = np.array(b, float), np.array(dev, float)
+    on_grid = np.isclose(grid, b_hat, rtol=1e-12, atol=0.0)
+    grid[on_grid], grid_dev[on_grid] = b_hat, 0.0  # the point fit's own deviance is 0
+    b, dev = grid, grid_dev
+    if not on_grid.any():  # read the interval with b̂ among the values (the lists keep the grid's)
+        order = np.argsort(np.r_[grid, b_hat], kind="stable")
+        b, dev = np.r_[grid, b_hat][order], np.r_[grid_dev, 0.0][order]
+    k = int(np.argmin(np.abs(np.log(b / b_hat))))
     inside = dev <= CHI2_95
-    k = int(np.argmin(np.where(np.isfinite(dev), np.abs(np.log(b / b_hat)), np.inf)))
-    if not inside[k]:
-        k = int(np.argmin(dev))
-    if not inside[k]:  # no grid point within 3.84 of the minimum: a degenerate profile
-        inside[k] = True
     i = k
     while i > 0 and inside[i - 1]:
         i -= 1
@@ -94,8 +101,8 @@ def _profile_interval(b: np.ndarray, dev: np.ndarray, b_hat: float) -> dict:
     return {
         "param": "b",
         "method": "profile likelihood (Gaussian deviance of the log-loss residuals, chi-square 1 df, 95%)",
-        "b": b.tolist(),
-        "deviance": dev.tolist(),
+        "b": grid.tolist(),
+        "deviance": grid_dev.tolist(),
         "interval": interval,
         "open_below": bool(open_below),
         "open_above": bool(open_above),

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from analysis.kerg import relrnn_compare as rc  # noqa: E402
 from analysis.kerg.relrnn_compare import ALL_TASKS, COLOURS, SOLVED, chance  # noqa: E402,F401
-from analysis.reporting.markup import writes_markdown  # noqa: E402
+from analysis.reporting.markup import escape, writes_markdown  # noqa: E402
 from depthwidth.config import RECURRENT_FAMILIES as RECURRENT  # noqa: E402
 from depthwidth.config import SCREENED_FAMILIES as SCREENED  # noqa: E402
 
@@ -491,6 +491,7 @@ def report_relrnn(
         "figures": written,
         "figures_skipped": skipped,
     }
+    result["answer"] = rc.answer(head)
     result["markdown"] = section_markdown(result)
     return result
 
@@ -502,7 +503,9 @@ def section_markdown(result: dict[str, Any]) -> str:
     if "comparison_text" not in result:
         return ""
     return (
-        rc.markdown(result["comparison_text"], [], [])
+        escape(result.get("answer", ""))  # the answer first (its task names come from the data)
+        + "\n\n"
+        + rc.markdown(result["comparison_text"], [], [])
         + markdown(result)
         + "\n"
         + rc.markdown([], result["gradient_over_training"], result["bits_per_char"])

@@ -129,6 +129,33 @@ def headline(comp: list[dict[str, Any]]) -> dict[str, Any]:
     return {"status": "ok" if heads else "insufficient_data", "by_task": heads}
 
 
+def answer(head: dict[str, Any]) -> str:
+    """The recurrent study's answer in one sentence (at most 250 characters): at the longest delay
+    of each task run, does the screened model beat the LSTM by the claim's margin?"""
+    by = head.get("by_task") or []
+    if not by:
+        return "These runs cannot compare relevancy screening with the LSTM: no task has both at one delay."
+    every = [f"{h['task']} (T = {h['T']})" for h in by if h["holds_every_seed"]]
+    median = [f"{h['task']} (T = {h['T']})" for h in by if h["holds"] and not h["holds_every_seed"]]
+    fails = [f"{h['task']} (T = {h['T']})" for h in by if not h["holds"]]
+    claim = f"accuracy ≥ {LEARNED}, 0.2 above the LSTM"
+    text = _screening_text(claim, every, median, fails)
+    if len(text) >= 250:  # many tasks: their names without the delays
+        text = _screening_text(claim, *([t.split(" (")[0] for t in g] for g in (every, median, fails)))
+    return text + "."
+
+
+def _screening_text(claim: str, every: list, median: list, fails: list) -> str:
+    if not every and not median:
+        text = f"Relevancy screening does not beat the LSTM by the claim's margin ({claim}) at the longest delay of {', '.join(fails)}"
+    else:
+        text = f"Relevancy screening beats the LSTM by the claim's margin ({claim})"
+        text += f" on every seed at {', '.join(every)}" if every else ""
+        text += (" and" if every else "") + f" in the median only at {', '.join(median)}" if median else ""
+        text += f", but not at {', '.join(fails)}" if fails else ""
+    return text
+
+
 def _cost(m: dict[str, Any]) -> str:
     parts = []
     if m["steps"] is not None and m["batch_size"] is not None:

@@ -330,6 +330,7 @@ def _kappa_estimate(models: dict, name: str | None) -> dict | None:
     prof = m.get("profile") or {}
     ci = _hull(m["ci"].get("b"), prof.get("interval"))
     return {
+        "law": name,
         "base": m["params"].get("b"),
         "base_ci": ci,
         "bootstrap_ci": m["ci"].get("b"),
@@ -467,6 +468,11 @@ def _apply_located_rule(out: dict, grid: dict | None) -> None:
             extrapolation=True,
             reason=f"the threshold is not located in these runs: {loc['text']}",
         )
+    elif not loc["located"] and out["status"] == "not_claimed":
+        # not claimed for its interval, and its L_th also falls outside the depths run at every
+        # width: what the runs show is that side of the threshold, whatever the interval
+        sides = {p["side"] for p in loc["per_width"]}
+        out["extrapolation"] = sides in ({"beyond"}, {"below"})
 
 
 def headline(
@@ -481,7 +487,33 @@ def headline(
     only when the threshold it implies is located inside the depths swept (`locate`)."""
     out = _headline(regimes, transition, knee_fit, design)
     _apply_located_rule(out, grid)
+    out["theory_basis"] = theory_basis(grid, out.get("base_ci"))
+    if out.get("cross_check"):
+        out["cross_check"]["theory_basis"] = theory_basis(grid, out["cross_check"].get("base_ci"))
     return out
+
+
+FORM_ALONE = (
+    "no run lies below L_th = log_3 d (every depth run is at or past log_3 of its width), so the "
+    "exclusion of b = 3 rests on the law's form in the saturating regime alone"
+)
+
+
+def theory_basis(grid: dict[float, list[int]] | None, base_ci) -> dict | None:
+    """What an interval of b that excludes the theory's b = 3 rests on: runs below L_th = log_3 d
+    (where b = 3 says depth pays most) tested against the law, or, with none there, the law's
+    form in the saturating regime alone (docs/science.md §4). None without a grid or interval."""
+    if not grid or not base_ci or None in base_ci:
+        return None
+    below = sum(1 for w, depths in grid.items() for d in depths if d < np.log(w) / np.log(THEORY_BASE) - 1e-9)
+    excluded = not base_ci[0] <= THEORY_BASE <= base_ci[1]
+    alone = bool(excluded and below == 0)
+    return {
+        "shapes_below": int(below),
+        "excluded": bool(excluded),
+        "form_alone": alone,
+        "text": FORM_ALONE if alone else None,
+    }
 
 
 def _headline(regimes: dict, transition: dict, knee_fit: dict, design: dict | None = None) -> dict:
@@ -580,7 +612,7 @@ def _no_threshold_law(out: dict, models: dict, transition: dict, design: dict | 
 def _judge(out: dict, chosen: dict, kappa: dict | None, other: dict | None) -> dict:
     """The chosen estimate with the other as a cross-check; claimed only with a closed interval
     inside the search range that spans at most a factor of 4."""
-    out.update(base=chosen["base"], base_ci=chosen["base_ci"], method=chosen["method"])
+    out.update(base=chosen["base"], base_ci=chosen["base_ci"], method=chosen["method"], law=chosen.get("law"))
     if chosen is kappa:
         out.update(bootstrap_ci=kappa["bootstrap_ci"], profile=kappa["profile"])
     if other is not None and other.get("base_ci"):

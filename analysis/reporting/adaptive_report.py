@@ -33,12 +33,31 @@ def section(source) -> dict | None:
     choices = [r for r in records if r.get("kind") == "choice"]
     estimates = [r for r in records if r.get("kind") == "estimate"]
     stops = [r for r in records if r.get("kind") == "stop"]
-    return {
+    out = {
         "rounds": len(estimates),
         "choices": choices,
         "estimates": estimates,
         "stop": stops[-1]["reason"] if stops else None,
     }
+    return {"answer": answer(out), **out}
+
+
+def answer(a: dict) -> str:
+    """The adaptive sweep's answer in one sentence: how far its choices narrowed b's interval."""
+    est = [e for e in a["estimates"] if e.get("ci") and None not in e["ci"]]
+    cells = f"{len(a['choices'])} cells in {a['rounds']} rounds"
+    if not est:
+        return f"The adaptive sweep chose {cells}, and no round's fit has bounded b yet."
+    first, last = est[0], est[-1]
+    ratio = lambda e: e["ci"][1] / e["ci"][0]  # noqa: E731 - the interval's width as a factor
+    now = f"[{last['ci'][0]:.3g}, {last['ci'][1]:.3g}]"
+    if len(est) == 1:
+        return f"The adaptive sweep chose {cells}; b's interval after its one fitted round is {now}."
+    verb = "narrowed" if ratio(last) < ratio(first) else "did not narrow"
+    return (
+        f"The adaptive sweep chose {cells} and {verb} b's interval from "
+        f"[{first['ci'][0]:.3g}, {first['ci'][1]:.3g}] to {now}."
+    )
 
 
 def entry(source) -> dict:
@@ -53,6 +72,8 @@ def markdown(a: dict | None) -> list[str]:
         return []
     L = [
         "## Adaptive sweep",
+        "",
+        a.get("answer") or answer(a),
         "",
         f"The sweep chose its runs in {a['rounds']} rounds, refitting b after each "
         f"({len(a['choices'])} cells of depth × width × seed). "

@@ -68,17 +68,18 @@ def markdown_html(md: str) -> tuple[str, str]:
     """(the verdict paragraph, the rest) of report.md as HTML, read as CommonMark with tables
     (markdown-it-py): headings, paragraphs, lists and tables. Image paragraphs are left out, and
     the report's title, verdict and Figures sections too: the page shows those itself."""
-    parts, verdict, heading = [], "", ""
+    parts, verdict, heading, in_title = [], "", "", False
     for block in _blocks(_MD.parse(md)):
         first = block[0]
         if first.type == "heading_open":
             depth = int(first.tag[1])
             heading = block[1].content.strip()
+            in_title = depth == 1  # the answer under the title: the page shows it above everything
             if depth == 1 or heading.lower() == "figures" or "what the data say" in heading.lower():
                 continue  # the page's own title, verdict box and figure gallery stand for these
             tag = f"h{min(depth + 1, 4)}"
             parts.append(f"<{tag}>{_inline(heading)}</{tag}>")
-        elif heading.lower() == "figures" or _only_images(block):
+        elif in_title or heading.lower() == "figures" or _only_images(block):
             continue
         elif not verdict and "what the data say" in heading.lower() and first.type == "paragraph_open":
             verdict = _MD.renderer.renderInline(block[1].children, _MD.options, {})
@@ -206,6 +207,7 @@ def render_page(report: dict, md: str, figures: list[tuple[str, bytes]], data: d
 <style>{css}</style></head>
 <body>
 <header><h1>{html.escape(title)}</h1>
+<p class="answer">{html.escape(report.get("answer") or "")}</p>
 <p class="meta">{int(report.get("n_runs", 0))} runs fitted of {data["n_runs"]} stored; depthwidth
 {html.escape(str(report.get("depthwidth_version") or ""))}; {int(report.get("bootstrap", 0))} bootstrap
 refits.</p></header>

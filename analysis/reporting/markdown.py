@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from analysis.reporting import adaptive_report
+from analysis.reporting import adaptive_report, copying
+from analysis.reporting.answer import answer, kaplan_answer
 from analysis.reporting.markdown_sections import (
     _ci,
     _g,
@@ -22,7 +23,7 @@ from analysis.reporting.markdown_sections import (
     sensitivity_md,
     sensitivity_sentence,
 )
-from analysis.reporting.markup import code, writes_markdown
+from analysis.reporting.markup import Md, code, writes_markdown
 from depthwidth.published import LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE
 
 
@@ -58,8 +59,14 @@ def _claimed_sentence(thr: dict) -> str:
         f"These runs locate a depth threshold: L_th = log_b(d_x) with b = {_g(b)} "
         f"(95% interval {_ci(ci)}), from {thr['method']}. The interval "
         f"{'contains' if thr['consistent_with_theory'] else 'excludes'} the theory's b = 3 "
-        f"(Levine et al. 2020)" + (f"; {where}." if where else ".")
+        f"(Levine et al. 2020)" + _basis(thr) + (f"; {where}." if where else ".")
     )
+
+
+def _basis(thr: dict | None) -> str:
+    """', but ...' when an interval excludes b = 3 on the law's form alone (no run below log_3 d)."""
+    basis = (thr or {}).get("theory_basis") or {}
+    return f", but {basis['text']}" if basis.get("form_alone") else ""
 
 
 def _extrapolation_sentence(thr: dict) -> str:
@@ -94,9 +101,9 @@ def _cross_check_sentence(cc: dict | None) -> str | None:
     if "agree" not in cc:  # nothing to compare with: the headline has no estimate of its own
         return (
             f"For comparison, {_law_name(cc['method'])} gives b = {_g(cc['base'])} "
-            f"{_ci(cc['base_ci'])}; it is not the headline, which claims no threshold."
+            f"{_ci(cc['base_ci'])}{_basis(cc)}; it is not the headline, which claims no threshold."
         )
-    head = f"{cc['method'].split(';')[0]} gives b = {_g(cc['base'])} {_ci(cc['base_ci'])}"
+    head = f"{cc['method'].split(';')[0]} gives b = {_g(cc['base'])} {_ci(cc['base_ci'])}{_basis(cc)}"
     if cc["agree"]:
         return f"Cross-check: {head}, which agrees with the headline."
     return (
@@ -151,6 +158,7 @@ def verdict_line(r: dict) -> str:
         theory = "contains" if thr.get("consistent_with_theory") else "excludes"
         return (
             f"verdict: a depth threshold is located, {b}; the interval {theory} the theory's b = 3"
+            + _basis(thr)
             + _rests_on(r)
         )
     if thr.get("extrapolation"):
@@ -426,8 +434,15 @@ def render(r: dict, design_power: dict | None = None) -> str:
     Design section (markdown_sections.design_md). Every string in both is escaped before any
     section sees it (analysis/reporting/markup.py): text from data is never markup."""
     power = design_power if design_power is not None else r.get("design_power")
-    L = [f"# Depth–width analysis: {code(r['source'])}", "", _runs_line(r), ""]
-    L += inputs_md(r) + _lth_md(r) + accounting_md(r) + design_md(r, power) + chinchilla_md(r)
+    L = [f"# Depth–width analysis: {code(r['source'])}", "", r.get("answer") or answer(r), ""]
+    L += (
+        _lth_md(r)
+        + inputs_md(r, Md(_runs_line(r)))
+        + accounting_md(r)
+        + design_md(r, power)
+        + chinchilla_md(r)
+    )
+    L += copying.markdown(r.get("copying"))
     if is_absent(r["threshold"]):
         return "\n".join(L + _shape_free_tail(r))
     for section in (
@@ -514,15 +529,13 @@ def _tail(r: dict) -> list[str]:
     if r.get("tuning"):
         L += tuning_section(r["tuning"])
     if "relrnn" in r:
-        L += [
-            "## Recurrent family",
-            "",
-            f"status: {r['relrnn'].get('status', 'see report.json')}"
-            + (f" ({r['relrnn']['reason']})" if r["relrnn"].get("reason") else ""),
-            "",
-            _relrnn_md(r["relrnn"]),
-            "",
-        ]
+        rel = r["relrnn"]
+        status = f"status: {rel.get('status', 'see report.json')}" + (
+            f" ({rel['reason']})" if rel.get("reason") else ""
+        )
+        # the section opens with its answer (the first line of its markdown) where it has one
+        L += ["## Recurrent family", ""] + ([] if rel.get("answer") else [status, ""])
+        L += [_relrnn_md(rel), ""]
 
     figs = r.get("figures", {})
     if figs.get("written"):
@@ -587,7 +600,7 @@ def kaplan_table(k: dict) -> list[str]:
 @writes_markdown
 def render_kaplan(k: dict) -> str:
     """kaplan.md from `kaplan_report`'s result, every string in it escaped first."""
-    L = [f"# Beside Kaplan et al. 2020: {code(k['source'])}", ""]
+    L = [f"# Beside Kaplan et al. 2020: {code(k['source'])}", "", k.get("answer") or kaplan_answer(k), ""]
     L += kaplan_table(k)
     coll = k["ours"]["depth_collapse"]
     if coll.get("depths"):

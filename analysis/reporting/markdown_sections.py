@@ -28,11 +28,13 @@ def is_absent(section) -> bool:
 
 
 @writes_markdown
-def inputs_md(r: dict) -> list[str]:
+def inputs_md(r: dict, runs_line: str | None = None) -> list[str]:
+    """The Input section: the runs fitted (`runs_line`, Markdown the report wrote), how the input
+    was read, the N used."""
     inp = r.get("inputs") or {}
     if not inp:
-        return []
-    L = ["## Input", ""]
+        return ["## Input", "", runs_line, ""] if runs_line else []
+    L = ["## Input", ""] + ([runs_line, ""] if runs_line else [])
     L += [
         f"Read as the {inp.get('layout')} layout ({inp.get('kind')})"
         + ("" if inp.get("has_shape") else ", without depth and width")
@@ -247,6 +249,7 @@ def sensitivity_md(r: dict) -> list[str]:
     if s.get("status") != "ok":
         return L + [f"Not run: {s.get('reason')}.", ""]
     L += [_upper(s["headline"]) + ".", "", f"How: {s['method']}.", ""]
+    L += [f"- {_upper(n)}." for n in s.get("notes") or []] + ([""] if s.get("notes") else [])
     L += [
         "| left out | runs | preferred law (BIC margin) | b: verdict | best threshold law: b [profile 95%] "
         "| b = 3 | changes |",
@@ -255,6 +258,8 @@ def sensitivity_md(r: dict) -> list[str]:
     for row in [s["reference"]] + s["refits"]:
         tl = row.get("threshold_law")
         b3 = "–" if not tl else ("excluded" if tl["excludes_theory"] else "inside")
+        if tl and tl.get("theory_form_alone"):
+            b3 += " (the law's form alone: no run below log_3 d)"
         margin = f" ({_g(row['bic_margin'])})" if row.get("bic_margin") is not None else ""
         L.append(
             f"| {row['left_out']} | {row['n_runs']} | {row['preferred']}{margin} | "

@@ -22,6 +22,9 @@ from matplotlib.figure import Figure  # noqa: E402
 from analysis.fitting.powerlaw import FitResult  # noqa: E402
 from depthwidth.published import KAPLAN_2020, LEVINE_INTERCEPT, LEVINE_SLOPE, THEORY_BASE  # noqa: E402
 
+# Every loss axis names its unit: a cross-entropy in nats per token (a byte, for byte-level text).
+LOSS_UNIT = "nats per token"
+
 
 def _fit(d: dict | None) -> FitResult | None:
     if not d or d.get("status") != "ok" or not d.get("theta"):
@@ -57,7 +60,7 @@ def loss_vs_n(runs: pd.DataFrame, report: dict) -> Figure:
     """Kaplan Figure 6 view: loss vs non-embedding N per depth with its fit (a depth whose fit is
     not identified has its points joined, thin), the deep envelope, and crossovers with their
     intervals where any is found."""
-    fig = Figure(figsize=(7, 5))
+    fig = Figure(figsize=(9.5, 5))
     ax = fig.add_subplot()
     depths = sorted(runs["depth"].unique())
     col = _depth_colours(depths)
@@ -132,9 +135,10 @@ def loss_vs_n(runs: pd.DataFrame, report: dict) -> Figure:
     ax.set_yscale("log")
     plain_log_ticks(ax, "y")
     ax.set_xlabel("non-embedding parameters N")
-    ax.set_ylabel("validation loss (nats/token)")
+    ax.set_ylabel(f"validation loss ({LOSS_UNIT})")
     ax.set_title("Loss vs N per depth" + ("; x = crossover" if found else "; no crossover in range"))
-    ax.legend(fontsize=7, ncol=2)
+    # beside the axes, never over the points (a legend inside covers some of them at any place)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     fig.tight_layout()
     return fig
 
@@ -272,10 +276,9 @@ def threshold_plot(runs: pd.DataFrame, report: dict) -> Figure:
     if b is not None and not b > 1:
         notes.append(f"the fitted base b = {b:.3g} is not above 1, so it is no threshold base: no L_th drawn")
         b = None
-    top = float(shapes["depth"].max()) + 1
-    if b:
-        top = max(top, min(1.1 * np.log(widths.max()) / np.log(b), 4 * top))
-    ylim = (0, top)
+    # the view is the runs': an unclaimed fit's L_th may lie far past them, and is then named in
+    # a note; a claimed one lies inside them (it is located there)
+    ylim = (0, float(shapes["depth"].max()) + 1)
     fig = Figure(figsize=(7, 4.8))
     ax = fig.add_subplot()
     _shape_sides(ax, shapes, b)
@@ -290,7 +293,12 @@ def threshold_plot(runs: pd.DataFrame, report: dict) -> Figure:
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set_xlabel("width d (ticks: widths run)")
     ax.set_ylabel("depth L")
-    ax.set_title("Shapes run against the depth threshold L_th = log_b d", fontsize=10)
+    claimed = thr.get("claimed") and b and thr.get("base_ci")
+    title = "Shapes run against the depth threshold L_th = log_b d"
+    if claimed:
+        lo, hi = thr["base_ci"]
+        title += f":\nb = {b:.3g}, 95% interval [{lo:.3g}, {hi:.3g}] (claimed)"
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     lines = [line for n in notes for line in textwrap.wrap(n, 110, subsequent_indent="  ")]
     if lines:
@@ -299,10 +307,18 @@ def threshold_plot(runs: pd.DataFrame, report: dict) -> Figure:
     return fig
 
 
+def quoted_law(report: dict) -> str:
+    """The threshold law the report's text quotes: the headline's, else its cross-check's, else
+    the preferred law when it has a threshold, else the two-regime law."""
+    thr, reg = report.get("threshold") or {}, report["regimes"]
+    for source in (thr, thr.get("cross_check") or {}):
+        if source.get("law") in ("two_regime", "combined"):
+            return source["law"]
+    return reg.get("preferred") if reg.get("preferred") in ("two_regime", "combined") else "two_regime"
+
+
 def _kappa_fit(report: dict) -> FitResult | None:
-    reg = report["regimes"]
-    name = reg.get("preferred") if reg.get("preferred") in ("two_regime", "combined") else "two_regime"
-    return _fit(reg["models"].get(name))
+    return _fit(report["regimes"]["models"].get(quoted_law(report)))
 
 
 def _tokens_text(t: float) -> str:
@@ -388,11 +404,12 @@ def _depth_panel(ax, g: pd.DataFrame, w: float, f: FitResult | None, budgets: li
     title = f"width {w:g}" + (f": {', '.join(shown)}" if shown else "")
     ax.set_title(title + (f"\n(off view: {'; '.join(off)})" if off else ""), fontsize=8)
     ax.set_xlabel("depth L")
-    ax.set_ylabel("loss")
+    ax.set_ylabel(f"loss ({LOSS_UNIT})")
 
 
 def loss_vs_depth(runs: pd.DataFrame, report: dict, max_panels: int = 6) -> Figure:
-    """Loss vs depth at fixed widths with the two-regime fit, the runs coloured by token budget
+    """Loss vs depth at fixed widths with the threshold law the report's text quotes (`quoted_law`),
+    the runs coloured by token budget
     and, when the law has a data term, its curve drawn at each budget in that budget's colour;
     each width's L_th marked where it falls inside the depths drawn, the double-exponential side
     (L < L_th) shaded up to it. One legend, beside the panels, off the points."""
@@ -417,7 +434,8 @@ def loss_vs_depth(runs: pd.DataFrame, report: dict, max_panels: int = 6) -> Figu
     for k, w in enumerate(widths):
         axes.append(fig.add_subplot(nrow, ncol, k + 1))
         _depth_panel(axes[-1], runs[runs["width"] == w], float(w), f, budgets, named)
-    fig.suptitle("Loss vs depth at fixed width", fontsize=10)
+    title = "Loss vs depth at fixed width" + (f", with the {f.name} law the report quotes" if f else "")
+    fig.suptitle(title, fontsize=10)
     if f is None:
         fig.text(
             0.5,
@@ -611,7 +629,7 @@ def learning_curves(
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("loss")
+    ax.set_ylabel(f"loss ({LOSS_UNIT})")
     ax.set_title(
         title
         or (
@@ -703,7 +721,7 @@ def lr_curves(tuning: dict, max_panels: int = 12) -> Figure:
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_title(f"depth {d}", fontsize=9)
         ax.set_xlabel("learning rate", fontsize=8)
-        ax.set_ylabel("loss", fontsize=8)
+        ax.set_ylabel(f"loss ({LOSS_UNIT})", fontsize=8)
         ax.tick_params(labelsize=7)
     fig.legend(fontsize=7, loc="upper right", ncol=min(4, len(widths)))
     fig.suptitle(
@@ -739,13 +757,14 @@ def chinchilla_plot(points: pd.DataFrame, chin: dict) -> Figure:
     fig.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=a1, label="C = 6 N D (FLOP)")
     a1.set_xscale("log")
     a1.set_xlabel("parameters N")
-    a1.set_ylabel("loss")
+    a1.set_ylabel(f"loss ({LOSS_UNIT})")
     a1.set_title("L(N, D) fit along lines of constant compute (within 10^±0.25)")
     co = chin["compute_optimal"]
     al = co["allocation"]
     a2.scatter(C, N, s=6, color="lightgrey", label="data (C, N)")
-    a2.plot(al["C"], al["N"], color="tab:red", label=f"ours N*(C): a = {co['a']:.3f}")
-    a2.plot(al["C"], al["D"], color="tab:blue", label=f"ours D*(C): b = {co['b']:.3f}")
+    a2.plot(al["C"], al["N"], color="tab:red", label=f"ours N*(C): N* ∝ C^{co['a']:.3f}")
+    # D*'s exponent is not called b here: b is the threshold base of L_th = log_b d
+    a2.plot(al["C"], al["D"], color="tab:blue", label=f"ours D*(C): D* ∝ C^{co['b']:.3f}")
     for key, colour in (("N", "tab:red"), ("D", "tab:blue")):
         if al.get(f"{key}_ci"):
             a2.fill_between(al["C"], al[f"{key}_ci"][0], al[f"{key}_ci"][1], color=colour, alpha=0.2, lw=0)
@@ -806,8 +825,10 @@ def make_all(
         figs["lr_curves"] = lr_curves(tuning)
     else:
         skipped["lr_curves"] = "no learning-rate axis was swept"
-    from analysis.reporting.copying import copying_plot, has_probe
+    from analysis.reporting.copying import copying_plot
 
-    if has_probe(runs):  # the copying probe of text runs (depthwidth/copyprobe.py)
-        figs["copying"] = copying_plot(runs)
+    if (report.get("copying") or {}).get(
+        "status"
+    ) == "ok":  # the probe of text runs (depthwidth/copyprobe.py)
+        figs["copying"] = copying_plot(report["copying"])
     return figs, skipped

@@ -19,7 +19,8 @@ from analysis.fitting._blas import single_threaded
 from analysis.fitting.fitcore import bootstrap_bytes
 from analysis.laws import chinchilla, kaplan, levine, regimes, sensitivity, threshold, tokens, tuning
 from analysis.readers.inputs import Dataset, InputError, default_out, load, locate, nothing_to_fit
-from analysis.reporting import adaptive_report, design_note, plots
+from analysis.reporting import adaptive_report, copying, design_note, plots
+from analysis.reporting.answer import answer, kaplan_answer
 from analysis.reporting.markdown import render, render_kaplan
 from analysis.reporting.output import ReportOutput, check_fingerprint, fingerprint
 from depthwidth.accounting import machine_memory_bytes
@@ -455,6 +456,9 @@ def analyze(
     if empty := nothing_to_fit(ds):  # raises when there is nothing to report at all
         ds = replace(ds, notes=(empty,) + ds.notes)
 
+    # the copying probe reads each seed's own best setting (analysis/reporting/copying.py), so it
+    # selects from the runs before each shape is reduced to its tuned setting
+    copying_section = copying.section(ds.runs) if ds.has_shape else absent()
     ds, tuned = tuning.apply(ds, tuple(tune), selection, no_tune)
     check_bootstrap(bootstrap, seed, len(ds.runs), len(ds.curves))
     dest = output_location(out_dir, source, ds.kind)
@@ -464,6 +468,7 @@ def analyze(
         report = build_report(ds, int(bootstrap), int(seed), watch, leave_out)
         report["source_fingerprint"] = source_print
         report["tuning"] = tuned
+        report["copying"] = powerlaw.json_safe(copying_section)
         if (report["chinchilla"].get("points") or {}).get("kind"):  # a data term was fitted
             report["inputs"]["notes"].append(report["chinchilla"]["convention_note"])
         report["nothing_to_fit"] = empty
@@ -471,6 +476,7 @@ def analyze(
         if any(f in RECURRENT_FAMILIES for f in ds.families):
             report["relrnn"] = powerlaw.json_safe(_relrnn(ds, out.work))
             watch.lap("relrnn")
+        report = {"answer": answer(report), **report}  # the answer first, before any statistic
         report["figures"] = figures_for(ds, report, out.work)
         watch.lap("plots")
         report["timings_s"], report["cpu_s"] = watch.wall, watch.cpu
@@ -540,6 +546,7 @@ def replot(path: str | Path, force: bool = False) -> dict:
     if report.get("tuning"):  # the same runs as the fits: each shape's chosen setting
         req = report["tuning"]["requested"]
         ds, _ = tuning.apply(ds, tuple(req["tune"]), req["selection"], req["disabled"])
+    report["answer"] = report.get("answer") or answer(report)  # a report written before answers
     out = ReportOutput(dest)
     try:
         report["figures"] = figures_for(ds, report, out.work)
@@ -630,7 +637,7 @@ def kaplan_report(
                 fitted["learning_curves"],
             )
             result["figures"] = {"written": write_figures({"kaplan_side_by_side": fig}, out.work)}
-        result = powerlaw.json_safe(result)
+        result = powerlaw.json_safe({"answer": kaplan_answer(result), **result})
         with atomic_file(out.work / "kaplan.json", "w") as f:
             f.write(json.dumps(result, indent=1, allow_nan=False))
         with atomic_file(out.work / "kaplan.md", "w") as f:

@@ -541,8 +541,10 @@ def _analyze(store: ResultStore, out: TextIO) -> None:
         where = Location(result["report_dir"]).display("report.html")
     else:
         where = store.display("analysis/report.html")
-    # the verdict on a line of its own; the last line short, naming the page to open (report.md,
-    # its text, and the figures sit beside it)
+    # the answer first (analysis/reporting/answer.py), then the verdict on a line of its own; the
+    # last line short, naming the page to open (report.md, its text, and the figures beside it)
+    if result.get("answer"):
+        print(result["answer"], file=out)
     print(verdict_line(result), file=out)
     print(f"report: {where}", file=out)
 
