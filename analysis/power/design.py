@@ -643,13 +643,15 @@ def model_from_pilot(runs: pd.DataFrame, model: PlantModel) -> tuple[PlantModel,
 
 
 def _lr_from_pilot(runs: pd.DataFrame, m: PlantModel) -> tuple[PlantModel, dict]:
-    """The lr curvature and each pilot shape's best lr (the vertex of a parabola in log10 lr
-    through its runs, every seed a point, with the vertex's standard error by the delta method),
+    """The lr curvature and each pilot shape's best lr at each of its budgets (the vertex of a
+    parabola in log10 lr through its runs, every seed a point, with the vertex's standard error by
+    the delta method),
     and the drift of the best lr with width and depth fitted to those vertices, weighted by their
     errors: lr* = lr0·(d/base_width)^a·(L/base_depth)^g. An exponent the pilot cannot see (one
     width, or one depth) keeps the model's own value, with no error claimed for it."""
     curv, vert = [], []
-    for (depth, width), s in runs.groupby(["depth", "width"]):
+    budget = ["tokens"] if "tokens" in runs and runs["tokens"].notna().all() else []
+    for (depth, width, *_), s in runs.groupby(["depth", "width", *budget]):  # each budget its own
         if s["lr"].nunique() < 3:
             continue
         x, y = np.log10(s["lr"].to_numpy(float)), s["_l"].to_numpy(float)
