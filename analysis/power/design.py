@@ -35,6 +35,9 @@ class PlantModel:
 
     loss = [E + A·κ_b(L, d)^−alpha + B_D·D^−alpha_D] · exp(sharpness·(log10 lr − log10 lr*)² + ε),
     ε ~ N(0, noise²) per run; lr* = lr0·(d/base_width)^lr_width_exp·(L/base_depth)^lr_depth_exp.
+    The drift of the best learning rate with shape (the two exponents) is known to within its
+    standard errors (measured on a pilot, or stated): each replicate draws its own exponents from
+    them, so a plan is rated under the drift it may meet, not only the most likely one.
     The null replaces A·κ_b^−alpha by A_N·N^−alpha_N, the law of N alone closest to the b = 3
     law on the plan's own shapes (analysis.power.design.null_law)."""
 
@@ -50,6 +53,8 @@ class PlantModel:
     base_depth: float = 2.0
     lr_width_exp: float = 0.0
     lr_depth_exp: float = 0.1
+    lr_width_exp_se: float = 0.0
+    lr_depth_exp_se: float = 0.0
     A_N: float | None = None
     alpha_N: float | None = None
 
@@ -74,6 +79,18 @@ def null_law(trials: pd.DataFrame, model: PlantModel, b: float = 3.0) -> PlantMo
         return replace(model, A_N=float(np.exp(y.mean())), alpha_N=0.0)
     slope, icpt = np.polyfit(x, y, 1)
     return replace(model, A_N=float(np.exp(icpt)), alpha_N=float(max(-slope, 1e-3)))
+
+
+def drawn_drift(model: PlantModel, rng: np.random.Generator) -> PlantModel:
+    """The model with this replicate's drift exponents, drawn from their standard errors (the
+    model as it is where both are 0)."""
+    if model.lr_width_exp_se <= 0 and model.lr_depth_exp_se <= 0:
+        return model
+    return replace(
+        model,
+        lr_width_exp=float(rng.normal(model.lr_width_exp, model.lr_width_exp_se)),
+        lr_depth_exp=float(rng.normal(model.lr_depth_exp, model.lr_depth_exp_se)),
+    )
 
 
 def lr_optimum(depth, width, model: PlantModel) -> np.ndarray:
@@ -204,14 +221,25 @@ def _replicates(task: tuple) -> list[dict]:
     trials, b, model, reps, seed, bootstrap = task
     rows = []
     for r in reps:
-        rng = np.random.default_rng([seed, 0 if b is None else int(round(b * 1000)), r])
-        table = planted_table(trials, b, model, rng)
+        case = [seed, 0 if b is None else int(round(b * 1000)), r]
+        rng = np.random.default_rng(case)
+        # the drift from a generator of its own: a plan's noise draws are the same with it or without
+        drifted = drawn_drift(model, np.random.default_rng([*case, 1]))
+        table = planted_table(trials, b, drifted, rng)
         try:
             thr = analyse_table(table, bootstrap, r)
         # A crash of the analysis is an outcome of the plan, not the end of the simulation.
         except Exception as exc:  # noqa: BLE001
             thr = {"status": "failed", "claimed": False, "reason": f"{type(exc).__name__}: {exc}"}
-        rows.append({"effect": NULL if b is None else float(b), "replicate": r, **outcome(thr, b)})
+        rows.append(
+            {
+                "effect": NULL if b is None else float(b),
+                "replicate": r,
+                **outcome(thr, b),
+                "lr_width_exp": drifted.lr_width_exp,
+                "lr_depth_exp": drifted.lr_depth_exp,
+            }
+        )
     return rows
 
 
@@ -367,6 +395,7 @@ def summarize(outcomes: pd.DataFrame) -> dict:
         "claim_rate": {},
         "coverage": {},
         "median_interval_width": {},
+        "bias": {},
         "failed": {},
     }
     for eff, g in outcomes.groupby(outcomes["effect"].astype(str), sort=False):
@@ -383,9 +412,39 @@ def summarize(outcomes: pd.DataFrame) -> dict:
         out["coverage"][key] = rate(int(claimed["covers"].sum()), len(claimed))
         widths = g["width"].dropna()
         out["median_interval_width"][key] = float(widths.median()) if len(widths) else None
+        out["bias"][key] = bias(claimed, float(eff))
     out.setdefault("false_claim", None)
     out["min_detectable_effect"] = min_detectable({float(k): v for k, v in out["power"].items()})
     return out
+
+
+def bias(claimed: pd.DataFrame, truth: float) -> dict:
+    """Where the claimed estimates of b fall against the planted b: the mean and median error
+    (estimate − truth) with the mean's standard error, and of the claimed intervals that miss the
+    truth, how many lie below it. A plan can have power and still be biased (a drifting best
+    learning rate that a one-rate plan does not follow pulls every estimate one way)."""
+    est = pd.to_numeric(claimed["base"], errors="coerce").dropna().to_numpy(float)
+    misses = claimed[~claimed["covers"].astype(bool)]
+    below = int((pd.to_numeric(misses["hi"], errors="coerce") < truth).sum())
+    if len(est) == 0:
+        return {
+            "n": 0,
+            "mean": None,
+            "se": None,
+            "median": None,
+            "misses": len(misses),
+            "misses_below": below,
+        }
+    err = est - truth
+    se = float(err.std(ddof=1) / math.sqrt(len(err))) if len(err) > 1 else None
+    return {
+        "n": int(len(err)),
+        "mean": float(err.mean()),
+        "se": se,
+        "median": float(np.median(err)),
+        "misses": int(len(misses)),
+        "misses_below": below,
+    }
 
 
 def shape_reasons(trials: pd.DataFrame, b: float) -> list[str]:
@@ -578,24 +637,115 @@ def model_from_pilot(runs: pd.DataFrame, model: PlantModel) -> tuple[PlantModel,
     m = replace(m, E=m.E * scale, A=m.A * scale, B_D=m.B_D * scale)
     found["loss_scale"] = scale
     if "lr" in runs and runs.groupby(["depth", "width"])["lr"].nunique().max() >= 3:
-        curv, opt = [], []
-        for _, s in runs.assign(_l=logl).groupby(["depth", "width"]):
-            c = s.groupby("lr")["_l"].mean()
-            if len(c) >= 3:
-                a, bb, _ = np.polyfit(np.log10(c.index.to_numpy(float)), c.to_numpy(), 2)
-                if a > 0:
-                    curv.append(a)
-                    opt.append(-bb / (2 * a))
-        if curv:
-            m = replace(
-                m,
-                sharpness=float(np.median(curv)),
-                lr0=float(10 ** np.median(opt)),
-                lr_width_exp=0.0,
-                lr_depth_exp=0.0,
-            )
-            found.update(sharpness=m.sharpness, lr0=m.lr0, shapes_with_lr_curve=len(curv))
+        m, measured = _lr_from_pilot(runs.assign(_l=logl), m)
+        found.update(measured)
     return m, found
+
+
+def _lr_from_pilot(runs: pd.DataFrame, m: PlantModel) -> tuple[PlantModel, dict]:
+    """The lr curvature and each pilot shape's best lr at each of its budgets (the vertex of a
+    parabola in log10 lr through its runs, every seed a point, with the vertex's standard error by
+    the delta method),
+    and the drift of the best lr with width and depth fitted to those vertices, weighted by their
+    errors: lr* = lr0·(d/base_width)^a·(L/base_depth)^g. An exponent the pilot cannot see (one
+    width, or one depth) keeps the model's own value, with no error claimed for it."""
+    curv, vert = [], []
+    budget = ["tokens"] if "tokens" in runs and runs["tokens"].notna().all() else []
+    for (depth, width, *_), s in runs.groupby(["depth", "width", *budget]):  # each budget its own
+        if s["lr"].nunique() < 3:
+            continue
+        x, y = np.log10(s["lr"].to_numpy(float)), s["_l"].to_numpy(float)
+        if len(x) >= 4:
+            coef, cov = np.polyfit(x, y, 2, cov="unscaled")
+            resid = y - np.polyval(coef, x)
+            cov = cov * max(float(resid @ resid) / max(len(x) - 3, 1), 1e-12)
+        else:
+            coef, cov = np.polyfit(x, y, 2), None
+        a2, b1 = float(coef[0]), float(coef[1])
+        if a2 <= 0:
+            continue  # no minimum inside the rates run
+        v = -b1 / (2 * a2)
+        if cov is not None:
+            grad = np.array([b1 / (2 * a2 * a2), -1 / (2 * a2)])
+            var = float(grad @ cov[:2, :2] @ grad)
+        else:
+            var = math.nan
+        curv.append(a2)
+        vert.append((float(depth), float(width), v, var))
+    if not curv:
+        return m, {}
+    m = replace(m, sharpness=float(np.median(curv)))
+    d = pd.DataFrame(vert, columns=["depth", "width", "v", "var"])
+    var = d["var"].to_numpy(float)
+    finite = np.isfinite(var) & (var > 0)
+    w = np.where(finite, 1 / np.where(finite, var, 1.0), 0.0)
+    if not finite.any():
+        w = np.ones(len(d))
+    cols = [np.ones(len(d))]
+    names = ["lr0"]
+    if d["width"].nunique() >= 2:
+        cols.append(np.log10(d["width"].to_numpy(float) / m.base_width))
+        names.append("width")
+    if d["depth"].nunique() >= 2:
+        cols.append(np.log10(d["depth"].to_numpy(float) / m.base_depth))
+        names.append("depth")
+    X = np.column_stack(cols)
+    coef, cov = _wls(X, d["v"].to_numpy(float), w)
+    got = dict(zip(names, coef))
+    se = dict(zip(names, np.sqrt(np.clip(np.diag(cov), 0, None)))) if cov is not None else {}
+    m = replace(
+        m,
+        lr0=float(10 ** got["lr0"]),
+        lr_width_exp=float(got.get("width", m.lr_width_exp)),
+        lr_depth_exp=float(got.get("depth", m.lr_depth_exp)),
+        lr_width_exp_se=float(se.get("width", 0.0)),
+        lr_depth_exp_se=float(se.get("depth", 0.0)),
+    )
+    lo, hi = d.loc[d["v"].idxmin()], d.loc[d["v"].idxmax()]
+    found = {
+        "sharpness": m.sharpness,
+        "lr0": m.lr0,
+        "shapes_with_lr_curve": len(curv),
+        "best_lr": [
+            {
+                "depth": int(r.depth),
+                "width": int(r.width),
+                "lr": float(10**r.v),
+                "log10_se": _sqrt_or_none(r.var),
+            }
+            for r in d.itertuples()
+        ],
+        "lr_drift": {
+            "width_exp": m.lr_width_exp,
+            "width_se": se.get("width"),
+            "depth_exp": m.lr_depth_exp,
+            "depth_se": se.get("depth"),
+            "measured": [n for n in names if n != "lr0"],
+            "spread": float(10 ** (hi["v"] - lo["v"])),  # best lr of the pilot's highest over lowest
+        },
+    }
+    return m, found
+
+
+def _sqrt_or_none(v: float) -> float | None:
+    return float(math.sqrt(v)) if np.isfinite(v) and v > 0 else None
+
+
+def _wls(X: np.ndarray, y: np.ndarray, w: np.ndarray):
+    """Weighted least squares: (coefficients, their covariance, inflated by the residual scatter
+    when it exceeds what the weights say; None with no degrees of freedom left)."""
+    sw = np.sqrt(w)
+    coef, *_ = np.linalg.lstsq(X * sw[:, None], y * sw, rcond=None)
+    dof = len(y) - X.shape[1]
+    if dof <= 0:
+        return coef, None
+    r = (y - X @ coef) * sw
+    scale = max(float(r @ r) / dof, 1.0)
+    try:
+        cov = np.linalg.inv((X * w[:, None]).T @ X) * scale
+    except np.linalg.LinAlgError:
+        return coef, None
+    return coef, cov
 
 
 def power_figure(summary: dict, title: str = "") -> Figure:

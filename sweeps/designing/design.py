@@ -63,12 +63,31 @@ def check_propose(args) -> None:
             raise SpecError(f"--{flag} = {v} is invalid: it must be at least {low}{most}.")
 
 
+def parse_drift(text: str | None) -> tuple[float, float, float] | None:
+    """`--lr-drift A,G[,SE]`: the exponents of lr* ∝ width^A · depth^G and their standard error."""
+    if text is None:
+        return None
+    try:
+        vals = [float(x) for x in text.split(",")]
+    except ValueError:
+        vals = []
+    ok = len(vals) in (2, 3) and all(math.isfinite(v) for v in vals) and all(abs(v) <= 3 for v in vals)
+    if not ok or (len(vals) == 3 and vals[2] < 0):
+        raise SpecError(
+            f"--lr-drift = {text!r} is invalid: give the exponents of the best learning rate in "
+            f"width and depth, and optionally their standard error, each between -3 and 3 "
+            f"(e.g. 0,0.1 or 0.3,0.1,0.05)."
+        )
+    return vals[0], vals[1], vals[2] if len(vals) == 3 else 0.0
+
+
 def check_args(args) -> None:
     if args.noise is not None and not 0 < args.noise < 1:
         raise SpecError(
             f"--noise = {args.noise!r} is invalid: the seed-to-seed standard deviation "
             f"of the loss, relative to it, lies strictly between 0 and 1 (e.g. 0.02)."
         )
+    parse_drift(getattr(args, "lr_drift", None))
     if args.noise is not None and args.pilot:
         raise SpecError(
             "--noise and --pilot are both given; the pilot measures the noise, so give one of them."
@@ -148,8 +167,30 @@ def rate_plan(
         "seed": seed,
         "cost": {k: float(v) for k, v in totals.items()},
         "model": model.to_dict(),
+        "lr_drift": drift_of(model, trials),
         "advice": dz.advice(trials, summary, model, check, outcomes),
         "outcomes": outcomes,
+    }
+
+
+def drift_of(model, trials) -> dict | None:
+    """The planted drift of the best learning rate with shape, and what it spans on this plan's
+    shapes (None where the plan has one rate per shape chosen by nothing: no lr in its trials)."""
+    import numpy as np
+
+    from analysis.power.design import lr_optimum
+
+    if model.lr0 is None or "lr" not in trials:
+        return None
+    shapes = trials.drop_duplicates(["depth", "width"])
+    best = lr_optimum(shapes["depth"], shapes["width"], model)
+    return {
+        "width_exp": model.lr_width_exp,
+        "width_se": model.lr_width_exp_se,
+        "depth_exp": model.lr_depth_exp,
+        "depth_se": model.lr_depth_exp_se,
+        "spread": float(np.max(best) / np.min(best)),
+        "rates": sorted(float(x) for x in np.unique(trials["lr"])),
     }
 
 
@@ -164,9 +205,10 @@ def report_text(r: dict) -> str:
         + ")",
         f"each replicate plants losses from the two-regime law (docs/design-power.md) and is "
         f"analysed as `analyze` does ({r['bootstrap']} bootstrap refits)",
+        *_drift_lines(r.get("lr_drift"), n),
         "",
         f"{'b':>6}  {'replicates':>10}  {'power':>14}  {'claimed':>8}  {'covers b':>8}  "
-        f"{'median interval width':>21}",
+        f"{'median interval width':>21}  {'bias of b (claimed)':>22}",
     ]
     for k, p in r["power"].items():
         mc, cl, cov = r["power_mc"][k], r["claim_rate"][k], r["coverage"][k]
@@ -175,7 +217,7 @@ def report_text(r: dict) -> str:
         w_s = "-" if w is None else f"{w:.3g}"
         lines.append(
             f"{float(k):>6g}  {r['replicates'][k]:>10}  {p:>6.2f} ± {mc['se']:.2f}  "
-            f"{cl['rate']:>8.2f}  {cov_s:>8}  {w_s:>21}"
+            f"{cl['rate']:>8.2f}  {cov_s:>8}  {w_s:>21}  {_bias_text(r['bias'].get(k)):>22}"
         )
     fc = r["false_claim"]
     lines.append(
@@ -195,6 +237,28 @@ def report_text(r: dict) -> str:
     if r["advice"]:
         lines.append(f"advice: {r['advice']}")
     return "\n".join(lines)
+
+
+def _bias_text(b: dict | None) -> str:
+    if not b or b.get("mean") is None:
+        return "-"
+    se = "" if b.get("se") is None else f" ± {b['se']:.2f}"
+    below = f", {b['misses_below']}/{b['misses']} misses below" if b.get("misses") else ""
+    return f"{b['mean']:+.3f}{se}{below}"
+
+
+def _drift_lines(d: dict | None, noise: dict) -> list[str]:
+    if d is None:
+        return []
+    where = noise.get("lr_drift_source", "assumed from the parametrization")
+    se = lambda v: f" ± {v:.2f}" if v else ""
+    one = len(d["rates"]) == 1
+    return [
+        f"best learning rate planted to drift with shape as lr* ∝ width^{d['width_exp']:.2f}"
+        f"{se(d['width_se'])} · depth^{d['depth_exp']:.2f}{se(d['depth_se'])} ({where}): a factor "
+        f"{d['spread']:.2f} across this plan's shapes"
+        + (", which its one rate does not follow" if one else "")
+    ]
 
 
 def write_out(r: dict, out: str) -> list[str]:
@@ -289,6 +353,14 @@ def register(sub) -> None:
         default=None,
         help="runs of a pilot sweep (store or CSV): seed noise, loss scale and lr "
         "curvature are measured on it",
+    )
+    p.add_argument(
+        "--lr-drift",
+        default=None,
+        metavar="A,G[,SE]",
+        help="the drift of the best learning rate with shape to plant where no pilot measures it: "
+        "lr* ∝ width^A · depth^G, with SE the exponents' standard error (default: from the "
+        "parametrization, 0,0.1 for completep); a --pilot with learning-rate curves measures it",
     )
     p.add_argument(
         "--replicates",

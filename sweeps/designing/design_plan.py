@@ -39,9 +39,10 @@ def trials_frame(spec: SweepSpec):
     return out, totals(spec, rows)
 
 
-def default_model(spec: SweepSpec, trials, noise: float | None):
+def default_model(spec: SweepSpec, trials, noise: float | None, drift: tuple | None = None):
     """The planted model for this plan: the learning-rate optimum at the base shape in the
-    middle of the swept lrs (or at the one lr given), drifting as the parametrization allows."""
+    middle of the swept lrs (or at the one lr given), drifting as the parametrization allows, or
+    as `drift` (width exponent, depth exponent, their standard error) states."""
     import numpy as np
 
     from analysis.power.design import DEFAULT_NOISE, PlantModel
@@ -53,22 +54,28 @@ def default_model(spec: SweepSpec, trials, noise: float | None):
     base_d = float(m.base_depth) if m.parametrization == "completep" else float(trials["depth"].min())
     # lr* ∝ width^a · depth^g: completep promises a = g = 0 (a small residual depth drift, as
     # bench/transfer.md measured); mup a = 0; standard neither (Adam's 1/width).
-    drift = {"completep": (0.0, 0.1), "mup": (0.0, -0.3)}.get(m.parametrization, (-1.0, -0.3))
+    prior = {"completep": (0.0, 0.1), "mup": (0.0, -0.3)}.get(m.parametrization, (-1.0, -0.3))
+    a, g, se = drift if drift is not None else (*prior, 0.0)
     return PlantModel(
         noise=DEFAULT_NOISE if noise is None else noise,
         lr0=lr0,
         base_width=base_w,
         base_depth=base_d,
-        lr_width_exp=drift[0],
-        lr_depth_exp=drift[1],
+        lr_width_exp=a,
+        lr_depth_exp=g,
+        lr_width_exp_se=se,
+        lr_depth_exp_se=se,
     )
 
 
 def build_model(spec, trials, args):
     """The planted model and a description of where its noise comes from."""
     from analysis.power.design import model_from_pilot
+    from sweeps.designing.design import parse_drift
 
-    model = default_model(spec, trials, args.noise)
+    drift = parse_drift(getattr(args, "lr_drift", None))
+    model = default_model(spec, trials, args.noise, drift)
+    stated = {"lr_drift_source": "stated by --lr-drift"} if drift is not None else {}
     if args.pilot:
         from analysis.readers.inputs import InputError, load
 
@@ -80,13 +87,17 @@ def build_model(spec, trials, args):
             model, found = model_from_pilot(ds.runs, model)
         except (InputError, ValueError, KeyError) as exc:
             raise SpecError(f"--pilot = {args.pilot!r} is invalid: {exc}") from None
-        return model, {"value": model.noise, "source": "pilot", "pilot": args.pilot, **found}
+        if "lr_drift" in found:
+            seen = " and ".join(found["lr_drift"]["measured"]) or "neither width nor depth"
+            stated = {"lr_drift_source": f"measured on the pilot's best rates in {seen}"}
+        return model, {"value": model.noise, "source": "pilot", "pilot": args.pilot, **found, **stated}
     if args.noise is not None:
-        return model, {"value": model.noise, "source": "--noise"}
+        return model, {"value": model.noise, "source": "--noise", **stated}
     return model, {
         "value": model.noise,
         "source": "assumed",
         "note": "no --pilot or --noise given: a 2% seed-to-seed spread is assumed",
+        **stated,
     }
 
 
