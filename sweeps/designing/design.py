@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 
 from depthwidth.clitools import fail
-from sweeps.designing.design_plan import build_model, cost_text, trials_frame
+from sweeps.designing.design_plan import build_model, cost_text, parse_drift, trials_frame
 from sweeps.designing.design_search import PROPOSE_FILES
 from sweeps.plans.spec import SpecError, SweepSpec, load_spec
 
@@ -63,31 +63,13 @@ def check_propose(args) -> None:
             raise SpecError(f"--{flag} = {v} is invalid: it must be at least {low}{most}.")
 
 
-def parse_drift(text: str | None) -> tuple[float, float, float] | None:
-    """`--lr-drift A,G[,SE]`: the exponents of lr* ∝ width^A · depth^G and their standard error."""
-    if text is None:
-        return None
-    try:
-        vals = [float(x) for x in text.split(",")]
-    except ValueError:
-        vals = []
-    ok = len(vals) in (2, 3) and all(math.isfinite(v) for v in vals) and all(abs(v) <= 3 for v in vals)
-    if not ok or (len(vals) == 3 and vals[2] < 0):
-        raise SpecError(
-            f"--lr-drift = {text!r} is invalid: give the exponents of the best learning rate in "
-            f"width and depth, and optionally their standard error, each between -3 and 3 "
-            f"(e.g. 0,0.1 or 0.3,0.1,0.05)."
-        )
-    return vals[0], vals[1], vals[2] if len(vals) == 3 else 0.0
-
-
 def check_args(args) -> None:
     if args.noise is not None and not 0 < args.noise < 1:
         raise SpecError(
             f"--noise = {args.noise!r} is invalid: the seed-to-seed standard deviation "
             f"of the loss, relative to it, lies strictly between 0 and 1 (e.g. 0.02)."
         )
-    parse_drift(getattr(args, "lr_drift", None))
+    parse_drift(getattr(args, "lr_drift", None))  # sweeps/designing/design_plan.py
     if args.noise is not None and args.pilot:
         raise SpecError(
             "--noise and --pilot are both given; the pilot measures the noise, so give one of them."
@@ -342,26 +324,7 @@ def register(sub) -> None:
         help="threshold bases b to plant, comma-separated (default 2.2,3,4.5); a "
         "null (depth and width trade evenly) is always added",
     )
-    p.add_argument(
-        "--noise",
-        type=float,
-        default=None,
-        help="seed-to-seed sd of the final loss, relative to it (default 0.02, assumed)",
-    )
-    p.add_argument(
-        "--pilot",
-        default=None,
-        help="runs of a pilot sweep (store or CSV): seed noise, loss scale and lr "
-        "curvature are measured on it",
-    )
-    p.add_argument(
-        "--lr-drift",
-        default=None,
-        metavar="A,G[,SE]",
-        help="the drift of the best learning rate with shape to plant where no pilot measures it: "
-        "lr* ∝ width^A · depth^G, with SE the exponents' standard error (default: from the "
-        "parametrization, 0,0.1 for completep); a --pilot with learning-rate curves measures it",
-    )
+    _model_args(p)
     p.add_argument(
         "--replicates",
         type=int,
@@ -428,3 +391,27 @@ def register(sub) -> None:
         "the plan as written is always rated)",
     )
     p.set_defaults(func=cmd_design)
+
+
+def _model_args(p) -> None:
+    """The options that set the planted model: its noise, a pilot, the drift of the best rate."""
+    p.add_argument(
+        "--noise",
+        type=float,
+        default=None,
+        help="seed-to-seed sd of the final loss, relative to it (default 0.02, assumed)",
+    )
+    p.add_argument(
+        "--pilot",
+        default=None,
+        help="runs of a pilot sweep (store or CSV): seed noise, loss scale and lr "
+        "curvature are measured on it",
+    )
+    p.add_argument(
+        "--lr-drift",
+        default=None,
+        metavar="A,G[,SE]",
+        help="the drift of the best learning rate with shape to plant where no pilot measures it: "
+        "lr* ∝ width^A · depth^G, with SE the exponents' standard error (default: from the "
+        "parametrization, 0,0.1 for completep); a --pilot with learning-rate curves measures it",
+    )

@@ -6,6 +6,7 @@ in words. Shared by the rating (sweeps/designing/design.py) and the search
 from __future__ import annotations
 
 import json
+import math
 
 from sweeps.plans.adaptive_spec import too_few_shapes
 from sweeps.plans.spec import SpecError, SweepSpec
@@ -37,6 +38,24 @@ def trials_frame(spec: SweepSpec):
         out["steps"] = df["steps"].to_numpy()
         out["halving"] = [json.dumps(spec.halving[t].to_dict(), sort_keys=True) for t in df["trial_id"]]
     return out, totals(spec, rows)
+
+
+def parse_drift(text: str | None) -> tuple[float, float, float] | None:
+    """`--lr-drift A,G[,SE]`: the exponents of lr* ∝ width^A · depth^G and their standard error."""
+    if text is None:
+        return None
+    try:
+        vals = [float(x) for x in text.split(",")]
+    except ValueError:
+        vals = []
+    ok = len(vals) in (2, 3) and all(math.isfinite(v) for v in vals) and all(abs(v) <= 3 for v in vals)
+    if not ok or (len(vals) == 3 and vals[2] < 0):
+        raise SpecError(
+            f"--lr-drift = {text!r} is invalid: give the exponents of the best learning rate in "
+            f"width and depth, and optionally their standard error, each between -3 and 3 "
+            f"(e.g. 0,0.1 or 0.3,0.1,0.05)."
+        )
+    return vals[0], vals[1], vals[2] if len(vals) == 3 else 0.0
 
 
 def default_model(spec: SweepSpec, trials, noise: float | None, drift: tuple | None = None):
@@ -71,7 +90,6 @@ def default_model(spec: SweepSpec, trials, noise: float | None, drift: tuple | N
 def build_model(spec, trials, args):
     """The planted model and a description of where its noise comes from."""
     from analysis.power.design import model_from_pilot
-    from sweeps.designing.design import parse_drift
 
     drift = parse_drift(getattr(args, "lr_drift", None))
     model = default_model(spec, trials, args.noise, drift)
