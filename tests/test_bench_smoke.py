@@ -43,6 +43,8 @@ LAST_WORDS = {
     "wsd.py": "smoke: planted difference -0.0200, measured",
     "data_prepare.py": "`data prepare` / encode_batch_fast",
     "spec_list.py": "| the smoke spec planned in full |",
+    "wsd_gain.py": "smoke: planted gain 0.050 to 0.110 over widths 16-128, measured",
+    "copy_context.py": "smoke: planted final gains 0.005 and 1.005, measured",
 }
 NEEDS_BROWSER = {"report_html.py"}
 
