@@ -38,7 +38,7 @@ def terminate_cleanly() -> None:
         signal.signal(signal.SIGTERM, stop)
 
 
-# Every user-named output goes through runstore.outputs (docs/rules.md, "Where a command writes"):
+# Every user-named output goes through runstore.outputs (docs/rules.md, "Files a command writes"):
 # these are its checks under the names the commands use. Each returns the claim, whose lock is
 # held until the command ends (depthwidth.cli.main releases it).
 

@@ -1,5 +1,5 @@
 """The store's error and its one way of writing a local file: atomically, so a reader sees the
-old file or the new one and never a part (docs/rules.md, "Outputs"). Also how a location is told
+old file or the new one and never a part (docs/rules.md, "Files a command writes"). Also how a location is told
 to be a URI or a local path. Standard library only, so a command that merely writes a file (a
 checkpoint, a figure, a JSON) loads nothing more.
 """

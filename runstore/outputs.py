@@ -1,4 +1,4 @@
-"""Where a command may write what its user names (docs/rules.md, "Where a command writes"): the one
+"""Where a command may write what its user names (docs/rules.md, "Files a command writes"): the one
 guard that every writer of a user-named file or folder goes through. A claim checks the target
 whole before any work (never a results store's own files, never a store's folder where the writer
 may not be, no folder where a file goes, a place that can be written), then holds a lock beside the

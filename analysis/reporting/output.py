@@ -1,4 +1,4 @@
-"""A report folder holds one consistent report (docs/design.md, "Outputs"): its files are made in a
+"""A report folder holds one consistent report (docs/rules.md, "Report folders hold one consistent report"): its files are made in a
 working folder and published together, the files an earlier report wrote and this one did not are
 removed (report-files.json lists them), and report.json carries a fingerprint of its source, so
 `depthwidth plot` never draws new data against old fits.
@@ -124,7 +124,7 @@ def _work_parent(dest: Location) -> Path:
 
 # -- publishing ---------------------------------------------------------------------------------
 # What a report writes: figures, report.{json,md,html}, kaplan.{json,md}, all at the top of its
-# folder. A manifest read from disk may name nothing else (docs/rules.md, "Report folders"):
+# folder. A manifest read from disk may name nothing else (docs/rules.md, "Report folders hold one consistent report"):
 # `analyze --out STORE` with a report-files.json naming runs.parquet must not delete the store.
 REPORT_SUFFIXES = (".json", ".md", ".html", ".png", ".pdf")
 

@@ -1,6 +1,6 @@
 """The sweep driver's Tune callbacks: one records each trial in the store the moment its final
 report arrives and feeds the progress view (docs/design.md, "Execution"); the other passes every
-evaluation and every stored trial on to the experiment trackers (sweeps/plans/tracking.py).
+evaluation and every stored trial on to the experiment trackers (sweeps/results/feed.py).
 
 The driver process is the store's single writer; a trial that restarts and repeats its final
 report is written once. A store that cannot be written stops the sweep (`StopOnStoreFailure`)
