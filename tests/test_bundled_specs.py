@@ -6,21 +6,12 @@ repository."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-EXE = str(Path(sys.executable).parent / "depthwidth")
+from helpers import cli
+
 SWEEPS = Path(__file__).resolve().parent.parent / "sweeps"
-
-
-def cli(*args, cwd) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [EXE, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd, env=env
-    )
 
 
 def test_a_bundled_spec_plans_by_name_from_any_folder(tmp_path):
