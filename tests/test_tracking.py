@@ -16,7 +16,17 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import hook_env, ray_sweep, run_sweep, starts, sweep_argv, trial_ids, wait_for, write_spec
+from helpers import (
+    hook_env,
+    ray_sweep,
+    run_sweep,
+    spec_toml,
+    starts,
+    sweep_argv,
+    trial_ids,
+    wait_for,
+    write_spec,
+)
 
 pytest.importorskip("ray")
 mlflow = pytest.importorskip("mlflow")
@@ -275,7 +285,7 @@ def test_unreachable_trackers_are_one_warning_each(tmp_path):
 def test_tracking_table_is_validated(tmp_path):
     from sweeps.plans.spec import SpecError, parse_spec
 
-    base = 'name = "t"\n[grid]\ndepth = [1]\n'
+    base = spec_toml("t", base={}, grid={"depth": [1]})
     for table, message in [
         ("[tracking]\nmlflow = 3\n", "tracking.mlflow = 3 is invalid: expected a tracking URI"),
         (
