@@ -28,21 +28,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from test_multinode import SPEC, Cluster, descends_from, stop_group  # noqa: E402
+from helpers import EXE, write_spec  # noqa: E402
+from test_multinode import Cluster, descends_from, multinode_spec, stop_group  # noqa: E402
 
 
 def sweep(spec: Path, storage: Path, env: dict, address: str | None, hook: Path | None = None):
-    cmd = [
-        sys.executable,
-        "-m",
-        "depthwidth.cli",
-        "sweep",
-        "run",
-        str(spec),
-        "--storage",
-        str(storage),
-        "--no-analyze",
-    ] + (["--address", address] if address else [])
+    cmd = [EXE, "sweep", "run", str(spec), "--storage", str(storage), "--no-analyze"]
+    cmd += ["--address", address] if address else []
     if hook is not None:
         env = {
             **env,
@@ -68,11 +60,7 @@ def main() -> None:
     ap.add_argument("--out", help="also write the table to this markdown file")
     ap.add_argument("--smoke", action="store_true", help="the same flow with 10-step trials")
     args = ap.parse_args()
-    spec_text = (
-        SPEC
-        if not args.smoke
-        else (SPEC.replace("steps = 20", "steps = 10").replace("eval_every = 10", "eval_every = 5"))
-    )
+    short = {"steps": 10, "eval_every": 5} if args.smoke else {}
     work = Path(tempfile.mkdtemp(prefix="dwbench-"))
     rows: list[tuple[str, float]] = []
     c = Cluster(work)
@@ -103,8 +91,7 @@ def main() -> None:
             )
         )
 
-        spec = work / "bench.toml"
-        spec.write_text(spec_text.format(name="bench", storage=work / "unused"))
+        spec = write_spec(work, multinode_spec("bench", work / "unused", **short), "bench.toml")
         cluster_s = timed_sweep(spec, work / "cluster", c.env, c.address)
         rows.append(("4-trial sweep through `--address` (2 nodes x 1 CPU)", cluster_s))
         if not args.smoke:
@@ -115,8 +102,7 @@ def main() -> None:
         hook = work / "hook"
         hook.mkdir()
         (hook / "hold").write_text("")
-        spec2 = work / "loss.toml"
-        spec2.write_text(spec_text.format(name="loss", storage=work / "unused"))
+        spec2 = write_spec(work, multinode_spec("loss", work / "unused", **short), "loss.toml")
         p = sweep(spec2, work / "loss", c.env, c.address, hook)
         while len(list(hook.glob("*.pid"))) < 2:
             if p.poll() is not None:

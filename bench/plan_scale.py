@@ -18,27 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-SPEC = """name = "plan-scale"
-{where}
-[model]
-heads = 2
-seq_len = 8
-[data]
-vocab_size = 8
-[train]
-batch_size = 2
-steps = 10
-[grid]
-depth = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
-width = [4, 8, 12, 16, 20, 24, 28, 32, 36, 40]
-seed = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
-{more}"""
-MORE = (
-    "lr = [0.0001, 0.0002, 0.0003, 0.0005, 0.0007, 0.001, 0.0015, 0.002, 0.003, 0.005]\n"
-    '"train.warmup_steps" = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n'
-    '"train.weight_decay" = [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09]\n'
-)
-WHERE = 'where = "width % heads == 0 and depth <= 4 and seed < 2{more}"'
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from helpers import write_spec  # noqa: E402
+from test_sweep_expand import big_grid  # noqa: E402  (the grid the expansion tests plan)
+
+WHERE = "width % heads == 0 and depth <= 4 and seed < 2"
+# the smoke run's grid: depth x width x seed, 1,000 candidates
+SMOKE = {"lr": None, "train.warmup_steps": None, "train.weight_decay": None}
 
 
 def timed(spec: Path) -> tuple[float, float, int, str]:
@@ -60,10 +46,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="1,000 candidates")
     a = ap.parse_args()
-    more = "" if a.smoke else MORE
+    axes = SMOKE if a.smoke else None
     cases = {
         "bare grid": "",
-        "filtered": WHERE.format(more="" if a.smoke else " and lr < 0.002 and weight_decay < 0.01"),
+        "filtered": WHERE + ("" if a.smoke else " and lr < 0.002 and weight_decay < 0.01"),
     }
     print(
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
@@ -72,8 +58,7 @@ def main() -> None:
     print("| case | exit | wall s | CPU s | first line |\n|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for case, where in cases.items():
-            spec = Path(tmp) / "spec.toml"
-            spec.write_text(SPEC.format(where=where, more=more))
+            spec = write_spec(Path(tmp), big_grid(where, "plan-scale", axes))
             wall, cpu, rc, first = timed(spec)
             print(f"| {case} | {rc} | {wall:.2f} | {cpu:.2f} | {first[:110]} |", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")

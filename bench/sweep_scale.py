@@ -23,34 +23,26 @@ from pathlib import Path
 DEPTHWIDTH = str(Path(sys.executable).with_name("depthwidth"))
 WIDTHS = [4, 8, 12, 16, 20, 24, 28, 32, 36, 40]
 DEPTHS = [1, 2, 3, 4, 5]
-SPEC = """name = "scale"
-where = "seed * 50 + (depth - 1) * 10 + width // 4 - 1 < {trials}"
-[model]
-heads = 1
-seq_len = 8
-[data]
-vocab_size = 8
-[train]
-batch_size = 2
-eval_every = {steps}
-eval_batches = 1
-warmup_steps = 1
-[grid]
-depth = {depths}
-width = {widths}
-seed = {seeds}
-[budget]
-steps = {steps}
-[resources]
-cpus = 1
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from helpers import spec_toml, write_spec  # noqa: E402
 
 
-def write_spec(path: Path, trials: int, steps: int) -> Path:
-    per_seed = len(DEPTHS) * len(WIDTHS)  # the where filter keeps the first `trials` points
+def scale_spec(folder: Path, name: str, trials: int, steps: int) -> Path:
+    """The first `trials` points of depths x widths x seeds (the where filter keeps them), each a
+    one-head model of `steps` steps evaluated once at its end, as the spec file `name`."""
+    per_seed = len(DEPTHS) * len(WIDTHS)
     seeds = list(range(-(-trials // per_seed)))
-    path.write_text(SPEC.format(steps=steps, depths=DEPTHS, widths=WIDTHS, seeds=seeds, trials=trials))
-    return path
+    text = spec_toml(
+        "scale",
+        where=f"seed * 50 + (depth - 1) * 10 + width // 4 - 1 < {trials}",
+        model={"heads": 1, "seq_len": 8},
+        data={"vocab_size": 8},
+        train={"batch_size": 2, "eval_every": steps, "warmup_steps": 1},
+        grid={"depth": DEPTHS, "width": WIDTHS, "seed": seeds},
+        budget={"steps": steps},
+        resources={"cpus": 1},
+    )
+    return write_spec(folder, text, name)
 
 
 def rss_mb(pid: int) -> float:
@@ -92,20 +84,8 @@ def sweep(spec: Path, store: Path, concurrent: int) -> dict:
     from runstore.location import Location
     from runstore.tables import read_tables
 
-    res = timed(
-        [
-            DEPTHWIDTH,
-            "sweep",
-            "run",
-            str(spec),
-            "--storage",
-            str(store),
-            "--no-analyze",
-            "--max-concurrent",
-            str(concurrent),
-        ],
-        sample_rss=True,
-    )
+    cmd = [DEPTHWIDTH, "sweep", "run", str(spec), "--storage", str(store), "--no-analyze"]
+    res = timed([*cmd, "--max-concurrent", str(concurrent)], sample_rss=True)
     runs, curves, _ = read_tables(Location(str(store)))
     assert (runs["status"] == "ok").all(), runs["status"].value_counts()
     return {
@@ -188,8 +168,8 @@ def main() -> None:
     load = os.getloadavg()[0]
     figures: dict = {"load_before": round(load, 2), "cores": os.cpu_count()}
     with tempfile.TemporaryDirectory() as tmp:
-        big = write_spec(Path(tmp) / "big.toml", args.trials, args.steps)
-        small = write_spec(Path(tmp) / "small.toml", args.small, args.steps)
+        big = scale_spec(Path(tmp), "big.toml", args.trials, args.steps)
+        small = scale_spec(Path(tmp), "small.toml", args.small, args.steps)
         figures["plan"] = plan_cost(big)
         print("plan:", figures["plan"], flush=True)
         figures["record"] = record_cost(tmp, args.trials)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -72,3 +74,25 @@ def project_folder(location: str | os.PathLike) -> str | None:
         return None
     p = Path(s.removeprefix("file://")).expanduser().absolute()
     return next((m for m in PROJECT_MARKS if (p / m).exists()), None)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def remove_orphaned(parent: Path, pattern: re.Pattern[str]) -> None:
+    """Remove the working folders in `parent` of commands that were killed before they could:
+    a folder (not a link) whose name `pattern` matches, its first group the pid of a process that
+    is gone."""
+    with contextlib.suppress(OSError):
+        for p in parent.iterdir():
+            m = pattern.match(p.name)
+            if m and p.is_dir() and not p.is_symlink() and int(m.group(1)) != os.getpid():
+                if not _alive(int(m.group(1))):
+                    shutil.rmtree(p, ignore_errors=True)

@@ -4,13 +4,15 @@ package's tool) and CompleteP across depth (Dey et al. 2025, Figure 7; docs/scie
 Train the same model at several widths (or depths) for a few AdamW steps at one learning rate and
 record the typical size (mean |x|) of every block's output and of the logits after each step.
 Under a parametrization that transfers, the curves for different sizes lie on top of each other;
-otherwise they grow with size. Diagnostics (`coord_check`, `depth_coord_check` -> DataFrame,
-`width_spread`, `depth_spread`), used by the tests.
+otherwise they grow with size. Diagnostics (`coord_check`, `depth_coord_check` -> DataFrame, each
+model trained as a `Probe` says; `width_spread`, `depth_spread`), used by the tests.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -53,38 +55,50 @@ def _batch(vocab_size: int, batch_size: int, seq_len: int) -> tuple[torch.Tensor
     return x[:, :-1], x[:, 1:]
 
 
-def coord_check(
-    widths: list[int],
-    parametrization: str,
-    depth: int = 2,
-    steps: int = 4,
-    lr: float = 1e-2,
-    base_width: int = 32,
-    seq_len: int = 16,
-    vocab_size: int = 32,
-    batch_size: int = 8,
-    seeds: int = 2,
-    heads: int = 4,
-) -> pd.DataFrame:
-    """Rows: parametrization, width, seed, step (0 = init), layer, act_size (mean |x|)."""
-    x, y = _batch(vocab_size, batch_size, seq_len)
-    rows = []
-    for width in widths:
-        for seed in range(seeds):
+@dataclass(frozen=True)
+class Probe:
+    """How each model of a check is trained and measured: `steps` AdamW steps at `lr` on one
+    fixed batch of `batch_size` contexts of `seq_len` tokens out of `vocab_size`, once per seed
+    of `seeds`; the models have `heads` heads and μP's base width `base_width`."""
+
+    steps: int = 4
+    lr: float = 1e-2
+    base_width: int = 32
+    seq_len: int = 16
+    vocab_size: int = 32
+    batch_size: int = 8
+    seeds: int = 2
+    heads: int = 4
+
+
+def _check(probe: Probe, parametrization: str, sizes: dict[int, dict]) -> Iterator[tuple[int, int, dict]]:
+    """(size, seed, row of _probe) for every model: `sizes` maps each size to the ModelConfig
+    fields that make it, the rest of the model is the probe's."""
+    x, y = _batch(probe.vocab_size, probe.batch_size, probe.seq_len)
+    for size, fields in sizes.items():
+        for seed in range(probe.seeds):
             cfg = ModelConfig(
-                depth=depth,
-                width=width,
-                heads=heads,
-                seq_len=seq_len,
-                vocab_size=vocab_size,
+                heads=probe.heads,
+                seq_len=probe.seq_len,
+                vocab_size=probe.vocab_size,
                 parametrization=parametrization,
-                base_width=base_width,
+                base_width=probe.base_width,
+                **fields,
             )
-            rows += [
-                dict(parametrization=parametrization, width=width, seed=seed, **r)
-                for r in _probe(cfg, x, y, steps, lr, seed)
-            ]
-    return pd.DataFrame(rows)
+            for row in _probe(cfg, x, y, probe.steps, probe.lr, seed):
+                yield size, seed, row
+
+
+def coord_check(widths: list[int], parametrization: str, depth: int = 2, **probe) -> pd.DataFrame:
+    """Rows: parametrization, width, seed, step (0 = init), layer, act_size (mean |x|); `probe`
+    sets the fields of Probe."""
+    sizes = {width: dict(depth=depth, width=width) for width in widths}
+    return pd.DataFrame(
+        [
+            dict(parametrization=parametrization, width=width, seed=seed, **row)
+            for width, seed, row in _check(Probe(**probe), parametrization, sizes)
+        ]
+    )
 
 
 def width_spread(df: pd.DataFrame, step: int | None = None) -> pd.Series:
@@ -103,51 +117,36 @@ def depth_coord_check(
     depths: list[int],
     parametrization: str,
     width: int = 32,
-    steps: int = 4,
-    lr: float = 1e-2,
     base_depth: int = 2,
-    base_width: int = 32,
-    seq_len: int = 16,
-    vocab_size: int = 32,
-    batch_size: int = 8,
-    seeds: int = 2,
-    heads: int = 4,
     depth_alpha: float = 1.0,
+    **probe,
 ) -> pd.DataFrame:
     """Rows: parametrization, depth, seed, step, layer (q1, q2, q3, last: the block at that
-    fraction of the stack; logits), act_size (mean |x|)."""
-    x, y = _batch(vocab_size, batch_size, seq_len)
-    rows = []
+    fraction of the stack; logits), act_size (mean |x|); `probe` sets the fields of Probe."""
+    names: dict[int, dict[str, list[str]]] = {}
     for depth in depths:
         # layer name(s) each probed tensor stands for; with < 4 blocks one block covers several
-        names: dict[str, list[str]] = {"logits": ["logits"]}
+        names[depth] = {"logits": ["logits"]}
         for name, q in DEPTH_LAYERS.items():
-            names.setdefault(f"block{max(0, math.ceil(q * depth) - 1)}", []).append(name)
-        for seed in range(seeds):
-            cfg = ModelConfig(
-                depth=depth,
-                width=width,
-                heads=heads,
-                seq_len=seq_len,
-                vocab_size=vocab_size,
+            names[depth].setdefault(f"block{max(0, math.ceil(q * depth) - 1)}", []).append(name)
+    sizes = {
+        depth: dict(depth=depth, width=width, base_depth=base_depth, depth_alpha=depth_alpha)
+        for depth in depths
+    }
+    return pd.DataFrame(
+        [
+            dict(
                 parametrization=parametrization,
-                base_width=base_width,
-                base_depth=base_depth,
-                depth_alpha=depth_alpha,
+                depth=depth,
+                seed=seed,
+                step=row["step"],
+                layer=n,
+                act_size=row["act_size"],
             )
-            rows += [
-                dict(
-                    parametrization=parametrization,
-                    depth=depth,
-                    seed=seed,
-                    step=r["step"],
-                    layer=n,
-                    act_size=r["act_size"],
-                )
-                for r in _probe(cfg, x, y, steps, lr, seed)
-                for n in names.get(r["layer"], [])
-            ]
-    return pd.DataFrame(rows)
+            for depth, seed, row in _check(Probe(**probe), parametrization, sizes)
+            for n in names[depth].get(row["layer"], [])
+        ]
+    )
 
 
 def depth_spread(df: pd.DataFrame, step: int | None = None) -> pd.Series:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from helpers import free_ports, ray_start
 
 REPO = Path(__file__).resolve().parent.parent
 # The reference data (docs/data.md): ../shared/data beside the repository, or DEPTHWIDTH_DATA.
@@ -35,18 +36,6 @@ def pytest_collection_modifyitems(config, items):
     a minute-long test at the end."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)  # stable: the order within stays
-
-
-def free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
 
 
 @dataclass
@@ -129,31 +118,18 @@ def ray_cluster() -> RayCluster:
     # The Jobs API lives in the dashboard, which needs ray[default]; without it the head runs
     # dashboard-less and the Jobs test skips.
     jobs = importlib.util.find_spec("aiohttp") is not None
-    cmd = [
-        sys.executable,
-        "-m",
-        "ray.scripts.scripts",
-        "start",
+    cmd = ray_start(
+        [nm, om, renv, agent_grpc, agent_http, metrics],
         "--head",
-        "--block",
-        "--node-ip-address=127.0.0.1",
         f"--port={gcs}",
         "--num-cpus=2",
-        "--num-gpus=0",
         f"--include-dashboard={'true' if jobs else 'false'}",
         "--dashboard-host=127.0.0.1",
         f"--dashboard-port={dash}",
-        f"--node-manager-port={nm}",
-        f"--object-manager-port={om}",
-        f"--dashboard-agent-grpc-port={agent_grpc}",
-        f"--dashboard-agent-listen-port={agent_http}",
-        f"--metrics-export-port={metrics}",
-        f"--runtime-env-agent-port={renv}",
         f"--worker-port-list={','.join(map(str, workers))}",
         "--object-store-memory=200000000",
         f"--temp-dir={tmp / 'ray'}",
-        "--disable-usage-stats",
-    ]
+    )
     log = open(tmp / "ray_start.log", "w")
     # A new session: the head and everything it spawns share one process group, so stopping
     # it below touches only this cluster, never another Ray on the machine.

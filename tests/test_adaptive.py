@@ -14,31 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import cli, hook_env, run_args, run_sweep, spec_toml, write_spec
 
 from sweeps.designing.adaptive import LOG, Policy, parse_adaptive, read_log, spec_cells
 from sweeps.plans.errors import SpecError
 
-SPEC = """name = "{name}"
-[model]
-heads = 2
-seq_len = 16
-[data]
-vocab_size = 16
-[train]
-batch_size = 4
-eval_every = 5
-eval_batches = 1
-warmup_steps = 2
-[grid]
-depth = {depths}
-width = {widths}
-seed = [0, 1]
-[budget]
-steps = 10
-[resources]
-cpus = 1
-max_failures = 1
-"""
 DEPTHS, WIDTHS = [1, 2, 3, 4, 6, 8], [16, 32, 64, 128]
 # the trainable replaced by the planted one in the driver; Tune ships it to the workers by name
 PLANTED_DRIVER = (
@@ -47,9 +27,16 @@ PLANTED_DRIVER = (
 )
 
 
-def spec_text(name: str, adaptive: str = "", depths=DEPTHS, widths=WIDTHS) -> str:
-    table = f"[adaptive]\n{adaptive}\n" if adaptive else ""
-    return SPEC.format(name=name, depths=depths, widths=widths) + table
+def spec_text(name: str, adaptive: str = "", depths=DEPTHS, widths=WIDTHS, seeds=(0, 1)) -> str:
+    """The tiny model's grid of depths x widths x seeds, 10 steps a trial, with the [adaptive]
+    table's lines `adaptive`."""
+    return spec_toml(
+        name,
+        grid={"depth": depths, "width": widths, "seed": list(seeds)},
+        budget={"steps": 10},
+        resources={"cpus": 1, "max_failures": 1},
+        extra=f"[adaptive]\n{adaptive}\n" if adaptive else "",
+    )
 
 
 def planted_runs(spec) -> pd.DataFrame:
@@ -94,15 +81,9 @@ def replay(spec, cfg):
     ],
 )
 def test_bad_adaptive_table_exits_2_and_writes_nothing(tmp_path, table, field):
-    spec = tmp_path / "bad.toml"
-    spec.write_text(spec_text("bad", table))
+    spec = write_spec(tmp_path, spec_text("bad", table), "bad.toml")
     store = tmp_path / "store"
-    p = subprocess.run(
-        [sys.executable, "-m", "sweeps.cli", "run", str(spec), "--storage", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = run_sweep(["run", str(spec), "--storage", str(store)], timeout=120)
     assert p.returncode == 2, p.stdout + p.stderr
     assert field in p.stderr and len(p.stderr.strip().splitlines()) == 1
     assert not store.exists()
@@ -155,8 +136,8 @@ def log_of(store: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_adaptive_sweep_on_ray_stops_at_its_target(ray_cluster, tmp_path):
-    spec = tmp_path / "target.toml"
-    spec.write_text(spec_text("target", "target_width = 1.0\ninitial = 8\nbatch = 4\nbootstrap = 50"))
+    target = spec_text("target", "target_width = 1.0\ninitial = 8\nbatch = 4\nbootstrap = 50")
+    spec = write_spec(tmp_path, target, "target.toml")
     store = tmp_path / "store"
     proc = run_planted(
         ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"],
@@ -172,12 +153,7 @@ def test_adaptive_sweep_on_ray_stops_at_its_target(ray_cluster, tmp_path):
     assert est["width"] <= 1.0 and est["ci"][0] <= 3.0 <= est["ci"][1]
     assert "adaptive: stopped, target reached" in out
     # the report names the runs the sweep chose and why
-    p = subprocess.run(
-        [sys.executable, "-m", "analysis", "analyze", str(store), "--bootstrap", "20"],
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
+    p = cli("analyze", store, "--bootstrap", 20, timeout=400)
     assert p.returncode == 0, p.stdout + p.stderr
     md = (store / "analysis" / "report.md").read_text()
     section = md[md.index("## Adaptive sweep") :]
@@ -191,24 +167,14 @@ def test_adaptive_sweep_on_ray_stops_at_its_target(ray_cluster, tmp_path):
 def test_killed_adaptive_sweep_resumes_and_stops_on_its_budget(ray_cluster, tmp_path):
     """Killed mid-way through its adaptive rounds, the rerun starts no stored trial again,
     finishes the choices of the killed run, continues the rounds and stops on max_trials."""
-    spec = tmp_path / "resume.toml"
-    spec.write_text(
-        spec_text("resume", "target_width = 0.001\nmax_trials = 14\ninitial = 8\nbatch = 2\nbootstrap = 30")
+    budget = spec_text(
+        "resume", "target_width = 0.001\nmax_trials = 14\ninitial = 8\nbatch = 2\nbootstrap = 30"
     )
+    spec = write_spec(tmp_path, budget, "resume.toml")
     store, hook = tmp_path / "store", tmp_path / "hook"
-    hook.mkdir()
-    env = {**ray_cluster.env, "DEPTHWIDTH_TEST_HOOK_DIR": str(hook)}
-    args = [
-        "run",
-        str(spec),
-        "--address",
-        ray_cluster.address,
-        "--storage",
-        str(store),
-        "--max-concurrent",
-        "1",
-        "--no-analyze",
-    ]
+    env = hook_env(ray_cluster.env, hook)
+    args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store)]
+    args += ["--max-concurrent", "1", "--no-analyze"]
     proc = run_planted(
         args, {**env, "DEPTHWIDTH_PLANTED_LAW": json.dumps({"sleep_s": 1.0})}, start_new_session=True
     )
@@ -247,30 +213,10 @@ def test_adaptive_flag_runs_real_trials(ray_cluster, tmp_path):
     """`--adaptive` without an [adaptive] table: the defaults, on the real trainable; a
     3 x 2 grid of one seed (the fewest shapes b can be fitted from) is all first batch, after which
     the searcher says why it stops."""
-    spec = tmp_path / "flag.toml"
-    spec.write_text(
-        spec_text("flag", depths=[1, 2, 3], widths=[8, 16]).replace("seed = [0, 1]", "seed = [0]")
-    )
+    spec = write_spec(tmp_path, spec_text("flag", depths=[1, 2, 3], widths=[8, 16], seeds=[0]), "flag.toml")
     store = tmp_path / "store"
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeps.cli",
-            "run",
-            str(spec),
-            "--address",
-            ray_cluster.address,
-            "--storage",
-            str(store),
-            "--adaptive",
-            "--no-analyze",
-        ],
-        env=ray_cluster.env,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
+    args = run_args(spec, store, "--adaptive", "--no-analyze", address=ray_cluster.address)
+    p = run_sweep(args, ray_cluster.env, timeout=400)
     assert p.returncode == 0, p.stdout + p.stderr
     runs, log = stored(store), log_of(store)
     assert "6 trials to choose from, adaptively, (0 already in the store)" in p.stdout

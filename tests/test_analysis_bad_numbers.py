@@ -6,33 +6,16 @@ with one sentence naming the column, the row and the value, and writes nothing.
 """
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
+from helpers import cli
 
 from analysis.fitting import synthetic
 
 
 def analyze(csv, out, *extra):
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "depthwidth.cli",
-            "analyze",
-            str(csv),
-            "--out",
-            str(out),
-            "--bootstrap",
-            "0",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return cli("analyze", csv, "--out", out, "--bootstrap", 0, *extra)
 
 
 def planted(seeds=(0,), **cols) -> pd.DataFrame:

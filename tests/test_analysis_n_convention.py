@@ -5,12 +5,11 @@ constants on total counts whenever the input gives them, and the report says whi
 """
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import cli
 
 V = 50_000
 PLANTED = dict(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)  # Hoffmann et al. 2022
@@ -42,23 +41,7 @@ def suite() -> pd.DataFrame:
 def analyze(tmp_path, df, *extra):
     df.to_csv(tmp_path / "suite.csv", index=False)
     out = tmp_path / "out"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "depthwidth.cli",
-            "analyze",
-            str(tmp_path / "suite.csv"),
-            "--out",
-            str(out),
-            "--bootstrap",
-            "0",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    res = cli("analyze", tmp_path / "suite.csv", "--out", out, "--bootstrap", 0, *extra)
     report = json.loads((out / "report.json").read_text()) if res.returncode == 0 else None
     md = (out / "report.md").read_text() if res.returncode == 0 else ""
     return res, report, md

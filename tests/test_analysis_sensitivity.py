@@ -16,7 +16,8 @@ KAPLAN = dict(E=1.2, A_N=30.0, alpha_N=0.3)
 
 
 @single_threaded
-def _check(runs: pd.DataFrame) -> dict:
+def sensitivity_of(runs: pd.DataFrame) -> dict:
+    """The sensitivity check of `runs` against the regime fits of all of them."""
     runs = runs.assign(run_id=runs["trial_id"])
     fits = regimes.fit_regimes(runs, n_boot=0)["fits"]
     return sensitivity.sensitivity(runs, runs, fits)
@@ -25,7 +26,9 @@ def _check(runs: pd.DataFrame) -> dict:
 def test_a_verdict_no_slice_moves_says_so():
     # at 3% noise b = 3 sits well inside every profile interval (at 0.5% the intervals are so
     # narrow that b = 3 crosses their edge with one slice or another: a knife-edge the check names)
-    s = _check(synthetic.make_runs("two_regime", range(1, 7), [16, 32, 64, 128, 256], P3, noise=0.03, seed=1))
+    s = sensitivity_of(
+        synthetic.make_runs("two_regime", range(1, 7), [16, 32, 64, 128, 256], P3, noise=0.03, seed=1)
+    )
     assert s["status"] == "ok" and s["changed"] == []
     assert s["left_out"] == ["depth", "width"]  # one seed: none is left out
     assert len(s["refits"]) == 6 + 5
@@ -44,7 +47,7 @@ def test_the_one_slice_a_verdict_rests_on_is_named():
         "kaplan", [1, 2, 3, 4, 6], [16, 32, 64, 128], KAPLAN, seeds=(0, 1), noise=0.01, seed=2
     )
     runs.loc[runs["depth"] == 1, "loss"] *= 1.08  # a one-layer step on losses that follow N alone
-    s = _check(runs)
+    s = sensitivity_of(runs)
     assert s["reference"]["preferred"] != "kaplan"  # shape matters, on all runs
     # depth 1 holds the preference; depth 2 moves b = 3 into the interval (a knife-edge of its own)
     assert s["changed"] == ["depth 1", "depth 2"]

@@ -4,13 +4,11 @@ check that this envelope recovers the threshold base b where averaging over lr d
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import cli
 
 from analysis.fitting import synthetic
 from analysis.laws import tuning
@@ -156,9 +154,6 @@ def test_envelope_recovers_planted_threshold_base_where_averaging_over_lr_does_n
     assert avg is None or abs(avg / b - 1) > 0.05 or not avg_ci[0] <= b <= avg_ci[1], (avg, avg_ci)
 
 
-EXE = str(Path(sys.executable).parent / "depthwidth")
-
-
 @pytest.mark.slow
 def test_analyze_cli_reports_rule_axes_parametrization_and_draws_the_lr_figure(tmp_path):
     p = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
@@ -169,10 +164,7 @@ def test_analyze_cli_reports_rule_axes_parametrization_and_draws_the_lr_figure(t
     runs["parametrization"] = "mup"
     path = tmp_path / "planted.csv"
     runs.drop(columns=["clean_loss", "lr_opt"]).to_csv(path, index=False)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    run = lambda *a: subprocess.run(
-        [EXE, "analyze", str(path), *a], capture_output=True, text=True, env=env, timeout=300
-    )
+    run = lambda *a: cli("analyze", path, *a, env={**os.environ, "MPLBACKEND": "Agg"})
     r = run("--out", str(tmp_path / "out"), "--bootstrap", "20", "--tune", "warm")
     assert r.returncode == 0, r.stderr
     assert "tuning axes: warm, lr; selection: split; parametrization: mup" in r.stdout

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -80,18 +79,12 @@ EXPECTED = {
 }
 
 
-def _cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "depthwidth.cli", *map(str, args)], capture_output=True, text=True, timeout=600
-    )
-
-
 @pytest.mark.parametrize("kind", list(TABLES))
 def test_each_kind_of_answer_comes_first_everywhere(tmp_path, kind):
     runs = TABLES[kind]()
     csv = tmp_path / "runs.csv"
     runs[["depth", "width", "seed", "loss"]].to_csv(csv, index=False)
-    res = _cli("analyze", csv, "--out", tmp_path / "out", "--bootstrap", 20)
+    res = cli("analyze", csv, "--out", tmp_path / "out", "--bootstrap", 20)
     assert res.returncode == 0, res.stderr
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     said = report["answer"]

@@ -6,21 +6,12 @@ repository."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-EXE = str(Path(sys.executable).parent / "depthwidth")
+from helpers import cli, spec_toml, write_spec
+
 SWEEPS = Path(__file__).resolve().parent.parent / "sweeps"
-
-
-def cli(*args, cwd) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [EXE, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd, env=env
-    )
 
 
 def test_a_bundled_spec_plans_by_name_from_any_folder(tmp_path):
@@ -37,7 +28,7 @@ def test_a_bundled_spec_plans_by_name_from_any_folder(tmp_path):
 def test_a_local_file_of_the_same_name_wins_and_says_so(tmp_path):
     text = (SWEEPS / "smoke.toml").read_text().replace('name = "smoke"', 'name = "mine"')
     text = text.replace("depth = [1, 2, 3, 4]", "depth = [1]")
-    (tmp_path / "smoke.toml").write_text(text)
+    write_spec(tmp_path, text, "smoke.toml")
     for arg in ("smoke", "smoke.toml"):
         r = cli("sweep", "plan", arg, cwd=tmp_path)
         assert r.returncode == 0, r.stderr
@@ -69,12 +60,18 @@ def test_sweep_specs_lists_each_bundled_spec_with_its_purpose_and_cost(tmp_path)
 
 
 def test_a_plan_works_before_its_data_is_prepared_and_a_run_does_not(tmp_path):
-    spec = tmp_path / "later.toml"
-    spec.write_text(
-        'name = "later"\n[model]\nheads = 2\nseq_len = 16\nvocab_size = 512\n'
-        '[data]\nsource = "tokens"\npath = "corpus"\n[grid]\ndepth = [1, 2]\nwidth = [16]\n'
-        "[budget]\ntokens = 1e5\n"
-    )
+    def later(vocab_size: int | None) -> str:
+        """Two trials on token files not prepared yet, of a vocabulary `vocab_size` (None: unsaid)."""
+        return spec_toml(
+            "later",
+            base={},
+            model={"heads": 2, "seq_len": 16, "vocab_size": vocab_size},
+            data={"source": "tokens", "path": "corpus"},
+            grid={"depth": [1, 2], "width": [16]},
+            budget={"tokens": 1e5},
+        )
+
+    spec = write_spec(tmp_path, later(512), "later.toml")
     r = cli("sweep", "plan", spec, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "2 trials" in r.stdout and f"data: {tmp_path / 'corpus'} is not here yet" in r.stdout
@@ -82,7 +79,7 @@ def test_a_plan_works_before_its_data_is_prepared_and_a_run_does_not(tmp_path):
     assert r.returncode == 2 and "does not exist" in r.stderr and r.stderr.count("\n") == 1
     assert not (tmp_path / "results").exists()
     # without model.vocab_size the plan cannot size the embedding, and says why
-    spec.write_text(spec.read_text().replace("vocab_size = 512\n", ""))
+    write_spec(tmp_path, later(None), "later.toml")
     r = cli("sweep", "plan", spec, cwd=tmp_path)
     assert r.returncode == 2 and "does not exist" in r.stderr
 

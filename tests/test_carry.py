@@ -5,43 +5,29 @@ local Ray; bad tables are refused with nothing written."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
-
-SPEC = """name = "carry"
-[model]
-heads = 2
-seq_len = 16
-[data]
-vocab_size = 16
-[train]
-batch_size = 4
-eval_every = 10
-eval_batches = 1
-warmup_steps = 2
-steps = 20
-[grid]
-depth = [1]
-width = {widths}
-seed = [0, 1]
-[resources]
-cpus = 1
-max_failures = 1
-"""
+from helpers import run_sweep, spec_toml, write_spec
 
 
-def _cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "sweeps.cli", *args], capture_output=True, text=True, timeout=timeout
+def carry_spec(widths: list[int]) -> str:
+    """One depth, `widths` and two seeds of the tiny model, 20 steps a trial."""
+    return spec_toml(
+        "carry",
+        train={"eval_every": 10, "steps": 20},
+        grid={"depth": [1], "width": widths, "seed": [0, 1]},
+        resources={"cpus": 1, "max_failures": 1},
     )
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return run_sweep(list(args), timeout=300)
 
 
 @pytest.mark.slow
 def test_a_moved_sweep_takes_its_finished_trials_from_the_table(tmp_path):
-    first = tmp_path / "first.toml"
-    first.write_text(SPEC.format(widths="[8, 16]"))
+    first = write_spec(tmp_path, carry_spec([8, 16]), "first.toml")
     p = _cli("run", str(first), "--storage", str(tmp_path / "a"), "--no-analyze")
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     table = tmp_path / "runs.csv"
@@ -50,8 +36,7 @@ def test_a_moved_sweep_takes_its_finished_trials_from_the_table(tmp_path):
     shipped = pd.read_csv(table, dtype={"trial_id": str})
     assert len(shipped) == 4
     # on the new machine: a fresh store, the sweep extended by one width
-    moved = tmp_path / "moved.toml"
-    moved.write_text(SPEC.format(widths="[8, 16, 24]"))
+    moved = write_spec(tmp_path, carry_spec([8, 16, 24]), "moved.toml")
     p = _cli("run", str(moved), "--storage", str(tmp_path / "b"), "--from", str(table), "--no-analyze")
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert f"4 finished trial(s) carried from {table}" in p.stdout
@@ -78,8 +63,7 @@ def test_a_moved_sweep_takes_its_finished_trials_from_the_table(tmp_path):
     ],
 )
 def test_bad_tables_are_refused_with_nothing_written(tmp_path, content, name, message):
-    spec = tmp_path / "s.toml"
-    spec.write_text(SPEC.format(widths="[8]"))
+    spec = write_spec(tmp_path, carry_spec([8]), "s.toml")
     table = tmp_path / name
     if content is not None:
         table.write_text(content)

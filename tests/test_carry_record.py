@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import cli, exported_row, sentence, spec_toml, write_spec
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from test_cli_refusals import cli, sentence
 
 from sweeps.plans.errors import SpecError
 from sweeps.plans.spec import load_spec
@@ -23,38 +23,20 @@ from sweeps.plans.trialconfig import TrialConfig
 from sweeps.running.carry import rows_to_carry
 from sweeps.running.record import config_columns, planned_columns
 
-ONE_RUN = """name = "onerun"
-[model]
-heads = 2
-seq_len = 16
-parametrization = "completep"
-base_width = 16
-base_depth = 1
-[data]
-source = "pcfg"
-vocab_size = 32
-[train]
-batch_size = 4
-warmup_steps = 2
-eval_every = 10
-schedule = "wsd"
-[grid]
-depth = [1, 2]
-width = [16]
-lr = [3e-3]
-steps = STEPS
-[budget]
-from_one_run = true
-[resources]
-cpus = 1
-max_failures = 0
-"""
+# depths 1 and 2 of a CompleteP model, each one WSD run whose shorter budgets are its cooldown
+# branches
+ONE_RUN = {
+    "model": {"heads": 2, "seq_len": 16, "parametrization": "completep", "base_width": 16, "base_depth": 1},
+    "data": {"source": "pcfg", "vocab_size": 32},
+    "train": {"batch_size": 4, "warmup_steps": 2, "eval_every": 10, "schedule": "wsd"},
+    "grid": {"depth": [1, 2], "width": [16], "lr": [3e-3], "steps": [20, 40]},
+    "budget": {"from_one_run": True},
+    "resources": {"cpus": 1, "max_failures": 0},
+}
 
 
-def spec_file(folder: Path, steps: str = "[20, 40]", name: str = "onerun.toml") -> Path:
-    path = folder / name
-    path.write_text(ONE_RUN.replace("STEPS", steps))
-    return path
+def spec_file(folder: Path, steps=(20, 40), name: str = "onerun.toml") -> Path:
+    return write_spec(folder, spec_toml("onerun", base=ONE_RUN, grid={"steps": list(steps)}), name)
 
 
 def table_of(spec, only: set[int] | None = None) -> pd.DataFrame:
@@ -66,17 +48,7 @@ def table_of(spec, only: set[int] | None = None) -> pd.DataFrame:
             continue
         tc = TrialConfig.of(t, branched_from=spec.branched_from.get(t.trial_id, ""))
         rows.append(
-            {
-                **config_columns(tc),
-                **planned_columns(tc),
-                "final_train_loss": 3.0 - 0.01 * i,
-                "final_val_loss": 3.1 - 0.01 * i,
-                "status": "ok",
-                "wall_s": 1.0,
-                "depthwidth_version": "0.1.0",
-                "torch_version": "2",
-                "device": "cpu",
-            }
+            exported_row({**config_columns(tc), **planned_columns(tc)}, 3.0 - 0.01 * i, 3.1 - 0.01 * i)
         )
     return pd.DataFrame(rows)
 
@@ -195,12 +167,12 @@ def test_from_refuses_a_forged_row_through_the_cli_with_nothing_written(tmp_path
 def test_a_budget_added_after_its_run_is_stored_is_planned_and_run_in_full(tmp_path):
     """The plan and the run agree on what is a cooldown branch: a budget added once its run is in
     the store is a run of its own, priced in full by `sweep plan` and trained in full by the sweep."""
-    first = spec_file(tmp_path, "[20, 40]")
+    first = spec_file(tmp_path, [20, 40])
     table_of(load_spec(first)).to_csv(tmp_path / "t.csv", index=False)
     store = tmp_path / "s"
     r = cli("sweep", "run", first, "--storage", store, "--from", tmp_path / "t.csv", "--no-analyze")
     assert r.returncode == 0 and "4 finished trial(s) carried" in r.stdout, r.stderr
-    more = spec_file(tmp_path, "[10, 20, 40]", "more.toml")
+    more = spec_file(tmp_path, [10, 20, 40], "more.toml")
     r = cli("sweep", "plan", more, "--storage", store, "--json")
     assert r.returncode == 0, r.stderr
     plan = {o["trial_id"]: o for o in map(json.loads, r.stdout.splitlines())}
@@ -215,10 +187,10 @@ def test_a_budget_added_after_its_run_is_stored_is_planned_and_run_in_full(tmp_p
 
 
 def test_two_budgets_of_one_length_in_one_run_are_refused_when_the_spec_is_read(tmp_path):
-    text = ONE_RUN.replace("steps = STEPS", "eval_every = [2, 5]").replace("[train]", "[train]\nsteps = 20")
-    text = text.replace("eval_every = 10\n", "")
-    (tmp_path / "twin.toml").write_text(text)
-    r = cli("sweep", "plan", tmp_path / "twin.toml")
+    grid = {"steps": None, "eval_every": [2, 5]}
+    train = {"steps": 20, "eval_every": None}
+    twin = write_spec(tmp_path, spec_toml("onerun", base=ONE_RUN, grid=grid, train=train), "twin.toml")
+    r = cli("sweep", "plan", twin)
     assert (
         r.returncode == 2
         and "train.eval_every = " in sentence(r)
@@ -227,9 +199,13 @@ def test_two_budgets_of_one_length_in_one_run_are_refused_when_the_spec_is_read(
 
 
 def test_an_early_rung_on_wsd_names_the_field_the_spec_sets(tmp_path):
-    text = ONE_RUN.replace("steps = STEPS", "lr = [3e-3, 1e-2, 3e-2]").replace("lr = [3e-3]\n", "")
-    text = text.replace("[budget]\nfrom_one_run = true", "[budget]\nsteps = 30\n[halving]\nat = [0.05]")
-    text = text.replace("eval_every = 10", "eval_every = 2")
-    (tmp_path / "h.toml").write_text(text)
-    r = cli("sweep", "plan", tmp_path / "h.toml")
+    text = spec_toml(
+        "onerun",
+        base=ONE_RUN,
+        train={"eval_every": 2},
+        grid={"steps": None, "lr": [3e-3, 1e-2, 3e-2]},
+        budget={"from_one_run": None, "steps": 30},
+        halving={"at": [0.05]},
+    )
+    r = cli("sweep", "plan", write_spec(tmp_path, text, "h.toml"))
     assert r.returncode == 2 and 'halving.at = [0.05] is invalid with schedule = "wsd"' in sentence(r)

@@ -3,45 +3,21 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-EXE = str(Path(sys.executable).parent / "depthwidth")
-
-
-def run(*args, cwd=None):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+from helpers import cli
 
 
 def test_help_lists_subcommands():
-    r = run("--help")
+    r = cli("--help")
     assert r.returncode == 0
     assert "train" in r.stdout
 
 
 def test_train_prints_progress_and_final_losses_beside_unigram_entropy(tmp_path):
     out = tmp_path / "run.json"
-    r = run(
-        "train",
-        "--depth",
-        "1",
-        "--width",
-        "16",
-        "--heads",
-        "2",
-        "--seq-len",
-        "32",
-        "--steps",
-        "20",
-        "--batch-size",
-        "8",
-        "--threads",
-        "1",
-        "--json",
-        str(out),
-    )
+    flags = "--depth 1 --width 16 --heads 2 --seq-len 32 --steps 20 --batch-size 8 --threads 1"
+    r = cli("train", *flags.split(), "--json", out)
     assert r.returncode == 0, r.stderr
     assert "step     20/20" in r.stdout
     line = [s for s in r.stdout.splitlines() if s.startswith("final train loss")][0]
@@ -54,31 +30,9 @@ def test_train_prints_progress_and_final_losses_beside_unigram_entropy(tmp_path)
 
 def test_train_completep_names_its_parametrization(tmp_path):
     out = tmp_path / "run.json"
-    r = run(
-        "train",
-        "--depth",
-        "4",
-        "--width",
-        "32",
-        "--heads",
-        "2",
-        "--seq-len",
-        "16",
-        "--steps",
-        "10",
-        "--batch-size",
-        "4",
-        "--threads",
-        "1",
-        "--parametrization",
-        "completep",
-        "--base-depth",
-        "2",
-        "--base-width",
-        "16",
-        "--json",
-        str(out),
-    )
+    flags = "--depth 4 --width 32 --heads 2 --seq-len 16 --steps 10 --batch-size 4 --threads 1"
+    completep = "--parametrization completep --base-depth 2 --base-width 16"
+    r = cli("train", *flags.split(), *completep.split(), "--json", out)
     assert r.returncode == 0, r.stderr
     assert "parametrization=completep (base_width=16, base_depth=2, alpha=1)" in r.stdout
     import json
@@ -101,7 +55,7 @@ def test_train_completep_names_its_parametrization(tmp_path):
     ],
 )
 def test_bad_input_one_sentence_exit_2(args, needle, tmp_path):
-    r = run("train", *args, "--json", str(tmp_path / "x.json"))
+    r = cli("train", *args, "--json", str(tmp_path / "x.json"))
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert needle in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

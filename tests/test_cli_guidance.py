@@ -7,24 +7,19 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
+from helpers import EXE, cli
 
 from analysis.fitting import synthetic
 from analysis.reporting import plots
 from depthwidth.cli import MODEL_FLAGS, TRAIN_FLAGS
 from depthwidth.config import ModelConfig, TrainConfig
 
-EXE = str(Path(sys.executable).parent / "depthwidth")
 
-
-def cli(*args, cwd=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "100"}
-    return subprocess.run(
-        [EXE, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd, env=env
-    )
+def guided(*args) -> subprocess.CompletedProcess:
+    """`depthwidth ARGS` on a terminal 100 columns wide (argparse wraps its help to it)."""
+    return cli(*args, env={**os.environ, "COLUMNS": "100"})
 
 
 def option_help(text: str) -> dict[str, str]:
@@ -40,7 +35,7 @@ def option_help(text: str) -> dict[str, str]:
 
 
 def test_train_help_shows_each_default_as_the_configs_hold_it():
-    r = cli("train", "--help")
+    r = guided("train", "--help")
     assert r.returncode == 0, r.stderr
     helps = option_help(r.stdout)
     model, train = ModelConfig(), TrainConfig()
@@ -59,7 +54,7 @@ def test_train_help_shows_each_default_as_the_configs_hold_it():
 
 
 def test_seprank_says_what_its_fields_mean_before_its_first_cell(tmp_path):
-    r = cli("seprank", "--depth", "1..2", "--width", "2", "--out", tmp_path / "out")
+    r = guided("seprank", "--depth", "1..2", "--width", "2", "--out", tmp_path / "out")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     first_cell = next(i for i, line in enumerate(lines) if re.match(r"depth \d+ width \d+: rank", line))

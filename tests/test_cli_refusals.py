@@ -4,31 +4,14 @@ spec's byte-order mark, accepted as the spec it is)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import cli, sentence
 
 from analysis.fitting import synthetic
 
-EXE = str(Path(sys.executable).parent / "depthwidth")
 SMOKE = Path(__file__).resolve().parent.parent / "sweeps" / "smoke.toml"
-
-
-def cli(*args, cwd=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [EXE, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd, env=env
-    )
-
-
-def sentence(r: subprocess.CompletedProcess) -> str:
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("depthwidth: error: "), r.stderr
-    return lines[0][len("depthwidth: error: ") :]
 
 
 def test_train_on_cuda_without_a_gpu_is_refused_before_training(tmp_path):

@@ -7,34 +7,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import cli, run_sweep, sentence, spec_toml, write_spec
 
 pytest.importorskip("tokenizers")
 
 from depthwidth.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
 from depthwidth.data import make_data  # noqa: E402
 
-EXE = str(Path(sys.executable).parent / "depthwidth")
 WORDS = "the quick brown fox jumps over a lazy dog while seven wizards box and quietly hum".split()
-
-
-def cli(*args, cwd=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [EXE, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd, env=env
-    )
-
-
-def sentence(r: subprocess.CompletedProcess) -> str:
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    lines = [x for x in r.stderr.strip().splitlines() if not x.startswith("data: ")]  # progress lines
-    assert len(lines) == 1 and lines[0].startswith("depthwidth: error: "), r.stderr
-    return lines[0][len("depthwidth: error: ") :]
 
 
 def documents(n: int, seed: int = 0) -> list[str]:
@@ -209,29 +193,16 @@ def test_bad_input_is_refused_with_one_sentence_and_nothing_written(tmp_path):
     assert r.returncode == 0 and json.loads((done / "meta.json").read_text())["vocab_size"] == 270
 
 
-SWEEP = """name = "shakespeare-bpe"
-[model]
-heads = 2
-seq_len = 32
-parametrization = "completep"
-base_width = 16
-base_depth = 1
-[data]
-source = "tokens"
-path = "prepared"
-[train]
-batch_size = 8
-eval_every = 10
-eval_batches = 1
-warmup_steps = 2
-[grid]
-depth = [1, 2]
-width = [16]
-[budget]
-steps = 20
-[resources]
-cpus = 1
-"""
+# a sweep over the prepared folder, read from the spec's folder
+SWEEP = spec_toml(
+    "shakespeare-bpe",
+    model={"seq_len": 32, "parametrization": "completep", "base_width": 16, "base_depth": 1},
+    data={"source": "tokens", "path": "prepared", "vocab_size": None},
+    train={"batch_size": 8, "eval_every": 10},
+    grid={"depth": [1, 2], "width": [16]},
+    budget={"steps": 20},
+    resources={"cpus": 1},
+)
 
 
 @pytest.mark.slow
@@ -247,26 +218,10 @@ def test_tiny_shakespeare_with_a_1024_symbol_bpe_trains_in_a_sweep_on_embedded_r
     assert meta["vocab_size"] == 1024 and meta["documents"] > 5000 and meta["val"]["tokens"] > 10_000
     # about 2.5 bytes per token: the BPE merges well beyond single bytes
     assert 2.0 < text.stat().st_size / meta["tokens"] < 3.5
-    (tmp_path / "bpe.toml").write_text(SWEEP)
+    spec = write_spec(tmp_path, SWEEP, "bpe.toml")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # the embedded Ray
     store = tmp_path / "store"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sweeps.cli",
-            "run",
-            str(tmp_path / "bpe.toml"),
-            "--storage",
-            str(store),
-            "--no-analyze",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    r = run_sweep(["run", str(spec), "--storage", str(store), "--no-analyze"], env, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     runs = pd.read_parquet(store / "runs.parquet")
     assert sorted(runs["status"]) == ["ok", "ok"], runs.get("error")
@@ -274,5 +229,5 @@ def test_tiny_shakespeare_with_a_1024_symbol_bpe_trains_in_a_sweep_on_embedded_r
     assert (runs["final_val_loss"] < np.log(1024)).all()  # below a uniform guess over the vocabulary
     from sweeps.plans.spec import load_spec
 
-    ids = {t.trial_id for t in load_spec(tmp_path / "bpe.toml").trials}
+    ids = {t.trial_id for t in load_spec(spec).trials}
     assert ids == set(runs["trial_id"])  # the ids name the prepared corpus by its meta.json hash

@@ -5,57 +5,42 @@ accepts and `design` rates as claimed. Small specs and few replicates keep it ch
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import cli, spec_toml, write_spec
 
 from analysis.power import design as dz
 
-SPEC = """name = "tiny"
-where = "depth <= 3 * log3(width)"
-[model]
-family = "transformer"
-heads = 2
-seq_len = 32
-parametrization = "completep"
-base_width = 16
-base_depth = 2
-[data]
-source = "pcfg"
-[train]
-batch_size = 8
-[grid]
-depth = {depths}
-width = {widths}
-lr = [1e-3, 3e-3, 1e-2]
-seed = [0, 1]
-[budget]
-tokens_per_param = 20
-min_steps = 50
-[storage]
-path = "results/tiny"
-"""
+# the tiny CompleteP plan `design` rates: every shape below 3 log_3 d, three learning rates, two
+# seeds, 20 tokens per parameter
+DESIGN = {
+    "where": "depth <= 3 * log3(width)",
+    "model": {
+        "family": "transformer",
+        "heads": 2,
+        "seq_len": 32,
+        "parametrization": "completep",
+        "base_width": 16,
+        "base_depth": 2,
+    },
+    "data": {"source": "pcfg"},
+    "train": {"batch_size": 8},
+    "budget": {"tokens_per_param": 20, "min_steps": 50},
+    "storage": {"path": "results/tiny"},
+}
 
 
-def _spec(tmp_path: Path, depths="[1, 2, 3, 4, 6]", widths="[16, 32, 64]", name="tiny.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(SPEC.format(depths=depths, widths=widths))
-    return p
+def design_spec(depths=(1, 2, 3, 4, 6), widths=(16, 32, 64), **tables) -> str:
+    """DESIGN's plan over `depths` x `widths`, `tables` laid over it as in spec_toml."""
+    grid = {"depth": list(depths), "width": list(widths), "lr": [1e-3, 3e-3, 1e-2], "seed": [0, 1]}
+    return spec_toml("tiny", base=DESIGN, grid=grid, **tables)
 
 
-EXE = str(Path(sys.executable).parent / "depthwidth")
-
-
-def _cli(*args, cwd=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [EXE, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=900, env=env
-    )
+def _spec(tmp_path: Path, depths=(1, 2, 3, 4, 6), widths=(16, 32, 64), name="tiny.toml") -> Path:
+    return write_spec(tmp_path, design_spec(depths, widths), name)
 
 
 def _trials(depths, widths, seeds=(0, 1)):
@@ -131,21 +116,8 @@ def test_design_json_agrees_with_analyze_on_the_same_planted_sweeps(tmp_path):
     CSV, in a subprocess) reaches the same claim and interval, so design's power is analyze's."""
     spec = _spec(tmp_path)
     out = tmp_path / "out"
-    res = _cli(
-        "design",
-        spec,
-        "--json",
-        "--effects",
-        "3",
-        "--replicates",
-        "2",
-        "--bootstrap",
-        "20",
-        "--jobs",
-        "1",
-        "--out",
-        out,
-    )
+    args = ["--effects", 3, "--replicates", 2, "--bootstrap", 20, "--jobs", 1, "--out", out]
+    res = cli("design", spec, "--json", *args)
     assert res.returncode == 0, res.stderr
     r = json.loads(res.stdout)
     for key in (
@@ -172,7 +144,7 @@ def test_design_json_agrees_with_analyze_on_the_same_planted_sweeps(tmp_path):
         table = dz.planted_table(trials, 3.0, model, np.random.default_rng([0, 3000, rep]))
         csv = tmp_path / f"rep{rep}.csv"
         table.to_csv(csv, index=False)
-        a = _cli("analyze", csv, "--bootstrap", "20", "--seed", rep, "--out", tmp_path / f"a{rep}")
+        a = cli("analyze", csv, "--bootstrap", "20", "--seed", rep, "--out", tmp_path / f"a{rep}")
         assert a.returncode == 0, a.stderr
         thr = json.loads((tmp_path / f"a{rep}" / "report.json").read_text())["threshold"]
         row = outcomes[(outcomes["effect"] == "3.0") & (outcomes["replicate"] == rep)].iloc[0]
@@ -186,7 +158,7 @@ def test_design_json_agrees_with_analyze_on_the_same_planted_sweeps(tmp_path):
     (store / "design").mkdir(parents=True)
     table.to_parquet(store / "runs.parquet", index=False)
     (store / "design" / "design.json").write_text((out / "design.json").read_text())
-    a = _cli("analyze", store, "--bootstrap", "20", "--out", tmp_path / "quoted")
+    a = cli("analyze", store, "--bootstrap", "20", "--out", tmp_path / "quoted")
     assert a.returncode == 0, a.stderr
     quoted = json.loads((tmp_path / "quoted" / "report.json").read_text())["design_power"]
     assert quoted["power_by_effect"] == r["power"]
@@ -195,9 +167,9 @@ def test_design_json_agrees_with_analyze_on_the_same_planted_sweeps(tmp_path):
 
 
 def test_plan_on_one_side_of_the_threshold_reports_low_power_with_the_reason(tmp_path):
-    spec = _spec(tmp_path, depths="[1, 2, 3]", widths="[256, 512, 1024]")
+    spec = _spec(tmp_path, depths=[1, 2, 3], widths=[256, 512, 1024])
     spec.write_text(spec.read_text().replace('where = "depth <= 3 * log3(width)"\n', ""))
-    res = _cli("design", spec, "--effects", "3", "--replicates", "2", "--bootstrap", "10", "--jobs", "1")
+    res = cli("design", spec, "--effects", "3", "--replicates", "2", "--bootstrap", "10", "--jobs", "1")
     assert res.returncode == 0, res.stderr
     assert "power is below 80% at b = 3" in res.stdout
     assert "no shape lies above L_th = log_3(width): widths ≤ 1024 need depths ≥ 7" in res.stdout
@@ -213,43 +185,23 @@ def test_plan_on_one_side_of_the_threshold_reports_low_power_with_the_reason(tmp
     ],
 )
 def test_bad_arguments_exit_2_with_one_sentence(tmp_path, args, words):
-    res = _cli("design", _spec(tmp_path), *args)
+    res = cli("design", _spec(tmp_path), *args)
     assert res.returncode == 2 and words in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
 def test_a_plan_that_cannot_be_analysed_exits_2(tmp_path):
-    res = _cli("design", _spec(tmp_path, depths="[2]"))
+    res = cli("design", _spec(tmp_path, depths=[2]))
     assert res.returncode == 2
     assert "needs at least 3 depths and 2 widths" in res.stderr
-    assert _cli("design", tmp_path / "missing.toml").returncode == 2
+    assert cli("design", tmp_path / "missing.toml").returncode == 2
 
 
 @pytest.mark.slow
 def test_propose_writes_a_spec_that_plan_accepts_and_design_rates_as_claimed(tmp_path):
     spec = _spec(tmp_path)
     out = tmp_path / "prop"
-    res = _cli(
-        "design",
-        spec,
-        "--propose",
-        "--budget",
-        "2cpu-h",
-        "--json",
-        "--screen",
-        "1",
-        "--replicates",
-        "2",
-        "--bootstrap",
-        "10",
-        "--candidates",
-        "2",
-        "--finalists",
-        "1",
-        "--jobs",
-        "1",
-        "--out",
-        out,
-    )
+    args = ["--propose", "--budget", "2cpu-h", "--json", "--screen", 1, "--replicates", 2, "--bootstrap", 10]
+    res = cli("design", spec, *args, "--candidates", 2, "--finalists", 1, "--jobs", 1, "--out", out)
     assert res.returncode == 0, res.stderr
     r = json.loads(res.stdout)
     table = pd.read_csv(out / "candidates.csv")
@@ -257,14 +209,14 @@ def test_propose_writes_a_spec_that_plan_accepts_and_design_rates_as_claimed(tmp
     assert {"flops", "power", "width", "within_budget"} <= set(table.columns)
     assert r["budget_flops"] >= r["cost"]["flops"]
     proposed = Path(r["proposed"])
-    plan = _cli("sweep", "plan", proposed)
+    plan = cli("sweep", "plan", proposed)
     assert plan.returncode == 0, plan.stderr
     assert (
         plan.stdout.strip()
         .splitlines()[-1]
         .startswith(f"what this plan can detect before it runs: depthwidth design {proposed}")
     )
-    again = _cli(
+    again = cli(
         "design",
         proposed,
         "--json",
@@ -290,21 +242,17 @@ def test_propose_keeps_a_relative_data_path_and_a_halving_valid(tmp_path):
     proposal written elsewhere names the file relative to its own folder."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "text.txt").write_text("to be or not to be, that is the question. " * 400)
-    (tmp_path / "specs").mkdir()
-    text = (
-        SPEC.format(depths="[1, 2, 3, 4, 6]", widths="[16, 32, 64]")
-        .replace('source = "pcfg"', 'source = "text"\npath = "../data/text.txt"')
-        .replace("[budget]\ntokens_per_param = 20\nmin_steps = 50", "[train]\nsteps = 60\neval_every = 10")
-        .replace("[train]\nbatch_size = 8\n", "")
-        .replace("[train]\nsteps", "[train]\nbatch_size = 8\nsteps")
+    text = design_spec(
+        data={"source": "text", "path": "../data/text.txt"},
+        train={"steps": 60, "eval_every": 10},
+        budget=None,
+        halving={"axis": "lr", "eta": 3},
     )
-    text += '\n[halving]\naxis = "lr"\neta = 3\n'
-    spec = tmp_path / "specs" / "text.toml"
-    spec.write_text(text)
+    spec = write_spec(tmp_path / "specs", text, "text.toml")
     out = tmp_path / "elsewhere" / "prop"
     args = ["--propose", "--budget", "0.015cpu-h", "--json", "--screen", "1", "--replicates", "2"]
     args += ["--bootstrap", "10", "--candidates", "2", "--finalists", "1", "--jobs", "1", "--out", out]
-    res = _cli("design", spec, *args)
+    res = cli("design", spec, *args)
     assert res.returncode == 0, res.stderr
     table = pd.read_csv(out / "candidates.csv")
     assert not table["stage"].eq("rejected").any(), table.loc[table["stage"].eq("rejected"), "note"].tolist()
@@ -313,7 +261,7 @@ def test_propose_keeps_a_relative_data_path_and_a_halving_valid(tmp_path):
 
     doc = tomllib.loads(proposed.read_text())
     assert (proposed.parent / doc["data"]["path"]).resolve() == (tmp_path / "data" / "text.txt").resolve()
-    plan = _cli("sweep", "plan", proposed, cwd=tmp_path)
+    plan = cli("sweep", "plan", proposed, cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
 
 
@@ -328,7 +276,7 @@ def test_propose_tries_three_shared_token_budgets():
     from sweeps.plans.plan import plan_rows
     from sweeps.plans.spec import parse_spec
 
-    doc = tomllib.loads(SPEC.format(depths="[1, 2, 4]", widths="[16, 32]"))
+    doc = tomllib.loads(design_spec([1, 2, 4], [16, 32]))
     mean_tokens = 8 * 32 * 600.0  # batch 8 x seq 32 tokens per step
     three = [(d, w) for d, w in candidate_docs(doc, mean_tokens) if str(w["tokens"]).startswith("3 budgets")]
     assert three and {w["tokens"] for _, w in three} == {"3 budgets: 67/200/600 steps"}
@@ -363,7 +311,7 @@ def test_propose_tries_five_budgets_from_one_run():
     from sweeps.plans.plan import plan_rows, totals
     from sweeps.plans.spec import parse_spec
 
-    doc = tomllib.loads(SPEC.format(depths="[1, 2, 4]", widths="[16, 32]"))
+    doc = tomllib.loads(design_spec([1, 2, 4], [16, 32]))
     two = dict(doc, grid=dict(doc["grid"], steps=[300, 900]))
     two.pop("budget")
     found = {w["tokens"]: d for d, w in candidate_docs(two, 1e5)}

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import itertools
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import cli, spec_toml, write_spec
 
 from analysis.power import design as dz
 
@@ -94,52 +93,23 @@ def test_a_stated_drift_is_drawn_per_replicate_and_the_noise_draws_stay_the_same
     assert a["base"].tolist() == b["base"].tolist() and b["lr_width_exp"].nunique() == 2
 
 
-SPEC = """name = "onerate"
-[model]
-heads = 2
-seq_len = 16
-parametrization = "completep"
-base_width = 32
-base_depth = 2
-[data]
-vocab_size = 32
-[train]
-batch_size = 4
-lr = 3e-3
-[grid]
-depth = [1, 2, 3, 4]
-width = [16, 32, 64]
-seed = [0, 1]
-[budget]
-steps = 50
-"""
-
-
-def _design(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "depthwidth.cli", "design", *args], capture_output=True, text=True, timeout=600
-    )
+# a CompleteP grid trained at one learning rate
+SPEC = spec_toml(
+    "onerate",
+    model={"parametrization": "completep", "base_width": 32, "base_depth": 2},
+    data={"vocab_size": 32},
+    train={"lr": 3e-3, "eval_every": None, "eval_batches": None, "warmup_steps": None},
+    grid={"depth": [1, 2, 3, 4], "width": [16, 32, 64], "seed": [0, 1]},
+    budget={"steps": 50},
+)
 
 
 def test_design_states_the_drift_it_plants_and_the_bias_of_b(tmp_path):
-    spec = tmp_path / "onerate.toml"
-    spec.write_text(SPEC)
-    r = _design(
-        str(spec),
-        "--lr-drift",
-        "0.3,0.1,0.05",
-        "--effects",
-        "3",
-        "--replicates",
-        "2",
-        "--bootstrap",
-        "5",
-        "--jobs",
-        "1",
-        "--quiet",
-    )
+    spec = write_spec(tmp_path, SPEC, "onerate.toml")
+    args = ["--effects", 3, "--replicates", 2, "--bootstrap", 5, "--jobs", 1, "--quiet"]
+    r = cli("design", spec, "--lr-drift", "0.3,0.1,0.05", *args)
     assert r.returncode == 0, r.stderr
     assert "lr* ∝ width^0.30 ± 0.05 · depth^0.10 ± 0.05 (stated by --lr-drift)" in r.stdout
     assert "which its one rate does not follow" in r.stdout and "bias of b (claimed)" in r.stdout
-    r = _design(str(spec), "--lr-drift", "abc")
+    r = cli("design", spec, "--lr-drift", "abc")
     assert r.returncode == 2 and "--lr-drift = 'abc' is invalid" in r.stderr and "Traceback" not in r.stderr

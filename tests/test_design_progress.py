@@ -8,9 +8,10 @@ from __future__ import annotations
 import io
 import re
 
+from helpers import cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_design import _cli, _spec
+from test_design import _spec
 
 from sweeps.designing.design_progress import LOG_EVERY_S, REFRESH_S, ReplicateProgress
 
@@ -30,16 +31,16 @@ def _counts(text: str) -> list[tuple[int, int]]:
 
 
 def test_a_design_run_shows_its_replicates_in_a_log_and_none_when_quiet(tmp_path):
-    spec = _spec(tmp_path, depths="[1, 2, 3]", widths="[16, 32]")
+    spec = _spec(tmp_path, depths=[1, 2, 3], widths=[16, 32])
     args = ("design", spec, "--effects", "3", "--replicates", "2", "--bootstrap", "0", "--jobs", "1")
-    shown = _cli(*args)
+    shown = cli(*args)
     assert shown.returncode == 0, shown.stderr
     counts = _counts(shown.stderr)
     assert counts and counts[-1] == (4, 4), shown.stderr  # b = 3 and the null, 2 replicates each
     assert [d for d, _ in counts] == sorted(d for d, _ in counts)
     assert "\r" not in shown.stderr and "\033" not in shown.stderr  # no terminal codes in a log
     assert "replicates simulated" not in shown.stdout
-    quiet = _cli(*args, "--quiet")
+    quiet = cli(*args, "--quiet")
     assert quiet.returncode == 0, quiet.stderr
     assert "replicates simulated" not in quiet.stderr and "design:" not in quiet.stderr
     assert quiet.stdout == shown.stdout  # the same report: progress changes nothing else

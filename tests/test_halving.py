@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import cli, run_sweep, spec_toml, write_spec
 
 from analysis.readers.halving import beaten, decide, finals, survivors
 from sweeps.plans.errors import SpecError
@@ -154,32 +154,17 @@ def test_rungs_placed_by_share_of_the_run():
         rung_steps(100, 50, Halving(eta=3, rungs=1, at=(0.98,)), "s")
 
 
-SPEC = """name = "halving"
-[model]
-heads = 2
-seq_len = 16
-[data]
-vocab_size = 16
-[train]
-batch_size = 4
-eval_every = 10
-eval_batches = 1
-warmup_steps = 2
-steps = 200
-[grid]
-depth = [1]
-width = [8, 16]
-lr = [1e-4, 3e-3, 3e-2]
-seed = [0, 1]
-[halving]
-{halving}
-[resources]
-cpus = 0.5
-max_concurrent = 3
-max_failures = 1
-[storage]
-path = "{store}"
-"""
+def halving_spec(halving: str, store: Path, depths=(1,)) -> str:
+    """Three learning rates for each width and seed of the tiny model, 200 steps, halved as the
+    [halving] lines `halving` say, stored in `store`."""
+    return spec_toml(
+        "halving",
+        train={"eval_every": 10, "steps": 200},
+        grid={"depth": list(depths), "width": [8, 16], "lr": [1e-4, 3e-3, 3e-2], "seed": [0, 1]},
+        resources={"cpus": 0.5, "max_concurrent": 3, "max_failures": 1},
+        storage={"path": str(store)},
+        extra=f"[halving]\n{halving}\n",
+    )
 
 
 @pytest.mark.parametrize(
@@ -198,11 +183,8 @@ path = "{store}"
     ],
 )
 def test_bad_halving_is_refused(tmp_path, halving, message):
-    spec = tmp_path / "s.toml"
-    spec.write_text(SPEC.format(halving=halving, store=tmp_path / "store"))
-    p = subprocess.run(
-        [sys.executable, "-m", "sweeps.cli", "plan", str(spec)], capture_output=True, text=True
-    )
+    spec = write_spec(tmp_path, halving_spec(halving, tmp_path / "store"), "s.toml")
+    p = run_sweep(["plan", str(spec)])
     assert p.returncode == 2, p.stderr
     assert message in p.stderr and "Traceback" not in p.stderr
     assert not (tmp_path / "store").exists()
@@ -211,14 +193,8 @@ def test_bad_halving_is_refused(tmp_path, halving, message):
 @pytest.mark.slow
 def test_a_real_sweep_stops_the_losers_at_the_rung(tmp_path):
     store = tmp_path / "store"
-    spec = tmp_path / "s.toml"
-    spec.write_text(SPEC.format(halving="eta = 3\nrungs = 1", store=store))
-    p = subprocess.run(
-        [sys.executable, "-m", "sweeps.cli", "run", str(spec), "--no-analyze"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    spec = write_spec(tmp_path, halving_spec("eta = 3\nrungs = 1", store), "s.toml")
+    p = run_sweep(["run", str(spec), "--no-analyze"], timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     runs = pd.read_parquet(store / "runs.parquet")
     assert len(runs) == 12
@@ -244,11 +220,7 @@ def test_a_real_sweep_stops_the_losers_at_the_rung(tmp_path):
     keep, info = finals(runs.drop(columns=["group", "rung_loss"]))
     assert keep.sum() == 4 and info["groups"] == 4
     out = tmp_path / "report"
-    a = subprocess.run(
-        [sys.executable, "-m", "analysis", "analyze", str(store), "--out", str(out), "--bootstrap", "20"],
-        capture_output=True,
-        text=True,
-    )
+    a = cli("analyze", store, "--out", out, "--bootstrap", 20, timeout=600)
     assert a.returncode == 0, a.stderr
     report = json.loads((out / "report.json").read_text())
     assert report["tuning"]["halving"]["finals"] == 4
@@ -263,12 +235,12 @@ def test_plan_cost_counts_what_the_halving_trains(tmp_path):
 
     assert steps_share(3, [100], 300, 3) == pytest.approx((3 * 100 + 1 * 200) / 900)
     assert steps_share(9, [10, 30], 90, 3) == pytest.approx((9 * 10 + 3 * 20 + 1 * 60) / 810)
-    spec = parse_spec(SPEC.format(halving="eta = 3", store=tmp_path / "s"))
+    spec = parse_spec(halving_spec("eta = 3", tmp_path / "s"))
     t = totals(spec, plan_rows(spec))
     # every group has 3 learning rates and its rung at step 70 of 200
     assert t["flops"] == pytest.approx(t["full_grid_flops"] * (3 * 70 + 130) / 600)
     # a rung at two-thirds: all three to step 140, the one kept to 200
-    late = parse_spec(SPEC.format(halving="eta = 3\nat = [0.667]", store=tmp_path / "s"))
+    late = parse_spec(halving_spec("eta = 3\nat = [0.667]", tmp_path / "s"))
     rows = plan_rows(late)
     assert {late.halving[t.trial_id].rungs[0] for t in late.trials} == {140}
     assert totals(late, rows)["flops"] == pytest.approx(t["full_grid_flops"] * (3 * 140 + 60) / 600)
@@ -281,7 +253,7 @@ def test_design_plays_the_halving_out_on_planted_losses(tmp_path):
     from sweeps.designing.design_plan import trials_frame
     from sweeps.plans.spec import parse_spec
 
-    text = SPEC.format(halving="eta = 3", store=tmp_path / "s").replace("depth = [1]", "depth = [1, 2, 3]")
+    text = halving_spec("eta = 3", tmp_path / "s", depths=[1, 2, 3])
     trials, _ = trials_frame(parse_spec(text))
     table = planted_table(trials, 3.0, PlantModel(lr0=3e-3, noise=0.02), np.random.default_rng(0))
     recs = [json.loads(h) for h in table["halving"]]

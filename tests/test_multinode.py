@@ -20,35 +20,24 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import EXE, free_ports, hook_env, ray_start, spec_toml, write_spec
 
 pytestmark = pytest.mark.slow
 
-SPEC = """\
-name = "{name}"
-[model]
-family = "transformer"
-heads = 2
-seq_len = 16
-[data]
-source = "pcfg"
-vocab_size = 32
-[train]
-batch_size = 8
-eval_every = 10
-eval_batches = 1
-warmup_steps = 2
-[grid]
-depth = [1, 2]
-width = [16, 32]
-[budget]
-steps = 20
-[resources]
-cpus = 1
-max_concurrent = 2
-max_failures = 2
-[storage]
-path = "{storage}"
-"""
+
+def multinode_spec(name: str, storage: Path, steps: int = 20, eval_every: int = 10) -> str:
+    """Four trials of 1 CPU each, two at once (one per node), each retried twice."""
+    return spec_toml(
+        name,
+        model={"family": "transformer"},
+        data={"source": "pcfg", "vocab_size": 32},
+        train={"batch_size": 8, "eval_every": eval_every},
+        grid={"depth": [1, 2], "width": [16, 32]},
+        budget={"steps": steps},
+        resources={"cpus": 1, "max_concurrent": 2, "max_failures": 2},
+        storage={"path": str(storage)},
+    )
+
 
 NODES_SCRIPT = """
 import sys, time, ray
@@ -62,18 +51,6 @@ while time.time() < deadline:
 for n in alive:
     print("head" if "node:__internal_head__" in n["Resources"] else "worker", n["NodeID"])
 """
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def _pids_with_env(marker: bytes) -> list[int]:
@@ -152,25 +129,12 @@ class Cluster:
 
     def _node(self, name: str, head: bool) -> subprocess.Popen:
         p = [self._ports.pop() for _ in range(6)]
-        cmd = [
-            sys.executable,
-            "-m",
-            "ray.scripts.scripts",
-            "start",
-            "--block",
+        cmd = ray_start(
+            p,
             "--num-cpus=1",
-            "--num-gpus=0",
-            "--node-ip-address=127.0.0.1",
             "--object-store-memory=100000000",
-            f"--node-manager-port={p[0]}",
-            f"--object-manager-port={p[1]}",
-            f"--runtime-env-agent-port={p[2]}",
-            f"--dashboard-agent-grpc-port={p[3]}",
-            f"--dashboard-agent-listen-port={p[4]}",
-            f"--metrics-export-port={p[5]}",
             "--worker-port-list=" + ",".join(str(self._ports.pop()) for _ in range(40)),
-            "--disable-usage-stats",
-        ]
+        )
         if head:
             cmd += ["--head", f"--port={self.gcs}", "--include-dashboard=false", f"--temp-dir={self.ray_tmp}"]
         else:
@@ -233,20 +197,16 @@ def test_sweep_spreads_over_both_nodes_and_survives_losing_one(cluster, tmp_path
     from sweeps.plans.spec import load_spec
 
     storage, hook = tmp_path / "store", tmp_path / "hook"
-    spec = tmp_path / "multinode.toml"
-    spec.write_text(SPEC.format(name="multinode", storage=storage))
+    spec = write_spec(tmp_path, multinode_spec("multinode", storage), "multinode.toml")
     ids = [t.trial_id for t in load_spec(spec).trials]  # Tune starts them in this order
     assert len(ids) == 4
     first, last = ids[:2], ids[2:]
-    hook.mkdir()
+    env = hook_env(cluster.env, hook)
     # The first two trials (one per node: 1 CPU each) run through; the last two wait after their
     # first checkpoint, again one per node, so the second node can be stopped in mid-trial.
     (hook / "hold").write_text(" ".join(last))
-    env = {**cluster.env, "DEPTHWIDTH_TEST_HOOK_DIR": str(hook)}
     cmd = [
-        sys.executable,
-        "-m",
-        "depthwidth.cli",
+        EXE,
         "sweep",
         "run",
         str(spec),

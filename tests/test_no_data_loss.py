@@ -5,32 +5,15 @@ the real `depthwidth` console script in a subprocess; refusals are one sentence 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import cli, sentence
 
 from analysis.fitting import synthetic
 
-EXE = str(Path(sys.executable).parent / "depthwidth")
 PLANTED = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
-
-
-def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [EXE, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd, env=env
-    )
-
-
-def sentence(r: subprocess.CompletedProcess) -> str:
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("depthwidth: error: "), r.stderr
-    return lines[0][len("depthwidth: error: ") :]
 
 
 @pytest.fixture

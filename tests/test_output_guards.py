@@ -11,17 +11,14 @@ import os
 from pathlib import Path
 
 import pytest
-from test_cli_refusals import cli, sentence
-from test_table_schema import TINY, runs_of
+from helpers import cli, sentence
+from test_table_schema import tiny_folder
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     """tiny3.toml (a plan `design` rates) and a store of tiny.toml carried from a runs table."""
-    folder = tmp_path_factory.mktemp("guards")
-    (folder / "tiny.toml").write_text(TINY)
-    (folder / "tiny3.toml").write_text(TINY.replace("depth = [1, 2]", "depth = [1, 2, 3]"))
-    runs_of(folder / "tiny.toml").to_csv(folder / "runs.csv", index=False)
+    folder = tiny_folder(tmp_path_factory.mktemp("guards"))
     r = cli("sweep", "run", "tiny.toml", "--from", "runs.csv", "--no-analyze", cwd=folder)
     assert r.returncode == 0, r.stderr
     (folder / "stores" / "tiny" / "tune").mkdir(exist_ok=True)

@@ -10,6 +10,7 @@ import json
 import math
 
 import pytest
+from helpers import spec_toml, write_spec
 
 from depthwidth.accounting import count_params, memory_estimate
 from depthwidth.config import DataConfig, ModelConfig
@@ -27,23 +28,18 @@ from sweeps.plans.packing import (
 )
 from sweeps.plans.spec import load_spec, resolve_model
 
-SPEC = """name = "pack"
-[model]
-heads = 4
-seq_len = 256
-[data]
-vocab_size = 256
-[train]
-batch_size = 32
-[grid]
-depth = [2, 8]
-width = [128, 512, 1024, 2048]
-[budget]
-steps = 10
-[resources]
-gpus = "auto"
-gpu_memory_gb = 16
-"""
+
+def pack_spec(depths=(2, 8), widths=(128, 512, 1024, 2048)) -> str:
+    """Shapes from a few MB to GBs of GPU memory, each trial's GPU share from its estimate."""
+    return spec_toml(
+        "pack",
+        model={"heads": 4, "seq_len": 256},
+        data={"vocab_size": 256},
+        train={"batch_size": 32, "eval_every": None, "eval_batches": None, "warmup_steps": None},
+        grid={"depth": list(depths), "width": list(widths)},
+        budget={"steps": 10},
+        resources={"gpus": "auto", "gpu_memory_gb": 16},
+    )
 
 
 def test_gpu_shares_round_up_to_packable_sizes():
@@ -58,8 +54,7 @@ def test_gpu_shares_round_up_to_packable_sizes():
 
 
 def test_sweep_plan_json_gives_each_trial_its_share_from_the_memory_estimate(tmp_path, capsys):
-    spec = tmp_path / "pack.toml"
-    spec.write_text(SPEC)
+    spec = write_spec(tmp_path, pack_spec(), "pack.toml")
     assert cli.main(["plan", str(spec), "--json", "--storage", str(tmp_path / "none")]) == 0
     objs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     trials = {t.trial_id: t for t in load_spec(spec).trials}
@@ -85,12 +80,7 @@ def test_sweep_plan_json_gives_each_trial_its_share_from_the_memory_estimate(tmp
 
 
 def test_a_sweep_refuses_a_trial_no_gpu_holds_and_names_the_workers_that_would(tmp_path, capsys):
-    spec = tmp_path / "pack.toml"
-    spec.write_text(
-        SPEC.replace("width = [128, 512, 1024, 2048]", "width = [2048]").replace(
-            "depth = [2, 8]", "depth = [8]"
-        )
-    )
+    spec = write_spec(tmp_path, pack_spec([8], [2048]), "pack.toml")
     assert cli.main(["run", str(spec), "--storage", str(tmp_path / "store")]) == 2
     err = capsys.readouterr().err
     model = resolve_model(load_spec(spec).trials[0].model, load_spec(spec).trials[0].data)

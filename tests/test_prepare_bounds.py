@@ -17,9 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import EXE, cli, sentence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_data_prepare import EXE, cli, documents, read_split, sentence
+from test_data_prepare import documents, read_split
 
 pytest.importorskip("tokenizers")
 

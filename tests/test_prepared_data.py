@@ -14,9 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import cli, sentence, spec_toml, write_spec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_data_prepare import cli, documents, sentence
+from test_data_prepare import documents
 
 pytest.importorskip("tokenizers")
 
@@ -26,25 +27,19 @@ from depthwidth.data.base import DataError  # noqa: E402
 from depthwidth.data.tokenmeta import dtype_for, identity_hash, verify  # noqa: E402
 
 TRAIN = "--depth 1 --width 16 --heads 2 --seq-len 16 --steps 2 --batch-size 4 --eval-every 1 --eval-batches 1"
-SPEC = """name = "tok"
-[model]
-heads = 2
-seq_len = 16
-vocab_size = 300
-[data]
-source = "tokens"
-path = "{path}"
-[train]
-batch_size = 4
-warmup_steps = 1
-[grid]
-depth = [1]
-width = [16]
-[budget]
-steps = 4
-[resources]
-cpus = 1
-"""
+
+
+def tok_spec(path) -> str:
+    """One 4-step trial on the prepared folder `path` (relative to the spec's folder, or not)."""
+    return spec_toml(
+        "tok",
+        model={"vocab_size": 300},
+        data={"source": "tokens", "path": str(path), "vocab_size": None},
+        train={"eval_every": None, "eval_batches": None, "warmup_steps": 1},
+        grid={"depth": [1], "width": [16]},
+        budget={"steps": 4},
+        resources={"cpus": 1},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +125,7 @@ def test_a_trial_id_comes_from_the_files_so_replaced_tokens_are_refused_or_renam
     """The id names the checked content: tokens replaced behind meta.json are refused when the
     spec is read, and a folder whose meta.json is rewritten to match new tokens gets a new id."""
     data = _copy(prepared, tmp_path / "data")
-    spec = tmp_path / "tok.toml"
-    spec.write_text(SPEC.format(path="data"))
+    spec = write_spec(tmp_path, tok_spec("data"), "tok.toml")
     (first,) = _plan_ids(spec)
     for s in ("train", "val"):
         a = np.fromfile(data / f"{s}.bin", "<u2")
@@ -146,8 +140,8 @@ def test_a_trial_id_comes_from_the_files_so_replaced_tokens_are_refused_or_renam
     (data / "meta.json").write_text(json.dumps(meta))
     (second,) = _plan_ids(spec)
     assert second != first
-    (tmp_path / "bigid.toml").write_text(SPEC.format(path=_tampered(prepared, tmp_path / "t")["bigid"][0]))
-    assert "holds token id 65,535" in sentence(cli("sweep", "plan", tmp_path / "bigid.toml", cwd=tmp_path))
+    bigid = write_spec(tmp_path, tok_spec(_tampered(prepared, tmp_path / "t")["bigid"][0]), "bigid.toml")
+    assert "holds token id 65,535" in sentence(cli("sweep", "plan", bigid, cwd=tmp_path))
 
 
 def test_sweep_specs_marks_a_spec_whose_data_is_bad_and_lists_the_rest(prepared, tmp_path, monkeypatch):

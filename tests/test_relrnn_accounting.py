@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import spec_toml
 
 from depthwidth.accounting import count_params, flops_per_token, memory_estimate, train_flops_per_token
 from depthwidth.config import ModelConfig
@@ -83,25 +84,15 @@ def test_sweep_plan_and_train_count_the_same_attention_flops(tmp_path):
     from sweeps.plans.plan import plan_rows
     from sweeps.plans.spec import parse_spec
 
-    text = """
-name = "acct"
-[model]
-width = 16
-depth = 1
-nu = 2
-rho = 3
-[data]
-source = "copy"
-task_length = 30
-[train]
-batch_size = 4
-eval_every = 3
-eval_batches = 1
-[grid]
-family = ["relrnn", "memrnn"]
-[budget]
-steps = 3
-"""
+    text = spec_toml(
+        "acct",
+        base={},
+        model={"width": 16, "depth": 1, "nu": 2, "rho": 3},
+        data={"source": "copy", "task_length": 30},
+        train={"batch_size": 4, "eval_every": 3, "eval_batches": 1},
+        grid={"family": ["relrnn", "memrnn"]},
+        budget={"steps": 3},
+    )
     spec = parse_spec(text, "acct.toml")
     rows = {r.family: r for r in plan_rows(spec)}
     N = 3 * H * H

@@ -10,31 +10,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from helpers import EXE, cli, sentence
 
 from analysis.fitting import synthetic
 
-EXE = str(Path(sys.executable).parent / "depthwidth")
 PLANTED = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
-
-
-def cli(*args, cwd=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [EXE, *map(str, args)], capture_output=True, text=True, timeout=600, cwd=cwd, env=env
-    )
-
-
-def sentence(r: subprocess.CompletedProcess) -> str:
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    # stderr may also carry analyze's progress lines ("analyze: ... done"); the error is one line
-    lines = [ln for ln in r.stderr.strip().splitlines() if not ln.startswith("analyze: ")]
-    assert len(lines) == 1 and lines[0].startswith("depthwidth: error: "), r.stderr
-    return lines[0][len("depthwidth: error: ") :]
 
 
 def shaped_csv(path: Path) -> Path:

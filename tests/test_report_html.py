@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from browser import find_browser
+from helpers import cli
 from test_analysis_report import smoke_store
 
 from analysis.reporting import html as page
@@ -42,14 +41,23 @@ def analysed(tmp_path_factory):
     runs.loc[0, "status"], runs.loc[1, "status"] = "diverged", "failed"
     runs.to_parquet(store / "runs.parquet")
     pd.concat([curves, extra_curve], ignore_index=True).to_parquet(store / "curves.parquet")
-    res = subprocess.run(
-        [sys.executable, "-m", "depthwidth.cli", "analyze", str(store), "--bootstrap", "20"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    res = cli("analyze", store, "--bootstrap", 20)
     assert res.returncode == 0, res.stdout + res.stderr
     return store, store / "analysis" / "report.html"
+
+
+@pytest.fixture
+def chromium():
+    """The browser helper (tests/browser.py) once Chromium, its driver and selenium are here; CI
+    must have them."""
+    if find_browser() is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the browser test: chromium and chromedriver are missing")
+        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
+    pytest.importorskip("selenium")
+    import browser
+
+    return browser
 
 
 def test_page_is_one_self_contained_file(analysed):
@@ -89,20 +97,13 @@ def test_downsampling_keeps_first_and_last_and_says_so():
     assert "at most 24 points per run" in html_text and "of up to 50 evaluations" in html_text
 
 
-def test_page_in_headless_chromium(analysed):
-    found = find_browser()
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the browser test: chromium and chromedriver are missing")
-        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
-    pytest.importorskip("selenium")
-    import browser
+def test_page_in_headless_chromium(analysed, chromium):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
     store, html_path = analysed
     runs = pd.read_parquet(store / "runs.parquet")
-    driver, profile = browser.start()
+    driver, profile = chromium.start()
     try:
         driver.get(html_path.as_uri())
         assert driver.execute_script("return window.reportReady === true")
@@ -180,20 +181,13 @@ def test_page_in_headless_chromium(analysed):
         assert top.stat().st_size > 10_000 and bottom.stat().st_size > 10_000
         print(f"\nscreenshots of report.html: {top} and {bottom}")
     finally:
-        browser.stop(driver, profile)
+        chromium.stop(driver, profile)
 
 
-def test_figures_open_full_size_in_headless_chromium(analysed):
+def test_figures_open_full_size_in_headless_chromium(analysed, chromium):
     """Each figure links to its PNG beside the page and opens in the page's viewer at its natural
     size (a browser refuses to open the inline data URI as a page); a figure at least twice as
     wide as high spans the gallery; the link itself opens the PNG file."""
-    found = find_browser()
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the browser test: chromium and chromedriver are missing")
-        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
-    pytest.importorskip("selenium")
-    import browser
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
@@ -201,7 +195,7 @@ def test_figures_open_full_size_in_headless_chromium(analysed):
     sizes = {p.stem: page.png_size(p.read_bytes()) for p in (store / "analysis").glob("*.png")}
     wide = {n for n, (w, h) in sizes.items() if w >= page.WIDE * h}
     assert wide and wide != set(sizes), sizes  # this store draws both kinds
-    driver, profile = browser.start("1280,900")
+    driver, profile = chromium.start("1280,900")
     try:
         driver.get(html_path.as_uri())
         gallery = driver.execute_script("return document.querySelector('#figures .gallery').clientWidth")
@@ -235,7 +229,7 @@ def test_figures_open_full_size_in_headless_chromium(analysed):
         assert driver.current_url == (html_path.parent / f"{name}.png").as_uri()
         assert driver.execute_script("return document.images[0].naturalWidth") == sizes[name][0]
     finally:
-        browser.stop(driver, profile)
+        chromium.stop(driver, profile)
 
 
 def _expected_structure(md: str) -> tuple[list[str], int, list[tuple[bool, list[str]]]]:
@@ -265,22 +259,15 @@ def _expected_structure(md: str) -> tuple[list[str], int, list[tuple[bool, list[
     return headings, tables, lists
 
 
-def test_page_structure_in_headless_chromium(analysed):
+def test_page_structure_in_headless_chromium(analysed, chromium):
     """The page's structure as a browser builds it: report.md's lists as <ul>/<li> (also a list
     straight after a paragraph), its tables as <table>, its sections under <h2>/<h3>."""
-    found = find_browser()
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the browser test: chromium and chromedriver are missing")
-        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
-    pytest.importorskip("selenium")
-    import browser
     from selenium.webdriver.common.by import By
 
     store, html_path = analysed
     headings, n_tables, lists = _expected_structure((store / "analysis" / "report.md").read_text())
     assert any(direct for direct, _ in lists), "this store's report.md has a list straight after a paragraph"
-    driver, profile = browser.start()
+    driver, profile = chromium.start()
     try:
         driver.get(html_path.as_uri())
         sections = [h.text for h in driver.find_elements(By.CSS_SELECTOR, "section > h2")]
@@ -305,7 +292,7 @@ def test_page_structure_in_headless_chromium(analysed):
         paragraphs = [p.text for p in driver.find_elements(By.CSS_SELECTOR, "#fits p")]
         assert not any(f"- {items[0][:30]}" in p for p in paragraphs for _, items in lists)
     finally:
-        browser.stop(driver, profile)
+        chromium.stop(driver, profile)
 
 
 def test_markdown_lists_after_a_paragraph_tables_and_escaping():
@@ -328,12 +315,7 @@ def test_markdown_lists_after_a_paragraph_tables_and_escaping():
 def test_plot_rewrites_the_page(analysed):
     store, html_path = analysed
     html_path.unlink()
-    res = subprocess.run(
-        [sys.executable, "-m", "depthwidth.cli", "plot", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    res = cli("plot", store)
     assert res.returncode == 0, res.stdout + res.stderr
     text = html_path.read_text(encoding="utf-8")
     assert text.startswith("<!DOCTYPE html>") and 'id="runs-table"' in text

@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 import pytest
-from helpers import add_run, row_of, stored_run
+from helpers import add_run, row_of, spec_toml, stored_run
 
 from analysis.reporting.html import RUN_COLUMNS as REPORT_COLUMNS
 from runstore.record import (
@@ -23,18 +23,7 @@ from runstore.schema import COLUMNS, STORE_FILLED
 from runstore.store import ResultStore
 from sweeps.plans.spec import parse_spec
 
-SPEC = """name = "st"
-[model]
-heads = 2
-seq_len = 16
-[data]
-vocab_size = 16
-[grid]
-depth = [2]
-width = [8]
-[budget]
-steps = 10
-"""
+SPEC = spec_toml("st", train=None, grid={"depth": [2], "width": [8]}, budget={"steps": 10})
 
 
 def planted_result(metrics: dict | None = None) -> dict:

@@ -16,7 +16,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -24,23 +23,22 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import free_ports, ray_start, spec_toml, write_spec
 
 from depthwidth.cli import main as depthwidth
 
-SPEC = """\
-name = "sec"
-[model]
-heads = 2
-seq_len = 16
-{data}
-[grid]
-depth = [1]
-width = [16]
-[budget]
-steps = 10
-[storage]
-path = "{storage}"
-"""
+
+def sec_spec(storage: Path, data: dict | None = None) -> str:
+    """One 10-step trial of the tiny model stored in `storage`, reading `data` (the [data] table;
+    none, the default data, when None)."""
+    return spec_toml(
+        "sec",
+        data=None if data is None else {"vocab_size": None, **data},
+        train=None,
+        grid={"depth": [1], "width": [16]},
+        budget={"steps": 10},
+        storage={"path": str(storage)},
+    )
 
 
 class _Payload:
@@ -93,8 +91,7 @@ def test_store_refuses_a_pickle_posing_as_parquet(tmp_path, capfd, name):
     code, text = run_cli(capfd, "sweep", "results", str(store))
     if name == "runs.parquet":
         assert code == 2 and name in text and len(text.strip().splitlines()) == 1, text
-    spec = tmp_path / "sec.toml"
-    spec.write_text(SPEC.format(data="", storage=store))
+    spec = write_spec(tmp_path, sec_spec(store), "sec.toml")
     code, text = run_cli(capfd, "sweep", "run", str(spec), "--no-analyze")
     assert code == 2, text
     assert f"{store / name}" in text and "parquet" in text
@@ -179,9 +176,8 @@ def test_a_spec_pointing_at_a_pickle_is_refused(tmp_path, capfd, source, protoco
     marker = tmp_path / "MARKER"
     data = tmp_path / "corpus.pkl"
     data.write_bytes(pickle_bytes(marker, protocol, size=8192))
-    spec = tmp_path / "sec.toml"
-    spec.write_text(
-        SPEC.format(data=f'[data]\nsource = "{source}"\npath = "{data}"', storage=tmp_path / "store")
+    spec = write_spec(
+        tmp_path, sec_spec(tmp_path / "store", {"source": source, "path": str(data)}), "sec.toml"
     )
     for command in ("plan", "run"):
         argv = ["sweep", command, str(spec)] + (["--no-analyze"] if command == "run" else [])
@@ -204,16 +200,6 @@ def test_a_checkpoint_carrying_code_is_refused(tmp_path):
 # ---------------------------------------------------------------- token auth on submit --------
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 @pytest.fixture(scope="module")
 def token_head(tmp_path_factory):
     """A one-node Ray head with token auth and its dashboard (the Jobs API) on 127.0.0.1."""
@@ -225,7 +211,7 @@ def token_head(tmp_path_factory):
     root = tmp_path_factory.mktemp("tokenhead")
     ray_tmp = tempfile.mkdtemp(prefix="dwsec-")  # unix socket paths must stay < 108 bytes
     token = secrets.token_hex(24)
-    gcs, dash, *p = _free_ports(8)
+    gcs, dash, *p = free_ports(8)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env.update(
         HOME=str(root),
@@ -234,30 +220,17 @@ def token_head(tmp_path_factory):
         RAY_USAGE_STATS_ENABLED="0",
         OMP_NUM_THREADS="1",
     )
-    cmd = [
-        sys.executable,
-        "-m",
-        "ray.scripts.scripts",
-        "start",
+    cmd = ray_start(
+        p,
         "--head",
-        "--block",
         "--num-cpus=0",
-        "--num-gpus=0",
-        "--node-ip-address=127.0.0.1",
         f"--port={gcs}",
         "--include-dashboard=true",
         "--dashboard-host=127.0.0.1",
         f"--dashboard-port={dash}",
-        f"--node-manager-port={p[0]}",
-        f"--object-manager-port={p[1]}",
-        f"--runtime-env-agent-port={p[2]}",
-        f"--dashboard-agent-grpc-port={p[3]}",
-        f"--dashboard-agent-listen-port={p[4]}",
-        f"--metrics-export-port={p[5]}",
         "--object-store-memory=100000000",
         f"--temp-dir={ray_tmp}",
-        "--disable-usage-stats",
-    ]
+    )
     log = open(root / "head.log", "w")
     head = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{dash}"
@@ -304,9 +277,7 @@ def laptop(tmp_path, monkeypatch):
         monkeypatch.delenv(k)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
-    spec = tmp_path / "sec.toml"
-    spec.write_text(SPEC.format(data="", storage=tmp_path / "store"))
-    return spec
+    return write_spec(tmp_path, sec_spec(tmp_path / "store"), "sec.toml")
 
 
 def test_submit_without_a_token_is_refused_and_says_where_to_put_it(token_head, laptop, capfd):

@@ -12,20 +12,10 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_analysis_sensitivity import KAPLAN, P3, sensitivity_of
 
 from analysis.fitting import synthetic
-from analysis.fitting._blas import single_threaded
-from analysis.laws import regimes, sensitivity
-
-P3 = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
-KAPLAN = dict(E=1.2, A_N=30.0, alpha_N=0.3)
-
-
-@single_threaded
-def _check(runs: pd.DataFrame) -> dict:
-    runs = runs.assign(run_id=runs["trial_id"])
-    fits = regimes.fit_regimes(runs, n_boot=0)["fits"]
-    return sensitivity.sensitivity(runs, runs, fits)
+from analysis.laws import sensitivity
 
 
 def _row(s: dict, label: str) -> dict:
@@ -39,7 +29,7 @@ def depth_one_step():
         "kaplan", [1, 2, 3, 4, 6], [16, 32, 64, 128], KAPLAN, seeds=(0, 1), noise=0.01, seed=2
     )
     runs.loc[runs["depth"] == 1, "loss"] *= 1.08
-    return _check(runs)
+    return sensitivity_of(runs)
 
 
 def test_a_slice_the_preferred_law_rests_on_is_named(depth_one_step):
@@ -71,7 +61,9 @@ def test_a_slice_that_moves_b_3_across_the_interval_is_named(depth_one_step):
 def test_a_lead_that_falls_to_a_near_tie_is_named():
     """Rule (b): on losses that follow N alone, N alone leads by 10 units of BIC; without width
     128 by 0.4, the same law preferred: a near-tie the headline names, with its margin."""
-    s = _check(synthetic.make_runs("kaplan", [1, 2, 3, 4], [16, 32, 64, 128], KAPLAN, noise=0.01, seed=1))
+    s = sensitivity_of(
+        synthetic.make_runs("kaplan", [1, 2, 3, 4], [16, 32, 64, 128], KAPLAN, noise=0.01, seed=1)
+    )
     assert s["reference"]["preferred"] == "kaplan" and s["reference"]["bic_margin"] > 2
     row = _row(s, "width 128")
     assert row["preferred"] == "kaplan" and row["bic_margin"] < 2
@@ -91,7 +83,7 @@ def test_a_slice_that_identifies_b_or_not_is_named():
     runs.loc[flat, "loss"] = runs.loc[flat, "loss"].mean() * np.exp(
         np.random.default_rng(5).normal(0, 0.01, flat.sum())
     )
-    s = _check(runs)
+    s = sensitivity_of(runs)
     assert s["reference"]["threshold_law"]["status"] == "ok"
     for label in ("depth 1", "width 16", "width 32"):
         row = _row(s, label)
@@ -105,7 +97,9 @@ def test_a_slice_that_identifies_b_or_not_is_named():
 
 def test_a_claim_that_rests_on_one_slice_is_named():
     """Rule (a), the claim: b is claimed on all runs and not without depth 1."""
-    s = _check(synthetic.make_runs("two_regime", [1, 2, 3, 4, 5], [16, 32, 64, 128], P3, noise=0.03, seed=4))
+    s = sensitivity_of(
+        synthetic.make_runs("two_regime", [1, 2, 3, 4, 5], [16, 32, 64, 128], P3, noise=0.03, seed=4)
+    )
     assert s["reference"]["status"] == "claimed"
     row = _row(s, "depth 1")
     assert "status" in row["changes"] and row["status"] != "claimed"

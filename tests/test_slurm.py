@@ -19,49 +19,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import free_ports, hook_env, run_sweep, spec_toml, write_spec
+from helpers import starts as trial_starts
 
 REPO = Path(__file__).resolve().parent.parent
 SLURM_BINARIES = ("slurmctld", "slurmd", "munged", "sbatch", "scontrol", "squeue", "scancel")
 
-SPEC = """\
-name = "{name}"
-[model]
-family = "transformer"
-heads = 2
-seq_len = 16
-[data]
-source = "copy"      # built in a moment (a PCFG takes seconds per process)
-task_length = 4
-[train]
-batch_size = 8
-eval_every = 10
-eval_batches = 1
-warmup_steps = 2
-checkpoint_every = 1
-[grid]
-depth = [1, 2]
-width = [16]
-lr = [1e-2, 3e-3]
-[budget]
-steps = 40
-[resources]
-cpus = 1
-max_failures = 1
-[storage]
-path = "{storage}"
-"""
 
-
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+def slurm_spec(name: str, storage: Path) -> str:
+    """Four trials of 1 CPU, a checkpoint at every evaluation, stored in `storage`."""
+    return spec_toml(
+        name,
+        model={"family": "transformer"},
+        # the copy task is built in a moment (a PCFG takes seconds per process)
+        data={"source": "copy", "task_length": 4, "vocab_size": None},
+        train={"batch_size": 8, "eval_every": 10, "checkpoint_every": 1},
+        grid={"depth": [1, 2], "width": [16], "lr": [1e-2, 3e-3]},
+        budget={"steps": 40},
+        resources={"cpus": 1, "max_failures": 1},
+        storage={"path": str(storage)},
+    )
 
 
 def _bin(name: str) -> str | None:
@@ -165,7 +142,7 @@ def slurm():
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
     host = socket.gethostname().split(".")[0]
-    ctld, slurmd = _free_ports(2)
+    ctld, slurmd = free_ports(2)
     conf = root / "slurm.conf"
     conf.write_text(_conf(root, host, ctld, slurmd))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RAY_"))}
@@ -219,19 +196,11 @@ def slurm():
 
 
 def _cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "sweeps.cli", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_sweep(list(args), env, timeout=120, cwd=cwd)
 
 
 def _submit(slurm: Slurm, spec: Path, store: Path, hook: Path, tmp: Path) -> str:
-    env = {**slurm.env, "DEPTHWIDTH_TEST_HOOK_DIR": str(hook)}
+    env = hook_env(slurm.env, hook)
     out = _cli(
         "slurm",
         str(spec),
@@ -267,13 +236,6 @@ def _stored(store: Path) -> set[str]:
     return set(s.runs()["trial_id"]) if s.has_runs() else set()
 
 
-def _starts(hook: Path) -> list[tuple[str, int]]:
-    """(trial_id, step it resumed from) for every start of a trial, in order."""
-    path = hook / "starts.log"
-    lines = path.read_text().split("\n") if path.exists() else []
-    return [(ln.split()[1], int(ln.split()[2])) for ln in lines if ln.startswith("start ")]
-
-
 def _setup(tmp_path: Path, name: str, hold: list[str]) -> tuple[Path, Path, Path, list[str]]:
     from sweeps.plans.spec import load_spec
 
@@ -281,24 +243,29 @@ def _setup(tmp_path: Path, name: str, hold: list[str]) -> tuple[Path, Path, Path
     # the job's output file is not where the waits and assertions below read it
     store, hook = tmp_path / "the store", tmp_path / "hook"
     hook.mkdir()
-    spec = tmp_path / f"{name}.toml"
-    spec.write_text(SPEC.format(name=name, storage=store))
+    spec = write_spec(tmp_path, slurm_spec(name, store), f"{name}.toml")
     ids = [t.trial_id for t in load_spec(spec).trials]  # one at a time, in this order
     (hook / "hold").write_text(" ".join(ids[i] for i in range(len(ids)) if str(i) in hold))
     return spec, store, hook, ids
 
 
-@pytest.mark.slow
-def test_cancel_then_resubmit_finishes_without_rerunning(slurm: Slurm, tmp_path: Path):
-    spec, store, hook, ids = _setup(tmp_path, "cancel", hold=["1"])
+def _submitted_and_held(slurm: Slurm, tmp_path: Path, name: str):
+    """A submitted job whose first trial is stored and whose second holds at its first
+    checkpoint: (spec, store, hook, trial ids, job id)."""
+    spec, store, hook, ids = _setup(tmp_path, name, hold=["1"])
     job = _submit(slurm, spec, store, hook, tmp_path)
-    # the first trial is stored, the second holds at its first checkpoint: cancel the job there
     _wait(
         "a trial stored and the next one checkpointed",
         lambda: ids[0] in _stored(store) and (hook / f"{ids[1]}.pid").exists(),
         slurm,
         store,
     )
+    return spec, store, hook, ids, job
+
+
+@pytest.mark.slow
+def test_cancel_then_resubmit_finishes_without_rerunning(slurm: Slurm, tmp_path: Path):
+    spec, store, hook, ids, job = _submitted_and_held(slurm, tmp_path, "cancel")  # cancelled there
     status = _cli("slurm-status", str(store), env=slurm.env, cwd=tmp_path)
     assert f"SLURM job {job}: RUNNING" in status.stdout and "[squeue]" in status.stdout, status
     assert "trials: 1 done, 1 started" in status.stdout and "2 not started" in status.stdout
@@ -316,7 +283,7 @@ def test_cancel_then_resubmit_finishes_without_rerunning(slurm: Slurm, tmp_path:
     )
     assert slurm.state(again) == "COMPLETED", (store / "slurm" / f"slurm-{again}.out").read_text()
     assert _stored(store) == set(ids)
-    starts = _starts(hook)
+    starts = trial_starts(hook)
     assert [t for t, _ in starts].count(ids[0]) == 1  # finished before the cancel: not rerun
     first, second = (s for t, s in starts if t == ids[1])
     assert first == 0 and second > 0  # interrupted: resumed from its checkpoint
@@ -328,14 +295,7 @@ def test_cancel_then_resubmit_finishes_without_rerunning(slurm: Slurm, tmp_path:
 
 @pytest.mark.slow
 def test_scontrol_requeue_resumes_from_the_store(slurm: Slurm, tmp_path: Path):
-    spec, store, hook, ids = _setup(tmp_path, "requeue", hold=["1"])
-    job = _submit(slurm, spec, store, hook, tmp_path)
-    _wait(
-        "a trial stored and the next one checkpointed",
-        lambda: ids[0] in _stored(store) and (hook / f"{ids[1]}.pid").exists(),
-        slurm,
-        store,
-    )
+    _, store, hook, ids, job = _submitted_and_held(slurm, tmp_path, "requeue")
     slurm.run("scontrol", "requeue", job)  # what a preempting scheduler does
     # back in the queue, the same job starts again by itself and finishes the sweep
     _wait(
@@ -348,7 +308,7 @@ def test_scontrol_requeue_resumes_from_the_store(slurm: Slurm, tmp_path: Path):
     assert slurm.state(job) == "COMPLETED", text
     assert "(restart 1)" in text
     assert _stored(store) == set(ids)
-    starts = _starts(hook)
+    starts = trial_starts(hook)
     assert [t for t, _ in starts].count(ids[0]) == 1  # finished before the requeue: not rerun
     first, second = (s for t, s in starts if t == ids[1])
     assert first == 0 and second > 0  # interrupted: resumed from its checkpoint
@@ -358,8 +318,7 @@ def test_scontrol_requeue_resumes_from_the_store(slurm: Slurm, tmp_path: Path):
 def test_bad_options_exit_2_and_write_nothing(tmp_path: Path, capsys, monkeypatch):
     from sweeps.cli import main
 
-    spec = tmp_path / "bad.toml"
-    spec.write_text(SPEC.format(name="bad", storage=tmp_path / "store"))
+    spec = write_spec(tmp_path, slurm_spec("bad", tmp_path / "store"), "bad.toml")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     out = _cli("slurm", str(spec), "--nodes", "0", env=env, cwd=tmp_path)  # the real command once
     assert out.returncode == 2 and out.stderr.strip() == (
@@ -485,7 +444,7 @@ def _stub_job(tmp_path: Path, nodes: list[str], grace: int = 120, **env: str):
     from sweeps.plans.spec import parse_spec
     from sweeps.slurm import JobOptions, render
 
-    spec = parse_spec(SPEC.format(name="stub", storage=tmp_path / "store"))
+    spec = parse_spec(slurm_spec("stub", tmp_path / "store"))
     opts = JobOptions(
         nodes=len(nodes), gpus_per_node=0, cpus_per_task=4, mem="8G", time="01:00:00", grace_s=grace
     )

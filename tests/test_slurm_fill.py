@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from helpers import write_spec
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_slurm_script import SPEC, _cli, _nothing_written, _refused, _spec
+from test_slurm_script import _cli, _nothing_written, _refused, _spec, script_spec
 
 from sweeps.plans.errors import SpecError
 from sweeps.plans.spec import parse_spec
@@ -154,7 +155,7 @@ TEMPLATE_LINES = (files("sweeps") / "templates" / "slurm.sbatch").read_text().sp
 
 
 def _spec_named(name: str):
-    spec = parse_spec(SPEC.format(name="tiny", storage="/store"), "/specs/tiny.toml")
+    spec = parse_spec(script_spec("tiny", "/store"), "/specs/tiny.toml")
     return dataclasses.replace(spec, name=name)
 
 
@@ -244,8 +245,7 @@ def test_a_spec_path_holding_a_field_name_stays_that_path(tmp_path: Path):
     key after key, the quoted store path landed inside SPEC's quotes and ran as a command."""
     folder = tmp_path / "shared spec"
     folder.mkdir()
-    spec = folder / "run @STORE@.toml"
-    spec.write_text(SPEC.format(name="tiny", storage=f"st;touch {tmp_path}/PWNED;x"))
+    spec = write_spec(folder, script_spec("tiny", f"st;touch {tmp_path}/PWNED;x"), "run @STORE@.toml")
     out = _cli("slurm", "shared spec/run @STORE@.toml", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     store = tmp_path / f"st;touch {tmp_path}/PWNED;x"
@@ -272,7 +272,7 @@ def test_a_bundled_spec_by_name_puts_its_own_file_in_the_script(tmp_path: Path):
     values = dict(zip(ASSIGNED, _assignments(tmp_path / "smk" / "slurm" / "smoke.sbatch", tmp_path)))
     assert values["SPEC"] == str(bundled_specs()["smoke"].absolute()) and os.path.isfile(values["SPEC"])
     # a local smoke.toml wins over the bundled one, and the script names that file, .toml and all
-    (elsewhere / "smoke.toml").write_text(SPEC.format(name="smoke", storage=tmp_path / "local"))
+    write_spec(elsewhere, script_spec("smoke", str(tmp_path / "local")), "smoke.toml")
     out = _cli("slurm", "smoke", cwd=elsewhere)
     assert out.returncode == 0, out.stderr
     values = dict(zip(ASSIGNED, _assignments(tmp_path / "local" / "slurm" / "smoke.sbatch", tmp_path)))

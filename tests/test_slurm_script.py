@@ -9,49 +9,33 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_sweep, spec_toml, write_spec
 
 REPO = Path(__file__).resolve().parent.parent
-SPEC = """\
-name = "{name}"
-[model]
-family = "transformer"
-heads = 2
-seq_len = 16
-[data]
-source = "copy"
-task_length = 4
-[grid]
-depth = [1]
-width = [16]
-[budget]
-steps = 10
-[storage]
-path = "{storage}"
-"""
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "sweeps.cli", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+def script_spec(name: str, storage: str) -> str:
+    """One 10-step trial on the copy task, stored in `storage`."""
+    return spec_toml(
+        name,
+        model={"family": "transformer"},
+        data={"source": "copy", "task_length": 4, "vocab_size": None},
+        train=None,
+        grid={"depth": [1], "width": [16]},
+        budget={"steps": 10},
+        storage={"path": storage},
     )
 
 
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return run_sweep(list(args), {**os.environ, "PYTHONPATH": str(REPO)}, timeout=120, cwd=cwd)
+
+
 def _spec(folder: Path, name: str = "tiny", storage: str | None = None) -> Path:
-    path = folder / "tiny.toml"
-    text = SPEC.format(name=name, storage=storage or str(folder / "store"))
-    path.write_text(text)
-    return path
+    return write_spec(folder, script_spec(name, storage or str(folder / "store")), "tiny.toml")
 
 
 def _refused(out: subprocess.CompletedProcess, says: str) -> None:
@@ -92,13 +76,13 @@ def test_an_option_that_would_break_the_script_is_refused(tmp_path: Path, args, 
 
 
 def test_a_storage_path_in_the_spec_file_is_checked_too(tmp_path: Path):
-    spec = _spec(tmp_path, storage=f"{tmp_path}/x\\ntouch {tmp_path}/PWNED\\n#")  # TOML's \n
+    spec = _spec(tmp_path, storage=f"{tmp_path}/x\ntouch {tmp_path}/PWNED\n#")  # written as TOML's \n
     _refused(_cli("slurm", str(spec), cwd=tmp_path), f"{spec}: storage.path = ")
     _nothing_written(tmp_path)
 
 
 def test_a_spec_name_with_a_trailing_newline_is_refused(tmp_path: Path):
-    spec = _spec(tmp_path, name="tiny\\n")
+    spec = _spec(tmp_path, name="tiny\n")  # written as TOML's \n
     _refused(_cli("slurm", str(spec), cwd=tmp_path), "name = 'tiny\\n'")
     _nothing_written(tmp_path)
 

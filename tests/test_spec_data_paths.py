@@ -8,58 +8,38 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import cli, spec_toml, write_spec
 
-EXE = str(Path(sys.executable).parent / "depthwidth")
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = """name = "paths"
-[model]
-family = "transformer"
-heads = 2
-seq_len = 16
-[data]
-source = "text"
-path = "{path}"
-[train]
-batch_size = 4
-[grid]
-depth = [1, 2]
-width = [8]
-[budget]
-steps = 20
-"""
 
 
 def plan(spec: Path, cwd: Path, storage: Path) -> list[dict]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    r = subprocess.run(
-        [EXE, "sweep", "plan", str(spec), "--json", "--storage", str(storage)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-        env=env,
-    )
+    r = cli("sweep", "plan", spec, "--json", "--storage", storage, cwd=cwd)
     assert r.returncode == 0, r.stderr
     return [json.loads(line) for line in r.stdout.splitlines()]
 
 
-def write_spec(folder: Path, text: str, data: str = "data/corpus.txt") -> Path:
+def project(folder: Path, text: str, data: str = "data/corpus.txt") -> Path:
+    """A spec in `folder` training on `text` (repeated) in the file `data`, named relative to it."""
     (folder / data).parent.mkdir(parents=True, exist_ok=True)
     (folder / data).write_text(text * 50)
-    spec = folder / "spec.toml"
-    spec.write_text(SPEC.format(path=data))
-    return spec
+    spec = spec_toml(
+        "paths",
+        model={"family": "transformer"},
+        data={"source": "text", "path": data, "vocab_size": None},
+        train={"eval_every": None, "eval_batches": None, "warmup_steps": None},
+        grid={"depth": [1, 2], "width": [8]},
+        budget={"steps": 20},
+    )
+    return write_spec(folder, spec)
 
 
 def test_a_relative_data_path_is_read_from_the_specs_folder(tmp_path):
-    spec = write_spec(tmp_path / "project", "to be or not to be ")
+    spec = project(tmp_path / "project", "to be or not to be ")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     here = plan(spec, spec.parent, tmp_path / "none")
@@ -68,9 +48,9 @@ def test_a_relative_data_path_is_read_from_the_specs_folder(tmp_path):
 
 
 def test_ids_follow_the_datas_content_not_the_path_string(tmp_path):
-    a = write_spec(tmp_path / "a", "to be or not to be ")
-    b = write_spec(tmp_path / "b", "all the world's a stage ")  # same string, another file
-    c = write_spec(tmp_path / "c", "to be or not to be ")  # same content, another folder
+    a = project(tmp_path / "a", "to be or not to be ")
+    b = project(tmp_path / "b", "all the world's a stage ")  # same string, another file
+    c = project(tmp_path / "c", "to be or not to be ")  # same content, another folder
     ids = {
         k: [t["trial_id"] for t in plan(s, tmp_path, tmp_path / "none")]
         for k, s in (("a", a), ("b", b), ("c", c))
@@ -114,7 +94,7 @@ def old_trial_id(spec: Path, depth: int, written_path: str) -> str:
 def test_a_store_written_with_path_string_ids_still_resumes(tmp_path):
     from analysis.fitting import synthetic
 
-    spec = write_spec(tmp_path / "project", "to be or not to be ")
+    spec = project(tmp_path / "project", "to be or not to be ")
     old = old_trial_id(spec, 1, "data/corpus.txt")
     runs = synthetic.make_runs("two_regime", [1], [8], dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0))
     store = synthetic.write_store(tmp_path / "store", runs.assign(trial_id=old))

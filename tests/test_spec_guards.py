@@ -12,17 +12,13 @@ import os
 from pathlib import Path
 
 import pytest
-from test_cli_refusals import cli, sentence
+from helpers import cli, sentence, write_spec
 from test_output_guards import snapshot
-from test_table_schema import TINY, runs_of
-
-TINY3 = TINY.replace("depth = [1, 2]", "depth = [1, 2, 3]")
+from test_table_schema import TINY, TINY3, runs_of, tiny_spec
 
 
 def spec(tmp_path: Path, extra: str, base: str = TINY, name: str = "s.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(base + extra)
-    return p
+    return write_spec(tmp_path, base + extra, name)
 
 
 @pytest.mark.parametrize(
@@ -52,8 +48,8 @@ def test_every_command_that_reads_a_spec_checks_all_of_it(tmp_path, table, words
 
 
 def test_the_halving_axis_is_a_tuning_axis(tmp_path):
-    for axis, grid in (("seed", "seed = [0, 1]"),):
-        s = spec(tmp_path, f"[halving]\naxis = '{axis}'\n", TINY.replace("[budget]", f"{grid}\n[budget]"))
+    for axis, grid in (("seed", {"seed": [0, 1]}),):
+        s = spec(tmp_path, f"[halving]\naxis = '{axis}'\n", tiny_spec(grid=grid))
         msg = sentence(cli("sweep", "plan", s))
         assert f"halving.axis = '{axis}' is invalid: it must be a tuning axis" in msg, msg
     r = cli("sweep", "plan", spec(tmp_path, "[halving]\naxis = 'lr'\n"))
@@ -63,16 +59,14 @@ def test_the_halving_axis_is_a_tuning_axis(tmp_path):
 @pytest.mark.parametrize(
     "depths, widths, how",
     [
-        ("[1]", "[16]", "flag"),
-        ("[1, 2]", "[16, 32]", "flag"),
-        ("[1, 2, 3]", "[16]", "flag"),
-        ("[1]", "[16, 32]", "table"),
+        ([1], [16], "flag"),
+        ([1, 2], [16, 32], "flag"),
+        ([1, 2, 3], [16], "flag"),
+        ([1], [16, 32], "table"),
     ],
 )
 def test_an_adaptive_sweep_needs_the_shapes_design_needs(tmp_path, depths, widths, how):
-    base = TINY.replace("depth = [1, 2]", f"depth = {depths}").replace(
-        "width = [16, 32]", f"width = {widths}"
-    )
+    base = tiny_spec(depths, widths)
     s = spec(tmp_path, "[adaptive]\n" if how == "table" else "", base)
     store = tmp_path / "store"
     args = ["sweep", "run", s, "--storage", store] + (["--adaptive"] if how == "flag" else [])
@@ -85,7 +79,7 @@ def test_an_adaptive_sweep_needs_the_shapes_design_needs(tmp_path, depths, width
 
 
 def test_a_project_folder_is_no_store_without_force(tmp_path):
-    (tmp_path / "tiny.toml").write_text(TINY.replace('path = "stores/tiny"', 'path = "."'))
+    write_spec(tmp_path, tiny_spec(storage={"path": "."}), "tiny.toml")
     runs_of(tmp_path / "tiny.toml").to_csv(tmp_path / "runs.csv", index=False)
     proj = tmp_path / "proj"
     (proj / ".git").mkdir(parents=True)
@@ -114,14 +108,14 @@ def test_analyze_quotes_a_design_only_of_the_plan_the_store_ran(tmp_path):
     from analysis.reporting.design_note import plan_fingerprint
     from sweeps.plans.spec import load_spec
 
-    (tmp_path / "tiny.toml").write_text(TINY)
+    write_spec(tmp_path, TINY, "tiny.toml")
     runs_of(tmp_path / "tiny.toml").to_csv(tmp_path / "runs.csv", index=False)
     r = cli("sweep", "run", "tiny.toml", "--from", "runs.csv", "--no-analyze", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     store = tmp_path / "stores" / "tiny"
     (store / "design").mkdir()
     ids = [t.trial_id for t in load_spec(tmp_path / "tiny.toml").trials]
-    (tmp_path / "other.toml").write_text(TINY3)
+    write_spec(tmp_path, TINY3, "other.toml")
     other = [t.trial_id for t in load_spec(tmp_path / "other.toml").trials]
     rated = {"power": {"3.0": 0.9}, "false_claim": {"rate": 0.05, "n": 20}}
     for plan, quoted in (

@@ -11,21 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import EXE, cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis.fitting import synthetic
 from runstore.store import ResultStore
 
-EXE = str(Path(sys.executable).parent / "depthwidth")
 PLANTED = dict(E=1.5, A_kappa=20.0, alpha_kappa=0.3, b=3.0)
-
-
-def cli(*args, cwd) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [EXE, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd, env=env
-    )
 
 
 def store_with(path: Path, beta2=None) -> Path:

@@ -12,7 +12,7 @@ import sys
 
 import pandas as pd
 import pytest
-from test_sweep_ray import hook_env, starts, trial_ids, wait_for, write_spec
+from helpers import hook_env, ray_sweep, starts, trial_ids, wait_for, write_spec
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
@@ -24,22 +24,13 @@ RUN = (
 
 
 def command(spec, store) -> list[str]:
-    return [
-        sys.executable,
-        "-c",
-        RUN,
-        "run",
-        str(spec),
-        "--storage",
-        str(store),
-        "--no-analyze",
-        "--max-concurrent",
-        "1",
-    ]
+    """`sweep run` of `spec` into `store` through RUN, one trial at a time."""
+    run = ["run", str(spec), "--storage", str(store), "--no-analyze", "--max-concurrent", "1"]
+    return [sys.executable, "-c", RUN, *run]
 
 
 def test_a_sweep_in_several_tune_runs_stores_each_trial_once_and_stops_on_ctrl_c(tmp_path):
-    spec = write_spec(tmp_path / "c.toml", "chunks", [1], [8, 16, 24, 32, 40], steps=10)
+    spec = write_spec(tmp_path, ray_sweep("chunks", [1], [8, 16, 24, 32, 40], steps=10), "c.toml")
     ids = trial_ids(spec)
     store, hook = tmp_path / "store", tmp_path / "hook"
     env = {k: v for k, v in hook_env(dict(os.environ), hook).items() if k != "RAY_ADDRESS"}

@@ -15,7 +15,7 @@ import time
 
 import pandas as pd
 import pytest
-from test_sweep_ray import cli, hook_env, run_cli, trial_ids, wait_for, write_spec
+from helpers import hook_env, ray_sweep, run_sweep, sweep_running, trial_ids, wait_for, write_spec
 
 from sweeps.running.outcome import continue_command, paragraph
 from sweeps.running.progress import ProgressView
@@ -71,12 +71,12 @@ def test_paragraph_says_what_happened_what_is_kept_and_how_to_continue():
 
 @pytest.mark.slow
 def test_memory_monitor_kills_are_one_paragraph(tmp_path):
-    spec = write_spec(tmp_path / "oom.toml", "oom", [1], [8], steps=10)
+    spec = write_spec(tmp_path, ray_sweep("oom", [1], [8], steps=10), "oom.toml")
     spec.write_text(spec.read_text().replace("max_failures = 2", "max_failures = 0"))
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     # a threshold no process stays under: the memory monitor kills the trial's worker at once
     env.update(RAY_memory_usage_threshold="0.001", RAY_memory_monitor_refresh_ms="100")
-    res = run_cli(["run", str(spec), "--storage", str(tmp_path / "store"), "--no-analyze"], env)
+    res = run_sweep(["run", str(spec), "--storage", str(tmp_path / "store"), "--no-analyze"], env)
     assert res.returncode == 1, res.stdout + res.stderr
     last = [line for line in res.stdout.splitlines() if line.startswith("[oom] Ray's memory monitor")]
     assert len(last) == 1, res.stdout
@@ -110,17 +110,13 @@ def test_full_disk_is_one_paragraph_and_loses_nothing_stored(ray_cluster, tmp_pa
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(disk)], check=True)
     try:
         store = disk / "store"
-        spec = write_spec(tmp_path / "full.toml", "full", [1], [8, 16], steps=20)
-        spec.write_text(spec.read_text().replace("max_failures = 2", "max_failures = 0"))
+        spec = write_spec(tmp_path, ray_sweep("full", [1], [8, 16], steps=20, max_failures=0), "full.toml")
         first, held = trial_ids(spec)
         hook = tmp_path / "hook"
         env = hook_env(ray_cluster.env, hook)
         (hook / "hold").write_text(held)
         args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"]
-        proc = subprocess.Popen(
-            cli(*args), env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        try:
+        with sweep_running(args, env) as proc:
             wait_for(
                 lambda: (hook / f"{held}.pid").exists() and (store / "runs.parquet").exists(),
                 150,
@@ -136,9 +132,6 @@ def test_full_disk_is_one_paragraph_and_loses_nothing_stored(ray_cluster, tmp_pa
                     pass
             (hook / "hold").unlink()
             out, err = proc.communicate(timeout=180)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
         assert proc.returncode == 1, out + err
         # the checkpoint a trial writes, or its row in the store, whichever hits the full disk first
         closing = [line for line in out.splitlines() if "continue with:" in line]
@@ -154,7 +147,7 @@ def test_full_disk_is_one_paragraph_and_loses_nothing_stored(ray_cluster, tmp_pa
         assert list(pd.read_parquet(store / "runs.parquet")["trial_id"]) == [first]
 
         (disk / "filler").unlink()  # space again: the same command finishes the sweep
-        done = run_cli(args, ray_cluster.env)
+        done = run_sweep(args, ray_cluster.env)
         assert done.returncode == 0, done.stdout + done.stderr
         assert sorted(pd.read_parquet(store / "runs.parquet")["trial_id"]) == sorted([first, held])
     finally:

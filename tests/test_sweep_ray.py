@@ -9,105 +9,41 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import (
+    hook_env,
+    ray_sweep,
+    run_args,
+    run_sweep,
+    starts,
+    sweep_argv,
+    sweep_running,
+    trial_ids,
+    wait_for,
+    write_spec,
+)
 
 pytest.importorskip("ray")
 
 pytestmark = pytest.mark.slow
 
-SPEC = """name = "{name}"
-[model]
-heads = 2
-seq_len = 16
-[data]
-vocab_size = 16
-[train]
-batch_size = 4
-eval_every = 5
-eval_batches = 1
-warmup_steps = 2
-[grid]
-depth = {depths}
-width = {widths}
-[budget]
-steps = {steps}
-[resources]
-cpus = 1
-max_failures = 2
-"""
-
-
-def write_spec(path: Path, name: str, depths, widths, steps: int = 20, extra: str = "") -> Path:
-    path.write_text(SPEC.format(name=name, depths=list(depths), widths=list(widths), steps=steps) + extra)
-    return path
-
-
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "sweeps.cli", *args]
-
-
-def run_cli(args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(cli(*args), env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def hook_env(base: dict[str, str], hook: Path) -> dict[str, str]:
-    hook.mkdir(exist_ok=True)
-    return {**base, "DEPTHWIDTH_TEST_HOOK_DIR": str(hook)}
-
-
-def starts(hook: Path) -> list[tuple[str, int]]:
-    """(trial_id, step it started from) for every trial attempt, in order."""
-    log = hook / "starts.log"
-    if not log.exists():
-        return []
-    return [(p[1], int(p[2])) for p in (line.split() for line in log.read_text().splitlines())]
-
-
-def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        if proc is not None and proc.poll() is not None:
-            out, err = proc.communicate()
-            raise AssertionError(f"driver exited ({proc.returncode}) before {what}:\n{out}\n{err}")
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def trial_ids(spec: Path) -> list[str]:
-    from sweeps.plans.spec import load_spec
-
-    return [t.trial_id for t in load_spec(spec).trials]
-
 
 def test_killed_worker_restarts_trial_from_checkpoint(ray_cluster, tmp_path):
-    spec = write_spec(tmp_path / "kw.toml", "killworker", [1], [8, 16], steps=30)
+    spec = write_spec(tmp_path, ray_sweep("killworker", [1], [8, 16], steps=30), "kw.toml")
     store = tmp_path / "store"
     victim, other = trial_ids(spec)
     hook = tmp_path / "hook"
     env = hook_env(ray_cluster.env, hook)
     (hook / "hold").write_text(victim)  # the victim waits after its first checkpoint (step 5)
-    proc = subprocess.Popen(
-        cli("run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"),
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
+    args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"]
+    with sweep_running(args, env) as proc:
         wait_for(lambda: (hook / f"{victim}.pid").exists(), 150, "the victim's checkpoint", proc)
         os.kill(int((hook / f"{victim}.pid").read_text()), signal.SIGKILL)
         (hook / "hold").unlink()
         out, err = proc.communicate(timeout=180)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0, out + err
     assert "lost its worker" in out
     runs = pd.read_parquet(store / "runs.parquet")
@@ -125,33 +61,18 @@ def interrupted_sweep(ray_cluster, tmp_path: Path, name: str, hold_at: str = "")
     """A 3-trial sweep, one trial at a time, whose driver is killed while the last trial waits
     at its checkpoint (the first one, or step `hold_at`). Returns the run's CLI arguments, its
     environment, the hook folder, the trial ids and runs.parquet's bytes just before the kill."""
-    spec = write_spec(tmp_path / f"{name}.toml", name, [1], [8, 12, 16], steps=20)
+    spec = write_spec(tmp_path, ray_sweep(name, [1], [8, 12, 16], steps=20), f"{name}.toml")
     ids = trial_ids(spec)
     hook = tmp_path / "hook"
     env = hook_env(ray_cluster.env, hook)
     (hook / "hold").write_text(ids[-1] + (f"@{hold_at}" if hold_at else ""))
-    args = [
-        "run",
-        str(spec),
-        "--address",
-        ray_cluster.address,
-        "--storage",
-        str(tmp_path / "store"),
-        "--max-concurrent",
-        "1",
-        "--no-analyze",
-    ]
-    proc = subprocess.Popen(
-        cli(*args), env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
-    )
-    try:
+    args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(tmp_path / "store")]
+    args += ["--max-concurrent", "1", "--no-analyze"]  # one trial at a time
+    with sweep_running(args, env, new_session=True) as proc:
         wait_for(lambda: (hook / f"{ids[-1]}.pid").exists(), 150, "the last trial's checkpoint", proc)
         before_bytes = (tmp_path / "store" / "runs.parquet").read_bytes()
         os.killpg(proc.pid, signal.SIGKILL)  # the driver, mid-sweep
         proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
     # Ray ends a dead driver's workers, but not at once on a busy machine: the held trial must not
     # train on (and write later checkpoints) once the hold is lifted, so it ends here for certain
     with contextlib.suppress(ProcessLookupError):
@@ -169,7 +90,7 @@ def test_killed_driver_rerun_runs_only_missing_trials(ray_cluster, tmp_path):
     before = pd.read_parquet(store / "runs.parquet")
     assert sorted(before["trial_id"]) == sorted([first, second])
 
-    done = run_cli(args, env)
+    done = run_sweep(args, env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 trials to run (2 already in the store)" in done.stdout
     after = pd.read_parquet(store / "runs.parquet").set_index("trial_id")
@@ -197,7 +118,7 @@ def test_a_damaged_newest_checkpoint_falls_back_to_an_older_one(ray_cluster, tmp
     newest = sorted((store / "tune").glob(f"*/{last}/checkpoint_*"))[-1] / "state.pt"
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
 
-    done = run_cli(args, env)
+    done = run_sweep(args, env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "resumes from its checkpoint at step 10" in done.stdout
     note_start = "its checkpoint at step 10 could not be read ("
@@ -214,9 +135,9 @@ def test_a_damaged_newest_checkpoint_falls_back_to_an_older_one(ray_cluster, tmp
 def test_extend_finished_sweep_runs_only_new_points(ray_cluster, tmp_path):
     store = tmp_path / "store"
     hook = tmp_path / "hook"
-    spec = write_spec(tmp_path / "ext.toml", "extend", [1, 2], [8], steps=10)
+    spec = write_spec(tmp_path, ray_sweep("extend", [1, 2], [8], steps=10), "ext.toml")
     embedded = {k: v for k, v in hook_env(dict(os.environ), hook).items() if k != "RAY_ADDRESS"}
-    first = run_cli(["run", str(spec), "--storage", str(store), "--no-analyze"], embedded)
+    first = run_sweep(["run", str(spec), "--storage", str(store), "--no-analyze"], embedded)
     assert first.returncode == 0, first.stdout + first.stderr  # embedded Ray: no address
     old_ids = set(trial_ids(spec))
     before = pd.read_parquet(store / "runs.parquet")
@@ -224,11 +145,11 @@ def test_extend_finished_sweep_runs_only_new_points(ray_cluster, tmp_path):
 
     # one more width, and a point whose learning rate makes it diverge at once
     diverging = '[[points]]\ndepth = 1\nwidth = 8\n"train.lr" = 1e4\n'
-    spec = write_spec(tmp_path / "ext.toml", "extend", [1, 2], [8, 16], steps=10, extra=diverging)
+    spec = write_spec(tmp_path, ray_sweep("extend", [1, 2], [8, 16], steps=10, extra=diverging), "ext.toml")
     new_ids = set(trial_ids(spec)) - old_ids
     assert len(new_ids) == 3
     cluster_env = hook_env(ray_cluster.env, hook)
-    second = run_cli(
+    second = run_sweep(
         ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"],
         cluster_env,
     )
@@ -254,23 +175,12 @@ def test_extend_finished_sweep_runs_only_new_points(ray_cluster, tmp_path):
     spec_text = (store / "spec.toml").read_text()
     assert spec_text.startswith(spec_text_before) and "# ---- extension submitted" in spec_text
     assert "# width = [8, 16]" in spec_text
-    again = run_cli(["run", str(spec), "--storage", str(store), "--no-analyze"], embedded)
+    again = run_sweep(["run", str(spec), "--storage", str(store), "--no-analyze"], embedded)
     assert again.returncode == 0 and "nothing to run" in again.stdout  # no Ray needed at all
     # --rerun names one stored trial: only it runs again, and its row is replaced
     target = sorted(old_ids)[0]
-    rerun = run_cli(
-        [
-            "run",
-            str(spec),
-            "--address",
-            ray_cluster.address,
-            "--storage",
-            str(store),
-            "--no-analyze",
-            "--rerun",
-            target,
-        ],
-        cluster_env,
+    rerun = run_sweep(
+        run_args(spec, store, "--no-analyze", "--rerun", target, address=ray_cluster.address), cluster_env
     )
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert [t for t, _ in starts(hook)][5:] == [target]
@@ -281,15 +191,14 @@ def test_extend_finished_sweep_runs_only_new_points(ray_cluster, tmp_path):
 def test_relative_text_path_is_read_from_the_specs_folder(ray_cluster, tmp_path):
     """Tune runs each trial in its own folder, and the sweep may start from any folder: a spec's
     relative data path means the spec file's folder, and the stored config names the file read."""
-    (tmp_path / "specs").mkdir()
+    text = {"source": "text", "path": "corpus.txt", "vocab_size": None}
+    spec = write_spec(tmp_path / "specs", ray_sweep("textrel", [1], [8], steps=10, data=text), "text.toml")
     (tmp_path / "specs" / "corpus.txt").write_text("to be or not to be, that is the question. " * 200)
-    spec = write_spec(tmp_path / "specs" / "text.toml", "textrel", [1], [8], steps=10)
-    spec.write_text(
-        spec.read_text().replace("[data]\nvocab_size = 16", '[data]\nsource = "text"\npath = "corpus.txt"')
-    )
     store = tmp_path / "store"
     r = subprocess.run(
-        cli("run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"),
+        sweep_argv(
+            "run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"
+        ),
         env=ray_cluster.env,
         capture_output=True,
         text=True,
@@ -307,7 +216,7 @@ def test_submit_through_jobs_api_with_token(ray_cluster, tmp_path):
     the job succeeds: the job runs the spec's own text (the store keeps it verbatim)."""
     if ray_cluster.dashboard is None:
         pytest.skip("the Ray Jobs API needs the dashboard: pip install 'ray[default]'")
-    spec = write_spec(tmp_path / "job.toml", "jobsweep", [1], [8, 16, 32], steps=10)
+    spec = write_spec(tmp_path, ray_sweep("jobsweep", [1], [8, 16, 32], steps=10), "job.toml")
     spec.write_text('where = "width % heads == 0 and width <= 16"\n' + spec.read_text())
     assert len(trial_ids(spec)) == 2
     store = tmp_path / "store"
@@ -317,7 +226,7 @@ def test_submit_through_jobs_api_with_token(ray_cluster, tmp_path):
         if k not in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")
     }
     no_token["HOME"] = str(tmp_path / "home")  # no ~/.ray/auth_token either
-    refused = run_cli(
+    refused = run_sweep(
         ["submit", str(spec), "--address", ray_cluster.dashboard, "--storage", str(store)], no_token
     )
     assert refused.returncode == 2
@@ -326,7 +235,7 @@ def test_submit_through_jobs_api_with_token(ray_cluster, tmp_path):
     assert ray_cluster.token not in refused.stdout + refused.stderr
     assert not store.exists()
 
-    sub = run_cli(
+    sub = run_sweep(
         ["submit", str(spec), "--address", ray_cluster.dashboard, "--storage", str(store), "--no-analyze"],
         ray_cluster.env,
     )
@@ -335,13 +244,13 @@ def test_submit_through_jobs_api_with_token(ray_cluster, tmp_path):
     job_id = sub.stdout.split(" as job ")[1].split(";")[0]
 
     def finished() -> bool:
-        st = run_cli(["status", job_id, "--address", ray_cluster.dashboard], ray_cluster.env)
+        st = run_sweep(["status", job_id, "--address", ray_cluster.dashboard], ray_cluster.env)
         assert st.returncode == 0, st.stderr
         return any(s in st.stdout for s in ("SUCCEEDED", "FAILED", "STOPPED"))
 
     wait_for(finished, 240, "the job to end")
-    logs = run_cli(["logs", job_id, "--address", ray_cluster.dashboard], ray_cluster.env)
-    st = run_cli(["status", job_id, "--address", ray_cluster.dashboard], ray_cluster.env)
+    logs = run_sweep(["logs", job_id, "--address", ray_cluster.dashboard], ray_cluster.env)
+    st = run_sweep(["status", job_id, "--address", ray_cluster.dashboard], ray_cluster.env)
     assert "SUCCEEDED" in st.stdout, logs.stdout
     assert "2 trials to run" in logs.stdout
     runs = pd.read_parquet(store / "runs.parquet")
@@ -351,10 +260,10 @@ def test_submit_through_jobs_api_with_token(ray_cluster, tmp_path):
 
 
 def test_cluster_refusals_write_nothing(ray_cluster, tmp_path):
-    spec = write_spec(tmp_path / "big.toml", "toobig", [1], [8])
+    spec = write_spec(tmp_path, ray_sweep("toobig", [1], [8]), "big.toml")
     spec.write_text(spec.read_text().replace("cpus = 1", "cpus = 64"))
     store = tmp_path / "store"
-    res = run_cli(
+    res = run_sweep(
         ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store)], ray_cluster.env
     )
     assert res.returncode == 2
@@ -363,8 +272,8 @@ def test_cluster_refusals_write_nothing(ray_cluster, tmp_path):
         "cluster has that many CPUs (the largest has 2)."
     )
     # a CPU trial larger than the memory of every node (its row fits the store's counts)
-    wide = write_spec(tmp_path / "wide.toml", "toowide", [1], [100_000_000])
-    res = run_cli(
+    wide = write_spec(tmp_path, ray_sweep("toowide", [1], [100_000_000]), "wide.toml")
+    res = run_sweep(
         ["run", str(wide), "--address", ray_cluster.address, "--storage", str(store)], ray_cluster.env
     )
     assert res.returncode == 2
@@ -375,7 +284,7 @@ def test_cluster_refusals_write_nothing(ray_cluster, tmp_path):
     assert res.stderr.endswith(" GB the largest Ray node had free when Ray started.\n")
     no_token = {k: v for k, v in ray_cluster.env.items() if not k.startswith("RAY_AUTH")}
     no_token["HOME"] = str(tmp_path / "home")
-    res = run_cli(["run", str(spec), "--address", ray_cluster.address, "--storage", str(store)], no_token)
+    res = run_sweep(["run", str(spec), "--address", ray_cluster.address, "--storage", str(store)], no_token)
     assert res.returncode == 2
     assert res.stderr.strip() == (
         f"depthwidth: error: the Ray cluster at {ray_cluster.address} requires a token and none was "

@@ -17,28 +17,18 @@ import time
 
 import pandas as pd
 import pytest
+from helpers import cli, spec_toml, write_spec
 
 pafs = pytest.importorskip("pyarrow.fs")
 pytest.importorskip("moto.server", reason="moto[server] (the test extra) is not installed")
 MOTO = [sys.executable, "-m", "moto.server"]  # this environment's moto, never another on PATH
 
-SPEC = """name = "s3sweep"
-[model]
-heads = 2
-seq_len = 16
-[data]
-vocab_size = 16
-[train]
-batch_size = 8
-eval_every = 5
-warmup_steps = 2
-threads = 1
-[grid]
-depth = [1, 2]
-width = [8]
-[budget]
-steps = 10
-"""
+SPEC = spec_toml(
+    "s3sweep",
+    train={"batch_size": 8, "eval_batches": None, "threads": 1},
+    grid={"depth": [1, 2], "width": [8]},
+    budget={"steps": 10},
+)
 
 
 @pytest.fixture(scope="module")
@@ -83,21 +73,14 @@ def make_bucket(query: str, bucket: str) -> pafs.FileSystem:
     return fs
 
 
-def depthwidth(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "depthwidth.cli", *args], env=env, capture_output=True, text=True, timeout=300
-    )
-
-
 @pytest.mark.slow
 def test_sweep_store_and_analysis_on_s3(s3, tmp_path):
     env, query = s3
     fs = make_bucket(query, "sweeps")
     uri = f"s3://sweeps/team/s3sweep?{query}"
-    spec = tmp_path / "s3.toml"
-    spec.write_text(SPEC)
+    spec = write_spec(tmp_path, SPEC, "s3.toml")
 
-    r = depthwidth("sweep", "run", str(spec), "--storage", uri, env=env)
+    r = cli("sweep", "run", str(spec), "--storage", uri, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "2 trials (2 ok)" in r.stdout
     assert (
@@ -123,26 +106,26 @@ def test_sweep_store_and_analysis_on_s3(s3, tmp_path):
     ]
     assert tune == []
 
-    again = depthwidth("sweep", "run", str(spec), "--storage", uri, "--no-analyze", env=env)
+    again = cli("sweep", "run", str(spec), "--storage", uri, "--no-analyze", env=env)
     assert again.returncode == 0 and "all 2 trials are already in" in again.stdout
-    shown = depthwidth("sweep", "results", uri, env=env)
+    shown = cli("sweep", "results", uri, env=env)
     assert shown.returncode == 0 and set(runs["trial_id"]) <= set(shown.stdout.split())
 
     out = tmp_path / "local-report"
-    local = depthwidth("analyze", uri, "--out", str(out), "--bootstrap", "10", env=env)
+    local = cli("analyze", uri, "--out", str(out), "--bootstrap", "10", env=env)
     assert local.returncode == 0, local.stderr
     assert (out / "report.json").is_file() and f"report: {out}/report.md" in local.stdout
-    replot = depthwidth("plot", str(out), env=env)  # the data is read back from S3
+    replot = cli("plot", str(out), env=env)  # the data is read back from S3
     assert replot.returncode == 0, replot.stderr
 
     # plot and kaplan take the store's URI too: the stored report is read and redrawn in place
     with fs.open_output_stream(f"{root}/analysis/loss_vs_n.png") as f:
         f.write(b"stale")
-    remote = depthwidth("plot", uri, env=env)
+    remote = cli("plot", uri, env=env)
     assert remote.returncode == 0, remote.stderr
     with fs.open_input_stream(f"{root}/analysis/loss_vs_n.png") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-    kap = depthwidth("kaplan", uri, "--bootstrap", "10", env=env)
+    kap = cli("kaplan", uri, "--bootstrap", "10", env=env)
     assert kap.returncode == 0, kap.stderr
     # written beside the store, never into it (a later analysis rewrites its report folder)
     assert fs.get_file_info(f"{root}_kaplan/kaplan.md").type == pafs.FileType.File
@@ -151,10 +134,9 @@ def test_sweep_store_and_analysis_on_s3(s3, tmp_path):
 
 def test_bad_s3_storage_is_refused_before_anything_runs(s3, tmp_path):
     env, query = s3
-    spec = tmp_path / "s3.toml"
-    spec.write_text(SPEC)
+    spec = write_spec(tmp_path, SPEC, "s3.toml")
     uri = f"s3://no-such-bucket/x?{query}"
-    r = depthwidth("sweep", "run", str(spec), "--storage", uri, env=env)
+    r = cli("sweep", "run", str(spec), "--storage", uri, env=env)
     assert r.returncode == 2
     assert r.stderr == (
         f"depthwidth: error: --storage = {uri!r} is invalid: its bucket "
@@ -166,13 +148,13 @@ def test_bad_s3_storage_is_refused_before_anything_runs(s3, tmp_path):
     fs = make_bucket(query, "files")
     with fs.open_output_stream("files/taken") as f:
         f.write(b"not a folder")
-    r = depthwidth("sweep", "run", str(spec), "--storage", f"s3://files/taken/sub?{query}", env=env)
+    r = cli("sweep", "run", str(spec), "--storage", f"s3://files/taken/sub?{query}", env=env)
     assert r.returncode == 2 and "'files/taken' is a file, not a folder." in r.stderr
 
-    r = depthwidth("analyze", f"s3://files/missing?{query}", env=env)
+    r = cli("analyze", f"s3://files/missing?{query}", env=env)
     assert r.returncode == 2
     assert r.stderr == f"depthwidth: error: input path 's3://files/missing?{query}' does not exist.\n"
-    r = depthwidth("plot", f"s3://files?{query}", env=env)
+    r = cli("plot", f"s3://files?{query}", env=env)
     assert r.returncode == 2 and "no report.json under 's3://files?" in r.stderr
 
 
@@ -184,7 +166,7 @@ def test_analysis_reads_a_csv_behind_a_uri(s3, tmp_path):
     ]
     with fs.open_output_stream("tables/mine.csv") as f:
         f.write(("\n".join(rows) + "\n").encode())
-    r = depthwidth("analyze", f"s3://tables/mine.csv?{query}", "--bootstrap", "5", env=env)
+    r = cli("analyze", f"s3://tables/mine.csv?{query}", "--bootstrap", "5", env=env)
     assert r.returncode == 0, r.stderr
     assert "9 runs analysed" in r.stdout
     assert f"report: s3://tables/mine_analysis/report.md?{query}" in r.stdout

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import write_spec
 
 from depthwidth.config import TrainConfig
 from sweeps import cli
@@ -279,8 +280,7 @@ BAD_SPECS = [
 
 @pytest.mark.parametrize("text,message", BAD_SPECS, ids=[f"bad{i:02d}" for i in range(len(BAD_SPECS))])
 def test_bad_spec_exact_message_exit_2_nothing_written(tmp_path, capsys, text, message):
-    spec = tmp_path / "bad.toml"
-    spec.write_text(text)
+    spec = write_spec(tmp_path, text, "bad.toml")
     store = tmp_path / "store"
     commands = [["run", str(spec), "--storage", str(store)]]
     if "needs about" not in message:  # `plan` shows a too-big trial instead of refusing it
@@ -293,8 +293,7 @@ def test_bad_spec_exact_message_exit_2_nothing_written(tmp_path, capsys, text, m
 
 
 def test_bad_command_line_input(tmp_path, capsys):
-    spec = tmp_path / "ok.toml"
-    spec.write_text(BASE)
+    spec = write_spec(tmp_path, BASE, "ok.toml")
     blocker = tmp_path / "afile"
     blocker.write_text("")
     cases = [
@@ -325,14 +324,18 @@ def test_bad_command_line_input(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "ok.toml"]
 
 
+def refused_run(tmp_path: Path, store: Path, capsys) -> str:
+    """`sweep run` of BASE into `store`, refused with exit code 2: what it said on stderr."""
+    spec = write_spec(tmp_path, BASE, "t.toml")
+    assert cli.main(["run", str(spec), "--storage", str(store)]) == 2
+    return capsys.readouterr().err
+
+
 def test_store_of_another_sweep_is_refused(tmp_path, capsys):
     store = tmp_path / "store"
     store.mkdir()
     (store / "spec.toml").write_text('name = "other"\n')
-    spec = tmp_path / "t.toml"
-    spec.write_text(BASE)
-    assert cli.main(["run", str(spec), "--storage", str(store)]) == 2
-    assert capsys.readouterr().err == (
+    assert refused_run(tmp_path, store, capsys) == (
         f"depthwidth: error: name = 't' is invalid: the store {store} holds "
         f"the sweep 'other'; give this sweep its own storage.path or --storage.\n"
     )
@@ -361,10 +364,7 @@ def test_a_store_whose_spec_is_not_a_sweep_spec_is_left_untouched(tmp_path, caps
     store = tmp_path / "store"
     store.mkdir()
     (store / "spec.toml").write_text(content)
-    spec = tmp_path / "t.toml"
-    spec.write_text(BASE)
-    assert cli.main(["run", str(spec), "--storage", str(store)]) == 2
-    err = capsys.readouterr().err
+    err = refused_run(tmp_path, store, capsys)
     assert err.startswith(f"depthwidth: error: {store / 'spec.toml'} is not a sweep spec (")
     assert err.endswith("; it was left untouched: move it aside, or give this sweep its own storage.\n")
     assert (store / "spec.toml").read_text() == content
@@ -374,10 +374,7 @@ def test_a_store_whose_spec_is_not_a_sweep_spec_is_left_untouched(tmp_path, caps
 def test_a_store_whose_runs_table_is_a_folder_is_refused(tmp_path, capsys):
     store = tmp_path / "store"
     (store / "runs.parquet").mkdir(parents=True)
-    spec = tmp_path / "t.toml"
-    spec.write_text(BASE)
-    assert cli.main(["run", str(spec), "--storage", str(store)]) == 2
-    assert capsys.readouterr().err == (
+    assert refused_run(tmp_path, store, capsys) == (
         f"depthwidth: error: {store / 'runs.parquet'} is a folder, not a "
         f"parquet file; it was left untouched: move it aside to start the "
         f"store over.\n"
@@ -594,8 +591,7 @@ def test_cli_module_does_not_import_ray():
 def test_planning_a_sweep_does_not_import_torch(tmp_path):
     """The driver expands, budgets and plans (N, FLOPs, memory) without torch: importing it costs
     seconds of the sweep's start-up on a small machine, and only the trial workers train."""
-    spec = tmp_path / "s.toml"
-    spec.write_text(BASE.replace("steps = 10", "tokens_per_param = 5\nmin_steps = 2"))
+    spec = write_spec(tmp_path, BASE.replace("steps = 10", "tokens_per_param = 5\nmin_steps = 2"), "s.toml")
     code = (
         "import sys; from sweeps.plans.spec import load_spec; from sweeps.plans.plan import plan_text; "
         f"s = load_spec({str(spec)!r}); text = plan_text(s); "

@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 import pytest
-from helpers import add_run, row_of, stored_run
+from helpers import add_run, row_of, spec_toml, stored_run, write_spec
 
 from runstore.files import StoreError
 from runstore.layout import CURVE_COLUMNS
@@ -19,18 +19,7 @@ from sweeps import cli
 from sweeps.plans.spec import parse_spec
 from sweeps.running.progress import ProgressView, fmt_duration, trial_cost
 
-SPEC = """name = "st"
-[model]
-heads = 2
-seq_len = 16
-[data]
-vocab_size = 16
-[grid]
-depth = [1, 2]
-width = [8]
-[budget]
-steps = 10
-"""
+SPEC = spec_toml("st", train=None, grid={"depth": [1, 2], "width": [8]}, budget={"steps": 10})
 
 
 def planted_result(depth: int, loss: float, status: str = "ok", metrics: dict | None = None) -> dict:
@@ -144,8 +133,7 @@ def test_corrupted_runs_parquet_is_refused_and_left_untouched(tmp_path, capsys, 
     with pytest.raises(StoreError) as err:
         ResultStore(str(root)).check()
     assert str(runs) in str(err.value) and "left untouched" in str(err.value)
-    spec = tmp_path / "s.toml"
-    spec.write_text(SPEC)
+    spec = write_spec(tmp_path, SPEC, "s.toml")
     assert cli.main(["run", str(spec), "--storage", str(root)]) == 2
     msg = capsys.readouterr().err
     assert msg.startswith(f"depthwidth: error: {runs} ") and msg.count("\n") == 1

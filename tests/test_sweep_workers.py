@@ -9,59 +9,36 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import hook_env, spec_toml, starts, sweep_running, trial_ids, wait_for, write_spec
 from test_distributed_train import RTOL
 from test_security import assert_listens_on_loopback_only
-from test_sweep_ray import hook_env, starts, trial_ids, wait_for
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
-SPEC = """name = "workers"
-[model]
-heads = 2
-seq_len = 16
-[data]
-vocab_size = 16
-[train]
-batch_size = 8
-eval_every = 5
-eval_batches = 2
-warmup_steps = 2
-[grid]
-depth = [1]
-width = [16]
-[budget]
-steps = 20
-[resources]
-cpus = 1
-workers = 2
-max_failures = 2
-"""
+# one trial as two workers with half the batch each
+SPEC = spec_toml(
+    "workers",
+    train={"batch_size": 8, "eval_batches": 2},
+    grid={"depth": [1], "width": [16]},
+    budget={"steps": 20},
+    resources={"cpus": 1, "workers": 2, "max_failures": 2},
+)
 
 
 def test_a_two_worker_trial_listens_on_loopback_only_and_resumes_with_both_workers_when_one_dies(
     tmp_path,
 ):
-    spec = tmp_path / "w.toml"
-    spec.write_text(SPEC)
+    spec = write_spec(tmp_path, SPEC, "w.toml")
     (tid,) = trial_ids(spec)
     store, hook = tmp_path / "store", tmp_path / "hook"
     env = {k: v for k, v in hook_env(dict(os.environ), hook).items() if k != "RAY_ADDRESS"}
     (hook / "hold").write_text(tid)  # rank 0 waits after its first checkpoint (step 5)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sweeps.cli", "run", str(spec), "--storage", str(store), "--no-analyze"],
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
+    with sweep_running(["run", str(spec), "--storage", str(store), "--no-analyze"], env) as proc:
         wait_for(lambda: (hook / f"{tid}.pid").exists(), 300, "rank 0's first checkpoint", proc)
         # Ray Train counts a reported checkpoint once its controller has registered it (it then
         # writes its checkpoint manager's snapshot); a worker killed before that restarts from
@@ -80,9 +57,6 @@ def test_a_two_worker_trial_listens_on_loopback_only_and_resumes_with_both_worke
         os.kill(int((hook / f"{tid}.pid").read_text()), signal.SIGKILL)  # one of the two workers
         (hook / "hold").unlink()
         out, err = proc.communicate(timeout=400)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0, out + err
     runs = pd.read_parquet(store / "runs.parquet").set_index("trial_id")
     row = runs.loc[tid]

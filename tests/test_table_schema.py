@@ -13,38 +13,38 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_cli_refusals import cli, sentence
+from helpers import cli, exported_row, sentence, spec_toml, write_spec
 
 from runstore.record import REQUIRED_RUN_COLUMNS
 from runstore.schema import TableError, check_table
 
-TINY = """name = "tiny"
-[model]
-family = "transformer"
-heads = 2
-seq_len = 16
-parametrization = "completep"
-base_width = 16
-base_depth = 1
-[data]
-source = "pcfg"
-vocab_size = 32
-[train]
-batch_size = 4
-warmup_steps = 2
-[grid]
-depth = [1, 2]
-width = [16, 32]
-lr = [3e-3, 1e-2]
-[budget]
-steps = 20
-evals = 2
-[resources]
-cpus = 1
-max_failures = 0
-[storage]
-path = "stores/tiny"
-"""
+# a small CompleteP grid, two learning rates a shape, stored in stores/tiny
+TABLES = {
+    "model": {
+        "family": "transformer",
+        "heads": 2,
+        "seq_len": 16,
+        "parametrization": "completep",
+        "base_width": 16,
+        "base_depth": 1,
+    },
+    "data": {"source": "pcfg", "vocab_size": 32},
+    "train": {"batch_size": 4, "warmup_steps": 2},
+    "budget": {"steps": 20, "evals": 2},
+    "resources": {"cpus": 1, "max_failures": 0},
+    "storage": {"path": "stores/tiny"},
+}
+
+
+def tiny_spec(depths=(1, 2), widths=(16, 32), grid: dict | None = None, **tables) -> str:
+    """TABLES over `depths` x `widths` and two learning rates; `grid` adds to the grid, `tables`
+    are laid over TABLES as in spec_toml."""
+    grid = {"depth": list(depths), "width": list(widths), "lr": [3e-3, 1e-2], **(grid or {})}
+    return spec_toml("tiny", base=TABLES, grid=grid, **tables)
+
+
+TINY = tiny_spec()  # 2 depths x 2 widths x 2 learning rates: 8 trials
+TINY3 = tiny_spec(depths=(1, 2, 3))
 
 
 def runs_of(spec_path: Path) -> pd.DataFrame:
@@ -60,28 +60,22 @@ def runs_of(spec_path: Path) -> pd.DataFrame:
         cols = {**config_columns(tc), **planned_columns(tc)}
         keep = ("trial_id", "family", "depth", "width", "heads", "seed", "n_params", "n_params_total")
         keep += ("flops_per_token", "tokens", "steps", "lr", "batch_size", "seq_len")
-        rows.append(
-            {
-                **{k: cols[k] for k in keep},
-                "final_train_loss": 3.2 - 0.01 * i,
-                "final_val_loss": 3.3 - 0.01 * i,
-                "status": "ok",
-                "wall_s": 1.0,
-                "depthwidth_version": "0.1.0",
-                "torch_version": "2",
-                "device": "cpu",
-            }
-        )
+        rows.append(exported_row({k: cols[k] for k in keep}, 3.2 - 0.01 * i, 3.3 - 0.01 * i))
     return pd.DataFrame(rows)
+
+
+def tiny_folder(folder: Path) -> Path:
+    """`folder` holding tiny.toml, tiny3.toml (a plan `design` rates) and runs.csv, the runs table
+    of tiny.toml."""
+    write_spec(folder, TINY, "tiny.toml")
+    write_spec(folder, TINY3, "tiny3.toml")
+    runs_of(folder / "tiny.toml").to_csv(folder / "runs.csv", index=False)
+    return folder
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny")
-    (folder / "tiny.toml").write_text(TINY)
-    (folder / "tiny3.toml").write_text(TINY.replace("depth = [1, 2]", "depth = [1, 2, 3]"))
-    runs_of(folder / "tiny.toml").to_csv(folder / "runs.csv", index=False)
-    return folder
+    return tiny_folder(tmp_path_factory.mktemp("tiny"))
 
 
 def _bad(table: pd.DataFrame, col: str, row: int, value) -> pd.DataFrame:
@@ -202,8 +196,7 @@ def test_the_store_writer_refuses_a_row_its_readers_would(tmp_path):
 
 
 def _spec(folder: Path) -> Path:
-    (folder / "tiny.toml").write_text(TINY)
-    return folder / "tiny.toml"
+    return write_spec(folder, TINY, "tiny.toml")
 
 
 def test_the_schema_keeps_good_tables_and_coerces_numbers():

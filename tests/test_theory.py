@@ -7,6 +7,7 @@ import json
 from math import comb, exp, log
 
 import pytest
+from helpers import cli
 
 from depthwidth import theory
 from depthwidth.cli import main
@@ -179,15 +180,6 @@ def test_crossover_width_past_the_float_range_is_inf_with_an_exact_log():
     assert row["log10_n_params_at_crossover"] == pytest.approx(log(12000, 10) + 2000 * log(3, 10))
 
 
-def _cli(*argv, timeout=60):
-    import subprocess
-    import sys
-
-    return subprocess.run(
-        [sys.executable, "-m", "depthwidth.cli", *argv], capture_output=True, text=True, timeout=timeout
-    )
-
-
 @pytest.mark.parametrize(
     "argv, words",
     [
@@ -198,7 +190,7 @@ def _cli(*argv, timeout=60):
     ],
 )
 def test_cli_unbounded_ranges_are_refused_before_any_work(argv, words, tmp_path):
-    p = _cli(*argv, "--out", str(tmp_path / "o")) if argv[0] == "seprank" else _cli(*argv)
+    p = cli(*argv, "--out", str(tmp_path / "o")) if argv[0] == "seprank" else cli(*argv)
     assert p.returncode == 2, p.stderr
     assert p.stderr.startswith("depthwidth: error: ") and p.stderr.count("\n") == 1
     assert all(w in p.stderr for w in words), p.stderr
@@ -206,10 +198,10 @@ def test_cli_unbounded_ranges_are_refused_before_any_work(argv, words, tmp_path)
 
 
 def test_cli_theory_deep_depths_print_without_overflow():
-    p = _cli("theory", "--width", "64", "--depth", "1000", "--depths", "6,647,1000")
+    p = cli("theory", "--width", "64", "--depth", "1000", "--depths", "6,647,1000")
     assert p.returncode == 0, p.stderr
     assert "3^1000 = 1.322e+477" in p.stdout
-    p = _cli("theory", "--width", "64", "--depth", "1000", "--depths", "647,1000", "--json")
+    p = cli("theory", "--width", "64", "--depth", "1000", "--depths", "647,1000", "--json")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)  # strict JSON: no Infinity
     assert doc["width"]["crossover_width"] is None

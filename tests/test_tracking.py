@@ -16,7 +16,17 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_sweep_ray import cli, hook_env, run_cli, starts, trial_ids, wait_for, write_spec
+from helpers import (
+    hook_env,
+    ray_sweep,
+    run_sweep,
+    spec_toml,
+    starts,
+    sweep_argv,
+    trial_ids,
+    wait_for,
+    write_spec,
+)
 
 pytest.importorskip("ray")
 mlflow = pytest.importorskip("mlflow")
@@ -28,12 +38,12 @@ STEPS = [5, 10, 15, 20]  # steps = 20, eval_every = 5
 logging.getLogger("mlflow").setLevel(logging.WARNING)  # its database set-up notices
 
 
-def tracked_spec(path: Path, name: str, widths, db: Path) -> Path:
+def tracked_spec(folder: Path, name: str, widths, db: Path) -> Path:
     extra = (
         f'[tracking]\nmlflow = "sqlite:///{db}"\nwandb = {{ project = "{name}", mode = "offline" }}\n'
         f"tensorboard = true\n"
     )
-    return write_spec(path, name, [1], widths, steps=20, extra=extra)
+    return write_spec(folder, ray_sweep(name, [1], widths, steps=20, extra=extra), "trk.toml")
 
 
 def mlflow_runs(db: Path, experiment: str) -> dict[str, dict]:
@@ -131,7 +141,7 @@ def assert_exactly_once(
 @pytest.mark.slow
 def test_sweep_with_three_trackers_interrupted_resumed_rerun_extended(ray_cluster, tmp_path):
     db, store = tmp_path / "mlruns.db", tmp_path / "store"
-    spec = tracked_spec(tmp_path / "trk.toml", "tracked", [8, 16], db)
+    spec = tracked_spec(tmp_path, "tracked", [8, 16], db)
     first, held = trial_ids(spec)
     hook = tmp_path / "hook"
     env = {**hook_env(ray_cluster.env, hook), "WANDB_SILENT": "true"}
@@ -141,7 +151,7 @@ def test_sweep_with_three_trackers_interrupted_resumed_rerun_extended(ray_cluste
     log = tmp_path / "driver.log"
     with open(log, "w") as f:
         proc = subprocess.Popen(
-            cli(*args), env=env, text=True, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+            sweep_argv(*args), env=env, text=True, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
         wait_for(lambda: (hook / f"{held}.pid").exists(), 150, "the held trial's checkpoint", proc)
@@ -162,7 +172,7 @@ def test_sweep_with_three_trackers_interrupted_resumed_rerun_extended(ray_cluste
     ml = mlflow_runs(db, "tracked")  # the driver is gone: MlflowClient can open the database
     assert ml[held]["steps"] == [5] and ml[held]["status"] is None  # live, cut short
 
-    resumed = run_cli(args, env)
+    resumed = run_sweep(args, env)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "1 trials to run (1 already in the store)" in resumed.stdout
     assert [s for t, s in starts(hook) if t == held] == [0, 5]  # resumed from its checkpoint
@@ -177,7 +187,7 @@ def test_sweep_with_three_trackers_interrupted_resumed_rerun_extended(ray_cluste
         + glob.glob(str(logdir / "*" / "events*"))
     }
 
-    again = run_cli(args, env)  # a finished sweep: nothing runs, nothing is logged
+    again = run_sweep(args, env)  # a finished sweep: nothing runs, nothing is logged
     assert again.returncode == 0 and "nothing to run" in again.stdout, again.stdout + again.stderr
     assert_exactly_once(ids, db, "tracked", wandb_dir, logdir)
     after = {
@@ -187,9 +197,9 @@ def test_sweep_with_three_trackers_interrupted_resumed_rerun_extended(ray_cluste
     }
     assert after == before
 
-    spec = tracked_spec(tmp_path / "trk.toml", "tracked", [8, 12, 16], db)  # one more width
+    spec = tracked_spec(tmp_path, "tracked", [8, 12, 16], db)  # one more width
     new = set(trial_ids(spec)) - ids
-    extended = run_cli(args, env)
+    extended = run_sweep(args, env)
     assert extended.returncode == 0, extended.stdout + extended.stderr
     assert "1 trials to run (2 already in the store)" in extended.stdout
     assert_exactly_once(ids | new, db, "tracked", wandb_dir, logdir)
@@ -240,7 +250,7 @@ def test_unreachable_trackers_are_one_warning_each(tmp_path):
     """MLflow at a closed port and W&B online against a closed port with no key: the sweep
     finishes, stores every trial, and says so in one warning line per tracker."""
     store = tmp_path / "store"
-    spec = write_spec(tmp_path / "down.toml", "down", [1], [8], steps=10)
+    spec = write_spec(tmp_path, ray_sweep("down", [1], [8], steps=10), "down.toml")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "WANDB"))}
     env.update(
         WANDB_BASE_URL=f"http://127.0.0.1:{_closed_port()}",
@@ -248,7 +258,7 @@ def test_unreachable_trackers_are_one_warning_each(tmp_path):
         HOME=str(tmp_path / "home"),
         MLFLOW_HTTP_REQUEST_MAX_RETRIES="0",
     )
-    res = run_cli(
+    res = run_sweep(
         [
             "run",
             str(spec),
@@ -275,7 +285,7 @@ def test_unreachable_trackers_are_one_warning_each(tmp_path):
 def test_tracking_table_is_validated(tmp_path):
     from sweeps.plans.spec import SpecError, parse_spec
 
-    base = 'name = "t"\n[grid]\ndepth = [1]\n'
+    base = spec_toml("t", base={}, grid={"depth": [1]})
     for table, message in [
         ("[tracking]\nmlflow = 3\n", "tracking.mlflow = 3 is invalid: expected a tracking URI"),
         (
@@ -301,8 +311,8 @@ def test_tracking_table_is_validated(tmp_path):
     spec = parse_spec(base + '[tracking]\nmlflow = "sqlite:///x.db"\ntensorboard = true\n', "s.toml")
     assert spec.tracking.enabled == ("mlflow", "tensorboard")
     # a bad value on the command line: exit 2, nothing written
-    path = write_spec(tmp_path / "s.toml", "flags", [1], [8])
-    res = run_cli(
+    path = write_spec(tmp_path, ray_sweep("flags", [1], [8]), "s.toml")
+    res = run_sweep(
         ["run", str(path), "--storage", str(tmp_path / "store"), "--wandb", "p", "--wandb-mode", "sometimes"],
         dict(os.environ),
     )

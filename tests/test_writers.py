@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import EXE, cli, sentence
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from test_data_prepare import EXE, cli, documents, sentence
+from test_data_prepare import documents
 from test_output_guards import snapshot, tiny  # noqa: F401  (tiny: a store carried from a runs table)
 
 from runstore.layout import STORE_OWN

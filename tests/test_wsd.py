@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
+from helpers import spec_toml, write_spec
 
 from depthwidth.config import ConfigError, DataConfig, ModelConfig, TrainConfig
 from depthwidth.train import get_lr, load_checkpoint, train
@@ -153,35 +154,31 @@ def test_a_diverged_run_ends_its_branches_still_to_take_the_same_way():
     assert [r.status for r in got] == ["diverged"]
 
 
-ONE_RUN = """name = "onerun"
-[model]
-heads = 2
-seq_len = 16
-[data]
-vocab_size = 16
-[train]
-batch_size = 4
-eval_every = 5
-schedule = "wsd"
-{train}
-[grid]
-depth = [1, 2]
-width = [8]
-steps = [10, 20, 40]
-[budget]
-from_one_run = true
-{budget}
-[resources]
-cpus = 1
-"""
+def one_run_spec(
+    train: dict | None = None, budget: dict | None = None, grid: dict | None = None, **tables
+) -> str:
+    """Depths 1 and 2 of the tiny model, each one WSD run of 40 steps whose 10- and 20-step budgets
+    are its cooldown branches; `train` (a warmup of 2 steps when None), `budget` and `grid` add to
+    their tables, `tables` as in spec_toml."""
+    return spec_toml(
+        "onerun",
+        train={
+            "eval_batches": None,
+            "warmup_steps": None,
+            "schedule": "wsd",
+            **({"warmup_steps": 2} if train is None else train),
+        },
+        grid={"depth": [1, 2], "width": [8], "steps": [10, 20, 40], **(grid or {})},
+        budget={"from_one_run": True, **(budget or {})},
+        resources={"cpus": 1},
+        **tables,
+    )
 
 
-def _spec(tmp_path: Path, train: str = "warmup_steps = 2", budget: str = "", extra: str = ""):
+def _spec(tmp_path: Path, train: dict | None = None, budget: dict | None = None):
     from sweeps.plans.spec import load_spec
 
-    path = tmp_path / "onerun.toml"
-    path.write_text(ONE_RUN.format(train=train, budget=budget) + extra)
-    return load_spec(path)
+    return load_spec(write_spec(tmp_path, one_run_spec(train, budget), "onerun.toml"))
 
 
 def test_a_one_run_plan_counts_each_run_once_and_each_branch_by_its_cooldown(tmp_path: Path):
@@ -210,32 +207,31 @@ def test_a_one_run_plan_counts_each_run_once_and_each_branch_by_its_cooldown(tmp
 
 
 def test_a_warmup_fraction_is_taken_of_the_shortest_budget(tmp_path: Path):
-    spec = _spec(tmp_path, train="", budget="warmup_fraction = 0.2")
+    spec = _spec(tmp_path, train={}, budget={"warmup_fraction": 0.2})
     assert {t.train.warmup_steps for t in spec.trials} == {2}
 
 
 @pytest.mark.parametrize(
-    "train, budget, extra, says",
+    "train, says",
     [
-        ('warmup_steps = 2\ncooldown = "linear"', "", "", None),
-        ("warmup_steps = 9", "", "", "the warmup must end before the cooldown starts"),
+        ({"warmup_steps": 2, "cooldown": "linear"}, None),
+        ({"warmup_steps": 9}, "the warmup must end before the cooldown starts"),
     ],
 )
-def test_one_run_specs_checked_when_read(tmp_path: Path, train, budget, extra, says):
+def test_one_run_specs_checked_when_read(tmp_path: Path, train, says):
     from sweeps.plans.errors import SpecError
 
     if says is None:
-        assert len(_spec(tmp_path, train, budget, extra).branched_from) == 4
+        assert len(_spec(tmp_path, train).branched_from) == 4
         return
     with pytest.raises(SpecError, match=says):
-        _spec(tmp_path, train, budget, extra)
+        _spec(tmp_path, train)
 
 
 def test_one_run_needs_the_wsd_schedule(tmp_path: Path):
     from sweeps.plans.errors import SpecError
 
-    path = tmp_path / "cos.toml"
-    path.write_text(ONE_RUN.format(train="warmup_steps = 2", budget="").replace('schedule = "wsd"', ""))
+    path = write_spec(tmp_path, one_run_spec(train={"warmup_steps": 2, "schedule": None}), "cos.toml")
     from sweeps.plans.spec import load_spec
 
     with pytest.raises(SpecError, match='cooldown branches need schedule = "wsd"'):
@@ -246,11 +242,8 @@ def test_one_run_takes_no_halving(tmp_path: Path):
     from sweeps.plans.errors import SpecError
     from sweeps.plans.spec import load_spec
 
-    path = tmp_path / "halving.toml"
-    text = ONE_RUN.format(train="warmup_steps = 2", budget="").replace(
-        "width = [8]", "width = [8]\nlr = [1e-3, 1e-2]"
-    )
-    path.write_text(text + '[halving]\naxis = "lr"\n')
+    text = one_run_spec(grid={"lr": [1e-3, 1e-2]}, halving={"axis": "lr"})
+    path = write_spec(tmp_path, text, "halving.toml")
     with pytest.raises(SpecError, match="choose its learning rate from the full grid"):
         load_spec(path)
 

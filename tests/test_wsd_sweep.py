@@ -8,37 +8,22 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 
 import pandas as pd
 import pytest
-from test_sweep_ray import cli, hook_env, run_cli, starts, trial_ids, wait_for
+from helpers import hook_env, run_sweep, spec_toml, starts, sweep_running, trial_ids, wait_for, write_spec
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
-SPEC = """name = "onerun"
-[model]
-heads = 2
-seq_len = 16
-[data]
-vocab_size = 16
-[train]
-batch_size = 4
-eval_every = 5
-eval_batches = 1
-warmup_steps = 2
-schedule = "wsd"
-[grid]
-depth = [1]
-width = [8]
-steps = [10, 20, 40]
-[budget]
-from_one_run = true
-[resources]
-cpus = 1
-max_failures = 2
-"""
+# one 40-step WSD run per shape, the 10- and 20-step budgets as its cooldown branches
+SPEC = spec_toml(
+    "onerun",
+    train={"schedule": "wsd"},
+    grid={"depth": [1], "width": [8], "steps": [10, 20, 40]},
+    budget={"from_one_run": True},
+    resources={"cpus": 1, "max_failures": 2},
+)
 
 
 def _stored(store) -> pd.DataFrame:
@@ -52,8 +37,7 @@ def test_one_run_stores_every_budget_and_resumes_between_branches(ray_cluster, t
     from sweeps.plans.plan import plan_rows, totals
     from sweeps.plans.spec import load_spec
 
-    spec = tmp_path / "onerun.toml"
-    spec.write_text(SPEC)
+    spec = write_spec(tmp_path, SPEC, "onerun.toml")
     short, middle, run = trial_ids(spec)  # 10, 20 and 40 steps: the 40-step run branches twice
     store, hook = tmp_path / "store", tmp_path / "hook"
     env = hook_env(ray_cluster.env, hook)
@@ -61,22 +45,16 @@ def test_one_run_stores_every_budget_and_resumes_between_branches(ray_cluster, t
     # cooldown starts at step 16): both branches are stored, the run is not
     (hook / "hold").write_text(f"{run}@16")
     args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"]
-    proc = subprocess.Popen(
-        cli(*args), env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
-    )
-    try:
+    with sweep_running(args, env, new_session=True) as proc:
         wait_for(lambda: (hook / f"{run}.pid").exists(), 150, "the run's checkpoint at step 16", proc)
         wait_for(lambda: {short, middle} <= set(_stored(store)["trial_id"]), 60, "both branches stored", proc)
         os.killpg(proc.pid, signal.SIGKILL)  # the driver, between the last branch and the run's end
         proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
     (hook / "hold").unlink()
     before = _stored(store).set_index("trial_id")
     assert set(before.index) == {short, middle}
 
-    done = run_cli(args, env)
+    done = run_sweep(args, env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 trials to run (2 already in the store)" in done.stdout
     after = _stored(store).set_index("trial_id")
@@ -103,8 +81,8 @@ def test_one_run_stores_every_budget_and_resumes_between_branches(ray_cluster, t
     assert list(curves.loc[curves["trial_id"] == run, "step"]) == [5, 10, 15, 20, 25, 30, 35, 40]
     # a branch row is carried to another store like any row: nothing left to run there
     table = tmp_path / "runs.csv"
-    assert run_cli(["results", str(store), "--csv", str(table)], env).returncode == 0
-    moved = run_cli(
+    assert run_sweep(["results", str(store), "--csv", str(table)], env).returncode == 0
+    moved = run_sweep(
         ["run", str(spec), "--storage", str(tmp_path / "moved"), "--from", str(table), "--no-analyze"], env
     )
     assert moved.returncode == 0, moved.stdout + moved.stderr
@@ -113,40 +91,25 @@ def test_one_run_stores_every_budget_and_resumes_between_branches(ray_cluster, t
     assert list(carried.loc[[short, middle], "branched_from"]) == [run, run]
 
 
-RUNG = """name = "wsdrung"
-[model]
-heads = 2
-seq_len = 16
-[data]
-vocab_size = 16
-[train]
-batch_size = 4
-eval_every = 5
-eval_batches = 1
-warmup_steps = 2
-schedule = "wsd"
-[grid]
-depth = [1]
-width = [8]
-lr = [3e-3, 3e-2, 0.3]
-[budget]
-steps = 30
-[halving]
-axis = "lr"
-eta = 3
-{rung}
-[resources]
-cpus = 0.5            # the group's three runs side by side on the 2-CPU test cluster
-max_concurrent = 3
-max_failures = 2
-"""
+def rung_spec(placement: dict) -> str:
+    """Three learning rates of one 30-step WSD run, halved at the rung `placement` places."""
+    return spec_toml(
+        "wsdrung",
+        train={"schedule": "wsd"},
+        grid={"depth": [1], "width": [8], "lr": [3e-3, 3e-2, 0.3]},
+        budget={"steps": 30},
+        halving={"axis": "lr", "eta": 3, **placement},
+        # the group's three runs side by side on the 2-CPU test cluster
+        resources={"cpus": 0.5, "max_concurrent": 3, "max_failures": 2},
+    )
 
 
 @pytest.mark.parametrize(
-    "rung_line, rung, cooldown",
-    [("rungs = 1", 10, 2), ("at = [0.66]", 20, 4)],  # at 1/eta, or placed at two-thirds by hand
+    "placement, rung, cooldown",
+    [({"rungs": 1}, 10, 2), ({"at": [0.66]}, 20, 4)],  # at 1/eta, or placed at two-thirds by hand
+    ids=["rungs=1", "at=0.66"],
 )
-def test_a_wsd_halving_judges_its_rung_on_a_cooldown_branch(ray_cluster, tmp_path, rung_line, rung, cooldown):
+def test_a_wsd_halving_judges_its_rung_on_a_cooldown_branch(ray_cluster, tmp_path, placement, rung, cooldown):
     """The rung at step 10 (or 20) of a 30-step WSD run is judged on the cooldown branch 8 -> 10
     (16 -> 20): each learning rate's rung loss is that of a complete WSD run of the rung's length,
     not the loss the run passes there at its full rate. The losers stop where they branched; the
@@ -156,11 +119,10 @@ def test_a_wsd_halving_judges_its_rung_on_a_cooldown_branch(ray_cluster, tmp_pat
     from sweeps.plans.plan import plan_rows, totals
     from sweeps.plans.spec import load_spec
 
-    spec = tmp_path / "wsdrung.toml"
-    spec.write_text(RUNG.format(rung=rung_line))
+    spec = write_spec(tmp_path, rung_spec(placement), "wsdrung.toml")
     store = tmp_path / "store"
     args = ["run", str(spec), "--address", ray_cluster.address, "--storage", str(store), "--no-analyze"]
-    done = run_cli(args, ray_cluster.env)
+    done = run_sweep(args, ray_cluster.env)
     assert done.returncode == 0, done.stdout + done.stderr
     runs = _stored(store).set_index("trial_id")
     assert len(runs) == 3

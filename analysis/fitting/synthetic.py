@@ -37,6 +37,18 @@ def planted_loss(law: str, depth, width, p: dict, tokens=None) -> np.ndarray:
     return out
 
 
+def _run_columns(D: np.ndarray, W: np.ndarray, S: np.ndarray) -> dict:
+    """The columns that name each planted run: its trial id, family, shape and seed."""
+    return {
+        "trial_id": [f"t{i:05d}" for i in range(len(D))],
+        "family": "transformer",
+        "depth": D.astype(int),
+        "width": W.astype(int),
+        "heads": 1,
+        "seed": S.astype(int),
+    }
+
+
 def make_runs(
     law: str,
     depths,
@@ -61,12 +73,7 @@ def make_runs(
     loss = clean * np.exp(rng.normal(0.0, noise, clean.shape))
     out = pd.DataFrame(
         {
-            "trial_id": [f"t{i:05d}" for i in range(len(D))],
-            "family": "transformer",
-            "depth": D.astype(int),
-            "width": W.astype(int),
-            "heads": 1,
-            "seed": S.astype(int),
+            **_run_columns(D, W, S),
             "n_params": kaplan_n_params(D, W.astype(float)),
             "loss": loss,
             "clean_loss": clean,
@@ -181,12 +188,7 @@ def make_tuned_runs(
     loss = clean * np.exp(off + rng.normal(0.0, noise, clean.shape))
     return pd.DataFrame(
         {
-            "trial_id": [f"t{i:05d}" for i in range(len(D))],
-            "family": "transformer",
-            "depth": D.astype(int),
-            "width": W.astype(int),
-            "heads": 1,
-            "seed": S.astype(int),
+            **_run_columns(D, W, S),
             "lr": R.astype(float),
             "lr_opt": opt,
             "n_params": 12.0 * D * W.astype(float) ** 2,

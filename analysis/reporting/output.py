@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.readers.inputs import InputError
-from depthwidth.clitools import reason
+from depthwidth.clitools import reason, remove_orphaned
 from depthwidth.clitools import terminate_cleanly as terminate_cleanly  # the one definition
 from runstore.files import StoreError, atomic_file
 from runstore.location import Location
@@ -91,25 +91,6 @@ def check_fingerprint(
 
 
 # -- working folders ----------------------------------------------------------------------------
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def clean_stale(folder: Path) -> None:
-    """Remove the working folders of analyses that were killed (their process is gone)."""
-    with contextlib.suppress(OSError):
-        for p in folder.iterdir():
-            m = _WORK_RE.match(p.name)
-            if m and p.is_dir() and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
-                shutil.rmtree(p, ignore_errors=True)
-
-
 def _work_parent(dest: Location) -> Path:
     """Beside the destination (same disk, so it is found and cleaned by the next run), else the
     system's temporary folder."""
@@ -176,7 +157,7 @@ class ReportOutput:
         except OutputError as exc:
             raise InputError(str(exc)) from None
         parent = _work_parent(dest)
-        clean_stale(parent)
+        remove_orphaned(parent, _WORK_RE)
         self.work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=parent))
 
     def discard(self) -> None:

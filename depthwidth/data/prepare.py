@@ -13,7 +13,6 @@ run leaves nothing behind, and the next run removes what a killed one left.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from depthwidth.clitools import reason
+from depthwidth.clitools import reason, remove_orphaned
 from depthwidth.data.base import DataError
 from depthwidth.data.corpus import Corpus, Piece, available_cores
 from depthwidth.data.longwork import STOP, Progress, in_worker, rust_stderr, stopping
@@ -326,26 +325,6 @@ def build(req: Request, tmp: Path, stream=None) -> dict[str, Any]:
 
 
 # -- the output folder --------------------------------------------------------------------------
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def clean_stale(parent: Path) -> None:
-    """Remove the working folders that runs killed before they could (their process is gone)."""
-    with contextlib.suppress(OSError):
-        for p in parent.iterdir():
-            m = WORK_RE.match(p.name)
-            if m and p.is_dir() and not p.is_symlink() and int(m.group(1)) != os.getpid():
-                if not _alive(int(m.group(1))):
-                    shutil.rmtree(p, ignore_errors=True)
-
-
 def claim_out(req: Request) -> Claim:
     """The output folder through the one output guard (runstore/outputs.py): checked whole before
     any work and locked until the files are moved in. data prepare's own test, run then and again
@@ -385,7 +364,7 @@ def prepare(req: Request, claim: Claim | None = None, stream=None) -> dict[str, 
     if claim is None:
         claim = claim_out(req)
     out = Path(os.path.realpath(Path(req.out).expanduser().absolute()))
-    clean_stale(out.parent)
+    remove_orphaned(out.parent, WORK_RE)
     tmp = out.parent / f".{out.name}.prepare-{os.getpid()}"
     tmp.mkdir()
     try:
