@@ -125,8 +125,27 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, (int, float)):
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v)  # a JSON string is a valid TOML basic string
+        return toml_string(v)
     raise TypeError(f"cannot write {v!r} as TOML")
+
+
+def toml_string(s: str) -> str:
+    """`s` as a TOML basic string: quotes, backslashes and control characters escaped, every other
+    character as it is (a JSON string is not always TOML: JSON writes a character beyond the Basic
+    Multilingual Plane as a surrogate pair, which TOML refuses). ValueError for a lone surrogate,
+    which no TOML text can hold."""
+    out = []
+    for ch in s:
+        o = ord(ch)
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif o < 0x20 or o == 0x7F:
+            out.append(f"\\u{o:04x}")
+        elif 0xD800 <= o <= 0xDFFF:
+            raise ValueError(f"the text {s!r} holds a lone surrogate, which TOML cannot hold")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from depthwidth.config import PRESETS, ConfigError, DataConfig, ModelConfig, TrainConfig, from_name
 
@@ -109,3 +111,22 @@ def test_presets_and_overrides():
 def test_float_field_accepts_int_and_stores_float():
     cfg = TrainConfig(lr=1)
     assert cfg.lr == 1.0 and isinstance(cfg.lr, float)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.characters(blacklist_categories=("Cs",))))
+def test_a_string_written_as_toml_reads_back_as_itself(text):
+    """Any text (every character but a lone surrogate, beyond the Basic Multilingual Plane and
+    control characters included) goes into a TOML file and comes back the same."""
+    import tomllib
+
+    from depthwidth.config import toml_string
+
+    assert tomllib.loads(f"a = {toml_string(text)}\n")["a"] == text
+
+
+def test_a_lone_surrogate_is_refused_as_toml():
+    from depthwidth.config import toml_string
+
+    with pytest.raises(ValueError, match="lone surrogate"):
+        toml_string("a\ud800b")
