@@ -98,7 +98,7 @@ def test_a_spec_trial_keeps_its_id_and_configs():
     spec = load_spec(str(ROOT / "sweeps" / "smoke.toml"))
     t = spec.trials[0]
     tc = TrialConfig.of(t)
-    assert tc.trial_id == t.trial_id and tc.configs_dict() == t.config_dict()
+    assert tc.trial_id == t.trial_id and tc.configs_dict() == t.configs_dict()
 
 
 def test_no_module_reads_the_tune_config_by_key_but_its_own():

@@ -204,9 +204,9 @@ def test_a_one_run_plan_counts_each_run_once_and_each_branch_by_its_cooldown(tmp
             assert rows[stem].steps == 40 and rows[stem].depth == t.model.depth
         total += per_step * steps
     t = totals(spec, list(rows.values()))
-    assert t["flops"] == pytest.approx(total)
-    assert t["separate_runs_flops"] == pytest.approx(sum(r.budget_flops for r in rows.values()))
-    assert t["flops"] / t["separate_runs_flops"] == pytest.approx(46 / 70)
+    assert t.flops == pytest.approx(total)
+    assert t.separate_runs_flops == pytest.approx(sum(r.budget_flops for r in rows.values()))
+    assert t.flops / t.separate_runs_flops == pytest.approx(46 / 70)
 
 
 def test_a_warmup_fraction_is_taken_of_the_shortest_budget(tmp_path: Path):

@@ -25,6 +25,7 @@ import tomllib
 
 from depthwidth.clitools import fail
 from runstore.files import is_remote
+from sweeps.designing.rating import PowerSummary, summarize
 from sweeps.plans.budget import missing_data_allowed
 from sweeps.plans.spec import SpecError, parse_spec
 
@@ -110,6 +111,7 @@ class Candidate:
     note: str = ""
     spec: Any = None
     trials: Any = None  # the plan's trials as a table (sweeps/designing/design_plan.py)
+    totals: Any = None  # what it trains in all (sweeps/plans/plan.py Totals)
     n_trials: int | None = None
     flops: float | None = None
     cost: float | None = None  # in the spec's unit: GPU-hours or CPU core-hours
@@ -335,25 +337,22 @@ def _screen(c: Candidate, model, target: float, args) -> None:
     from analysis.power import design as dz
 
     out = dz.simulate(c.trials, [target], model, args.screen, args.bootstrap, args.seed, args.jobs)
-    _rated(c, out, target, args.screen, "screened")
+    _rated(c, summarize(out), target, args.screen, "screened")
 
 
 def _final(c: Candidate, model, target: float, args) -> None:
     from analysis.power import design as dz
 
     out = dz.power_runs(c.trials, [target], model, args.replicates, args.bootstrap, args.seed, args.jobs)
-    k = str(float(target))
-    _rated(c, out, target, int((out["effect"].astype(str) == k).sum()), "rated")
+    s = summarize(out)
+    _rated(c, s, target, s.at(target).replicates, "rated")
 
 
-def _rated(c: Candidate, out, target: float, replicates: int, stage: str) -> None:
+def _rated(c: Candidate, s: PowerSummary, target: float, replicates: int, stage: str) -> None:
     """A candidate's power, its Monte Carlo error, false claims and interval width at `target`."""
-    from analysis.power import design as dz
-
-    s = dz.summarize(out)
-    k = str(float(target))
-    c.power, c.power_se = s["power"][k], s["power_mc"][k]["se"]
-    c.false_claim, c.width = s["false_claim"]["rate"], s["median_interval_width"][k]
+    at = s.at(target)
+    c.power, c.power_se = at.power, at.power_mc.se
+    c.false_claim, c.width = s.false_claim.rate, at.median_width
     c.replicates, c.stage = replicates, stage
 
 
@@ -397,7 +396,7 @@ def propose(args, effects) -> int:
             check_output_folder(default_out(spec), "--out", PROPOSE_FILES)
     except (SpecError, ValueError) as exc:
         return fail(str(exc))
-    unit = "gpu_hours" if "gpu_hours" in base_totals else "cpu_core_hours"
+    unit = base_totals.unit
     tokens = float(np.exp(np.mean(np.log(base_trials["tokens"].to_numpy(float)))))
     cands, seen = [], {}
     for i, (doc, what) in enumerate(candidate_docs(tomllib.loads(spec.text), tokens)):
@@ -409,8 +408,8 @@ def propose(args, effects) -> int:
             c.note = str(exc)
             cands.append(c)
             continue
-        c.n_trials, c.flops, c.cost = len(c.trials), tot["flops"], tot.get(unit)
-        c.within_budget = tot["flops"] <= budget * (1 + 1e-9)
+        c.totals, c.n_trials, c.flops, c.cost = tot, len(c.trials), tot.flops, tot.hours
+        c.within_budget = tot.flops <= budget * (1 + 1e-9)
         key = frozenset(c.trials["trial_id"])
         if key in seen:
             c.stage, c.within_budget, c.note = "duplicate", False, f"the same trials as candidate {seen[key]}"
@@ -495,8 +494,8 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
         f"replicates (docs/design-power.md): power {best.power:.2f} at b = {args.target:g}, "
         f"false claims {best.false_claim:.2f}, median interval width "
         f"{'-' if best.width is None else format(best.width, '.3g')} "
-        f"({best.replicates} replicates, seed noise {noise['value']:.2%}, "
-        f"{toml_comment(noise['source'])}).\n"
+        f"({best.replicates} replicates, seed noise {noise.value:.2%}, "
+        f"{toml_comment(noise.source)}).\n"
     )
     toml_path, table = out / "proposed.toml", _table(cands, unit)
     text = head + to_toml(doc)
@@ -507,6 +506,7 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
         table.to_csv(f, index=False)
     with atomic_file(out / "candidates.md", "w") as f:
         f.write(_markdown(table.drop(columns=["note"])))
+    within = int(sum(c.within_budget for c in cands))
     result = {
         "proposed": str(toml_path),
         "candidates": str(out / "candidates.csv"),
@@ -522,21 +522,20 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
         "median_interval_width": best.width,
         "replicates": best.replicates,
         "cost": {"flops": best.flops, unit: best.cost},
-        "noise": noise,
+        "noise": noise.to_dict(),
         "n_candidates": len(cands),
-        "n_within_budget": int(sum(c.within_budget for c in cands)),
+        "n_within_budget": within,
     }
     if args.json:
         print(json.dumps(result, default=float))
     else:
         print(
-            f"{len(cands)} candidate plans, {result['n_within_budget']} within {args.budget} "
+            f"{len(cands)} candidate plans, {within} within {args.budget} "
             f"({budget:.3g} FLOPs); screened on {args.screen} replicates each, the best "
             f"{args.finalists} and the plan as written rated in full"
         )
         print(verdict)
-        cost = {"flops": best.flops, "pf_days": best.flops / 8.64e19, unit: best.cost}
-        print(f"proposed spec: {toml_path} (cost: {cost_text(cost)})")
+        print(f"proposed spec: {toml_path} (cost: {cost_text(best.totals)})")
         print(f"every candidate: {out / 'candidates.csv'}, {out / 'candidates.md'}")
     return 0
 

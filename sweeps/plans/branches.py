@@ -20,7 +20,7 @@ _LENGTH_FIELDS = ("steps", "eval_every")  # what may differ between the budgets 
 
 
 def _key(trial, drop: Sequence[str] = _LENGTH_FIELDS) -> str:
-    cfg = trial.config_dict()
+    cfg = trial.configs_dict()
     cfg["train"] = {k: v for k, v in cfg["train"].items() if k not in drop}
     return json.dumps(cfg, sort_keys=True, default=str)
 

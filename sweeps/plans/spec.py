@@ -60,6 +60,7 @@ from sweeps.plans.expand import MAX_TRIALS, _cheap_sources, grid_trials
 from sweeps.plans.halving import HalvingPlan, parse_halving
 from sweeps.plans.halving import plan as plan_halving
 from sweeps.plans.tracking import Tracking, parse_tracking
+from sweeps.plans.trialconfig import WithConfigs, configs_dict
 from sweeps.plans.where import WhereError, compile_where, evaluate_where, where_names
 
 try:  # Python 3.11+
@@ -137,16 +138,13 @@ class Resources:
 
 
 @dataclass(frozen=True)
-class Trial:
+class Trial(WithConfigs):
     trial_id: str
     model: ModelConfig
     data: DataConfig
     train: TrainConfig
     axes: tuple[tuple[str, Any], ...]  # the grid coordinates that made this trial, for display
     aliases: tuple[str, ...] = ()  # its ids from before data paths were resolved (sweeps/plans/datapath.py)
-
-    def config_dict(self) -> dict[str, dict[str, Any]]:
-        return {"model": self.model.to_dict(), "data": self.data.to_dict(), "train": self.train.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -191,7 +189,7 @@ def identity(
     """What defines a run, as its trial_id hashes it: the three configs less how the run is
     executed (EXECUTION_FIELDS) and less the fields added since at their earlier value
     (LATER_FIELDS); the data path stands as `data_id` where one is given."""
-    parts = {"model": model.to_dict(), "data": data.to_dict(), "train": train.to_dict()}
+    parts = configs_dict(model, data, train)
     if data_id is not None and parts["data"].get("path"):
         parts["data"]["path"] = data_id
     for section, names in EXECUTION_FIELDS.items():

@@ -29,6 +29,7 @@ from sweeps.backends import cluster, ray_compat
 from sweeps.designing.adaptive import Adaptive, check_adaptive
 from sweeps.plans.branches import groups
 from sweeps.plans.halving import BOARD_PREFIX, HalvingPlan, grouped
+from sweeps.plans.packing import Node
 from sweeps.plans.plan import PlanRow, check_memory, check_node_memory, plan_rows
 from sweeps.plans.spec import SpecError, SweepSpec, tomllib
 from sweeps.plans.tracking import Tracking, check_available
@@ -261,13 +262,10 @@ def _plan_on_cluster(
     return plans, nodes
 
 
-def _check_node_memory(spec: SweepSpec, rows: list[PlanRow], nodes: list[dict[str, Any]]) -> None:
+def _check_node_memory(spec: SweepSpec, rows: list[PlanRow], nodes: list[Node]) -> None:
     """CPU trials against the largest node: Ray's `memory` and `object_store_memory` resources
     together are what the node had free when Ray started on it."""
-    largest = max(
-        (n["Resources"].get("memory", 0) + n["Resources"].get("object_store_memory", 0) for n in nodes),
-        default=0,
-    )
+    largest = max((n.offers("memory") + n.offers("object_store_memory") for n in nodes), default=0)
     if largest > 0:
         check_node_memory(
             spec,
@@ -277,9 +275,7 @@ def _check_node_memory(spec: SweepSpec, rows: list[PlanRow], nodes: list[dict[st
         )
 
 
-def _tune(
-    run: _Run, todo: list, again: set[str], plans: dict[str, PlanRow], nodes: list[dict[str, Any]]
-) -> int:
+def _tune(run: _Run, todo: list, again: set[str], plans: dict[str, PlanRow], nodes: list[Node]) -> int:
     """The trials still to do, on Ray Tune; 0 when all of them are stored, else 1 after the
     paragraph that says why not (sweeps/running/outcome.py)."""
     from sweeps.running.driver import StoreWriter, TrackerFeed  # lazy: imports Ray
@@ -406,7 +402,7 @@ class _Feed:
             print(message, file=self.run.out)
 
 
-def _concurrent_limit(spec: SweepSpec, plans: dict[str, PlanRow], nodes: list[dict[str, Any]]) -> int | None:
+def _concurrent_limit(spec: SweepSpec, plans: dict[str, PlanRow], nodes: list[Node]) -> int | None:
     return cluster.concurrent_trials(
         [p.ray_resources() for p in plans.values()], spec.resources.workers, nodes
     )
@@ -570,9 +566,9 @@ def _clear_finished(store: ResultStore) -> None:
     clear_checkpoints(store, store.finished_ids())
 
 
-def _describe(nodes: list[dict[str, Any]]) -> str:
-    cpus = sum(n["Resources"].get("CPU", 0) for n in nodes)
-    gpus = sum(n["Resources"].get("GPU", 0) for n in nodes)
+def _describe(nodes: list[Node]) -> str:
+    cpus = sum(n.offers("CPU") for n in nodes)
+    gpus = sum(n.offers("GPU") for n in nodes)
     return f"Ray: {len(nodes)} node{'s' if len(nodes) != 1 else ''}, {cpus:g} CPUs" + (
         f", {gpus:g} GPUs" if gpus else ""
     )
