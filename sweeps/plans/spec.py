@@ -476,7 +476,7 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
 
 def _one_warmup(budget: Budget, base: dict, axes: Mapping[str, Any], path: str) -> Budget:
     """budget.warmup_fraction of a sweep whose budgets share one run: a fraction of the shortest
-    budget, the same number of steps for all of them (the stem's warmup is every branch's)."""
+    budget, the same number of steps for all of them (the run's warmup is every branch's)."""
     lengths = [
         v for name, vals in axes.items() if resolve_axis(name, path) == ("train", "steps") for v in vals
     ]

@@ -79,11 +79,15 @@ def _check_record(rec: dict[str, Any], pos: int, trial, spec, path: str) -> dict
     (SpecError naming the first column that is not), with the columns it lacks filled in from the
     configuration. A trial_id copied onto another run's row, or a row with forged counts, would otherwise
     enter the fits under the wrong shape or size."""
-    stem = spec.branched_from.get(trial.trial_id)
+    branched_from = spec.branched_from.get(trial.trial_id)  # the spec's, against the row's
     branch = str(rec.get("branched_from") or "")
-    if branch and branch not in _ids_of(spec, stem):
-        why = f"the run it branches from is {stem!r}" if stem else "it is not a cooldown branch of this spec"
-        raise _mismatch(rec, pos, path, "branched_from", "" if stem is None else stem, branch, why)
+    if branch and branch not in _ids_of(spec, branched_from):
+        why = (
+            f"the run it branches from is {branched_from!r}"
+            if branched_from
+            else "it is not a cooldown branch of this spec"
+        )
+        raise _mismatch(rec, pos, path, "branched_from", branched_from or "", branch, why)
     tc = TrialConfig.of(trial, branched_from=branch)
     want = {k: v for k, v in config_columns(tc).items() if k not in ("trial_id", "branched_from")}
     planned = planned_columns(tc)
