@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import itertools
 import json
 import math
 import os
@@ -26,6 +25,7 @@ import tomllib
 from depthwidth.clitools import fail
 from runstore.files import is_remote
 from sweeps.designing.rating import PowerSummary, summarize
+from sweeps.designing.variants import candidate_docs, to_toml
 from sweeps.plans.budget import missing_data_allowed
 from sweeps.plans.spec import SpecError, parse_spec
 
@@ -58,40 +58,6 @@ def parse_budget_value(text: str | None, resources) -> float:
     if unit == "cpu-h":
         return v * 3600 * resources.cpu_gflops * 1e9
     return v * PF_DAY if unit == "pf-days" else v
-
-
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v) if isinstance(v, int) or math.isfinite(v) else json.dumps(str(v))
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} as TOML")
-
-
-def to_toml(doc: dict, prefix: str = "") -> str:
-    """A spec document as TOML: plain keys first, then one [table] per mapping, [[points]]."""
-    lines, tables = [], []
-    for k, v in doc.items():
-        if isinstance(v, dict):
-            tables.append((k, v))
-        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            tables.append((k, v))
-        else:
-            lines.append(f"{k} = {_toml_value(v)}")
-    out = "\n".join(lines)
-    for k, v in tables:
-        name = f"{prefix}{k}"
-        if isinstance(v, list):
-            for item in v:
-                out += f"\n\n[[{name}]]\n" + to_toml(item, f"{name}.").strip()
-        else:
-            body = to_toml(v, f"{name}.")
-            out += f"\n\n[{name}]\n" + body.strip() if body.strip() else ""
-    return out.strip() + "\n"
 
 
 @dataclass
@@ -160,148 +126,6 @@ class Candidate:
             "replicates": self.replicates,
             "note": self.note,
         }
-
-
-def candidate_docs(doc: dict, tokens: float) -> list[tuple[dict, dict]]:
-    """(spec document, what changed) for every combination of depth cap, token rule, seeds and
-    lr points, the spec as written first."""
-    grid = doc.get("grid", {})
-    lrs = list(grid.get("lr", [])) or [None]
-    seeds0 = list(grid.get("seed", [0]))
-    budget0 = doc.get("budget")
-    out = [
-        (
-            doc,
-            {
-                "depth_cap": "as written",
-                "tokens": "as written",
-                "seeds": len(seeds0),
-                "lr_points": len(lrs) if lrs != [None] else 1,
-            },
-        )
-    ]
-    caps = ["as written", 3, 2]
-    rules = ["as written", "fixed"] if budget0 else ["as written"]
-    three = three_budgets(doc, tokens)
-    if three:
-        rules.append("three")
-    five = five_from_one_run(doc, tokens)
-    if five:
-        rules.append("one run")
-    lr_sets = [lrs] + ([[lrs[len(lrs) // 2]]] if len(lrs) >= 3 else [])
-    for cap, rule, n_seeds, lr_set in itertools.product(caps, rules, (2, 3, 4, 6), lr_sets):
-        d = copy.deepcopy(doc)
-        d.setdefault("grid", {})["seed"] = list(range(n_seeds))
-        if lr_set != [None]:
-            d["grid"]["lr"] = lr_set
-            if len(lr_set) == 1:
-                d.pop("halving", None)  # one learning rate leaves nothing to halve
-        if cap != "as written":
-            where = d.get("where", [])
-            d["where"] = ([where] if isinstance(where, str) else list(where)) + [
-                f"depth <= {cap} * log3(width)"
-            ]
-        if rule == "fixed":
-            keep = {k: v for k, v in budget0.items() if k in ("evals", "warmup_fraction")}
-            d["budget"] = {"tokens": float(f"{tokens:.3g}"), **keep}
-        elif rule == "three":
-            _steps_axis(d, three["steps"], budget0)
-        elif rule == "one run":
-            _one_run(d, five["steps"], budget0)
-        labels = {
-            "as written": "as written",
-            "fixed": f"{tokens:.3g} fixed",
-            "three": three and three["label"],
-            "one run": five and five["label"],
-        }
-        what = {
-            "depth_cap": cap,
-            "tokens": labels[rule],
-            "seeds": n_seeds,
-            "lr_points": len(lr_set),
-        }
-        if what != out[0][1]:
-            # a proposal trains on warmup-stable-decay, which beat cosine at every shape by about
-            # four seed SDs (docs/bench/wsd.md), unless the plan names its schedule
-            train = d.setdefault("train", {})
-            train.setdefault("schedule", "wsd")
-            out.append((d, {**what, "wsd": train["schedule"] == "wsd"}))
-    return out
-
-
-def _steps_axis(d: dict, steps: list[int], budget0: dict | None) -> None:
-    """The plan's budgets as a `steps` axis shared by every shape, in place of its [budget]."""
-    evals = int((budget0 or {}).get("evals") or 5)
-    frac = (budget0 or {}).get("warmup_fraction")
-    d.pop("budget", None)
-    d["grid"]["steps"] = steps
-    train = d.setdefault("train", {})
-    train.pop("steps", None)  # the axis sets it
-    if int(train.get("eval_every", 10**9)) > min(steps) // 2:  # keep two evaluations
-        train["eval_every"] = max(1, min(steps) // evals)
-    if frac is not None:  # the budget's warmup fraction, of the shortest run, for every run
-        train["warmup_steps"] = int(round(float(frac) * min(steps)))
-
-
-def _one_run(d: dict, steps: list[int], budget0: dict | None) -> None:
-    """The budgets as cooldown branches of one WSD run per shape (sweeps/plans/branches.py): the
-    schedule, from_one_run, no halving (a one-run plan trains its learning rates in full), and a
-    warmup that ends before the shortest budget's cooldown starts."""
-    _steps_axis(d, steps, budget0)
-    d["budget"] = {"from_one_run": True}
-    d.pop("halving", None)
-    train = d["train"]
-    train["schedule"] = "wsd"
-    cooldown = float(train.get("cooldown_fraction", 0.2))
-    room = min(steps) - max(1, round(cooldown * min(steps)))
-    if int(train.get("warmup_steps", 20)) > room:
-        train["warmup_steps"] = max(0, min(steps) // 10)
-
-
-def five_from_one_run(doc: dict, tokens: float) -> dict | None:
-    """Five token budgets a factor 2 apart up to the plan's longest (the top of three_budgets),
-    each a cooldown branch of one run per shape: more values of D for L(N, D) at about the cost
-    of the longest run alone (docs/science.md §10). None where three_budgets finds no top, or
-    the plan already takes its budgets from one run."""
-    if (doc.get("budget") or {}).get("from_one_run"):
-        return None
-    grid = doc.get("grid", {})
-    steps = sorted({int(s) for s in grid.get("steps", [])})
-    three = three_budgets(doc, tokens) if not (steps and len(steps) >= 3) else {"steps": steps}
-    if not three:
-        return None
-    top = max(three["steps"])
-    five = sorted({max(1, round(top / 2**k)) for k in range(5)})
-    if len(five) < 5 or five[0] < 10:
-        return None
-    return {"steps": five, "label": "5 budgets from one run: " + "/".join(map(str, five)) + " steps"}
-
-
-def three_budgets(doc: dict, tokens: float) -> dict | None:
-    """Three token budgets a factor 3 apart, the same for every shape, as a `steps` axis: the
-    data term of L(N, D) needs at least three values of D to be told from the floor E, and D
-    must not ride on N. The plan's own steps axis is extended downwards (300, 900 -> 100, 300,
-    900); otherwise the budgets end at the plan's mean tokens per trial. None when the plan
-    already has three shared budgets, or its tokens per step are not fixed."""
-    from depthwidth.config import ModelConfig, TrainConfig
-
-    grid = doc.get("grid", {})
-    if any(k in grid for k in ("batch_size", "train.batch_size", "seq_len", "model.seq_len")):
-        return None
-    steps = sorted({int(s) for s in grid.get("steps", [])})
-    if steps and "budget" not in doc:
-        if len(steps) >= 3:
-            return None
-        while len(steps) < 3:
-            steps.insert(0, max(1, round(steps[0] / 3)))
-    else:
-        batch = int(doc.get("train", {}).get("batch_size", TrainConfig().batch_size))
-        seq = int(doc.get("model", {}).get("seq_len", ModelConfig().seq_len))
-        top = max(1, round(tokens / (batch * seq)))
-        steps = [max(1, round(top / 9)), max(1, round(top / 3)), top]
-    if len(set(steps)) < 3:
-        return None
-    return {"steps": steps, "label": "3 budgets: " + "/".join(map(str, steps)) + " steps"}
 
 
 def _most_seeds(pool: list[Candidate], limit: int) -> list[Candidate]:
