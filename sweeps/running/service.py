@@ -315,8 +315,8 @@ def _tune(run: SweepRun, todo: list, again: set[str], plans: dict[str, PlanRow],
             store_failure=feed.driver.failure,
             errors=errors,
             max_failures=r.max_failures,
-            crash=ended.get("crash"),
-            interrupted=ended.get("interrupted", False),
+            crash=ended.crash,
+            interrupted=ended.interrupted,
         ),
         file=run.out,
     )
@@ -406,19 +406,29 @@ def _concurrent_limit(spec: SweepSpec, plans: dict[str, PlanRow], nodes: list[No
     )
 
 
-def _fit_in_chunks(
-    run: SweepRun, trials: list[TrialConfig], feed: _Feed, limit: int | None
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Ended:
+    """How a Tune run ended early, if it did: an error inside Tune, or the user's Ctrl-C."""
+
+    crash: Exception | None = None
+    interrupted: bool = False
+
+    @property
+    def early(self) -> bool:
+        return self.crash is not None or self.interrupted
+
+
+def _fit_in_chunks(run: SweepRun, trials: list[TrialConfig], feed: _Feed, limit: int | None) -> Ended:
     """Tune keeps every trial of a run in memory (~100 KB each, and rewrites them all at every
     experiment checkpoint), so a sweep of thousands is several Tune runs in a row, the next
     started only when the last ended with each of its trials stored or failed. Returns how the
-    last one ended: {"crash": exc} (an error inside Tune), {"interrupted": True} or {}."""
+    last one ended."""
     r = run.spec.resources
     exp = f"{run.spec.name}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}"
     chunks = [trials[i : i + CHUNK_TRIALS] for i in range(0, len(trials), CHUNK_TRIALS)]
     if run.chooser is not None:  # an adaptive sweep is one Tune run: its searcher makes trials as it chooses
         chunks = [trials]
-    ended: dict[str, Any] = {}
+    ended = Ended()
     for k, part in enumerate(chunks):
         name = exp if len(chunks) == 1 else f"{exp}-{k + 1}"
         settings = RunSettings(
@@ -437,10 +447,10 @@ def _fit_in_chunks(
             try:
                 tuner.fit()  # Tune turns Ctrl-C into a graceful stop; the trials left are reported
             except KeyboardInterrupt:
-                ended = {"interrupted": True}
+                ended = Ended(interrupted=True)
             except Exception as exc:  # an error inside Tune: told in the closing paragraph
-                ended = {"crash": exc}
-        if ended or feed.driver.failure is not None or feed.unfinished(part):
+                ended = Ended(crash=exc)
+        if ended.early or feed.driver.failure is not None or feed.unfinished(part):
             break  # stopped before the end: the later Tune runs do not start
     return ended
 
