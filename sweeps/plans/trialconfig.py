@@ -36,7 +36,7 @@ class WithConfigs:
         return configs_dict(self.model, self.data, self.train)
 
 
-def given(cls, d: Mapping[str, Any], read: Mapping[str, Callable[[Any], Any]] | None = None) -> Any:
+def from_fields(cls, d: Mapping[str, Any], read: Mapping[str, Callable[[Any], Any]] | None = None) -> Any:
     """An instance of the dataclass `cls` from the fields `d` holds, each through its `read`
     function where it has one; a field `d` lacks keeps the default the dataclass states (its one
     place)."""
@@ -61,7 +61,7 @@ class Branch:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Branch:
-        return given(cls, d, {"train": TrainConfig.from_dict})
+        return from_fields(cls, d, {"train": TrainConfig.from_dict})
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class RayAsk:
     def from_dict(cls, d: Mapping[str, float]) -> RayAsk:
         """From Ray's resource dict; what it does not ask for is the default."""
         named = {"CPU": "cpu", "GPU": "gpu", "memory": "memory"}  # Ray's name -> the field's
-        return given(
+        return from_fields(
             cls, {named[k]: v for k, v in d.items() if k in named}, dict.fromkeys(named.values(), float)
         )
 
@@ -127,7 +127,7 @@ class RunSettings:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RunSettings:
-        return given(cls, d, {"environ": lambda kvs: tuple((str(k), str(v)) for k, v in kvs or ())})
+        return from_fields(cls, d, {"environ": lambda kvs: tuple((str(k), str(v)) for k, v in kvs or ())})
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ class TrialConfig(WithConfigs):
             "branches": lambda bs: tuple(Branch.from_dict(b) for b in bs),
             "run": lambda d: RunSettings.from_dict(d or {}),
         }
-        return given(cls, {**config["trial"], "run": config.get("run")}, read)
+        return from_fields(cls, {**config["trial"], "run": config.get("run")}, read)
 
     @classmethod
     def of(cls, trial, **more: Any) -> TrialConfig:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from depthwidth.result import RunResult
-from sweeps.plans.trialconfig import given
+from sweeps.plans.trialconfig import from_fields
 
 OUTCOME_KEY = "outcome"  # the report that carries a finished run: TrialOutcome.to_dict()
 
@@ -61,7 +61,7 @@ class TrialOutcome:
             "workers": lambda v: None if v is None else int(v),
             "rung_losses": lambda v: None if v is None else tuple(float(x) for x in v),
         }
-        return given(cls, d, read)
+        return from_fields(cls, d, read)
 
     # -- as a Tune report ---------------------------------------------------------------------
     def report(self, **progress: Any) -> dict[str, Any]:
