@@ -434,7 +434,7 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
     if halving and "adaptive" in doc:
         raise fail(path, "halving", dict(doc["halving"]), "an [adaptive] sweep chooses its own trials")
     halving_plan = plan_halving(trials, halving, path, _halving_axis(halving.axis, path)) if halving else {}
-    branched = {}
+    branched_from = {}
     if budget is not None and budget.from_one_run:
         if halving:
             raise fail(
@@ -451,7 +451,7 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
                 resources.workers,
                 "budget.from_one_run takes its cooldown branches in one-process trials only",
             )
-        branched = check_one_run(trials, path)
+        branched_from = check_one_run(trials, path)
     adaptive = None
     if "adaptive" in doc:  # every table of the spec is checked here, for every command that reads it
         from sweeps.plans.adaptive_spec import check_adaptive, parse_adaptive
@@ -469,7 +469,7 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
         budget,
         tracking,
         halving_plan,
-        branched,
+        branched_from,
         adaptive=adaptive,
     )
 
