@@ -64,8 +64,8 @@ def planted(effect: str, depths, widths, rep: int) -> pd.DataFrame:
     )
 
 
-def covers(est: dict, b: float) -> bool | None:
-    return None if not est.get("claimed") else bool(est["ci"][0] <= b <= est["ci"][1])
+def covers(est, b: float) -> bool | None:
+    return None if not est.claimed else bool(est.ci[0] <= b <= est.ci[1])
 
 
 def adaptive_run(cells, runs: pd.DataFrame, cfg: Adaptive) -> dict:
@@ -80,7 +80,7 @@ def adaptive_run(cells, runs: pd.DataFrame, cfg: Adaptive) -> dict:
         if d.stop:
             break
         done |= {c.key for c, _ in d.picks}
-    est = d.estimate if d.estimate.get("status") != "initial" else estimate(seen, cfg.bootstrap, cfg.seed)
+    est = d.estimate if d.estimate.status != "initial" else estimate(seen, cfg.bootstrap, cfg.seed)
     n, flops = policy.spent(done)
     return {"est": est, "flops": flops, "trials": n, "rounds": rounds, "stop": d.stop}
 
@@ -153,11 +153,11 @@ def _row(effect, r, design, est, flops, grid_flops, trials, rounds, stop, target
         "effect": effect,
         "replicate": r,
         "design": design,
-        "claimed": bool(est.get("claimed")),
-        "base": est.get("base"),
-        "lo": (est.get("ci") or [None, None])[0],
-        "hi": (est.get("ci") or [None, None])[1],
-        "width": est["width"] if est.get("claimed") else math.inf,
+        "claimed": bool(est.claimed),
+        "base": est.base,
+        "lo": (est.ci or [None, None])[0],
+        "hi": (est.ci or [None, None])[1],
+        "width": est.width if est.claimed else math.inf,
         "covers": covers(est, truth) if effect != "null" else None,
         "compute_fraction": flops / grid_flops,
         "trials": trials,

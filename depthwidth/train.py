@@ -41,9 +41,9 @@ PROFILES_KEPT = 8  # gradient profiles over training kept in a run's metrics
 # SLURM job told it will be preempted or reach its time limit, sweeps/slurm.py)
 CHECKPOINT_REQUEST_ENV = "DEPTHWIDTH_CHECKPOINT_REQUEST"
 
-BRANCH_STEM_FILE = "branch-stem.pt"  # the stem's state while a branch runs, where memory is short
+BRANCH_RUN_FILE = "branch-stem.pt"  # the run's state while a branch runs, where memory is short
 # on_branch(cfg, result, checkpoint): a cooldown branch's budget and result, and the folder of
-# the stem's checkpoint written right after it (None without a checkpoint folder); answering STOP
+# the run's checkpoint written right after it (None without a checkpoint folder); answering STOP
 # ends the run there with status "stopped"
 OnBranch = Callable[[TrainConfig, "RunResult", "str | None"], Any]
 
@@ -297,7 +297,7 @@ def _profiles_over_training(curve: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def stem_copy_fits(cfg: ModelConfig, device: torch.device) -> bool:
+def run_copy_fits(cfg: ModelConfig, device: torch.device) -> bool:
     """Whether a second copy of the weights and Adam moments (3 fp32 numbers per parameter) fits
     in what the device has free now, with a quarter to spare."""
     need = 1.25 * 3 * 4 * count_params(cfg).n_params_total
@@ -364,7 +364,7 @@ def train(
     # A checkpoint that cannot be read raises here (the caller may hold an older one); building
     # the model and everything after it happens inside the run, so a model too large for the
     # device ends as a "failed" result rather than an exception.
-    run = _Run(model_cfg, data_cfg, train_cfg, parallel, t0, resume_from, branches)
+    run = _Training(model_cfg, data_cfg, train_cfg, parallel, t0, resume_from, branches)
     try:
         run.build()
         run.loop(report, checkpoint_dir, on_branch)
@@ -387,22 +387,22 @@ def train(
     return result
 
 
-def check_branches(stem: TrainConfig, branches: Sequence[TrainConfig]) -> None:
-    """Each branch is the stem's run but for its length (and evaluation interval): otherwise its
-    cooldown, taken from the stem, would not be the run its budget asks for."""
-    same = {k: v for k, v in stem.to_dict().items() if k not in ("steps", "eval_every")}
+def check_branches(run: TrainConfig, branches: Sequence[TrainConfig]) -> None:
+    """Each branch is the run but for its length (and evaluation interval): otherwise its
+    cooldown, taken from the run, would not be the run its budget asks for."""
+    same = {k: v for k, v in run.to_dict().items() if k not in ("steps", "eval_every")}
     for b in branches:
         other = {k: v for k, v in b.to_dict().items() if k not in ("steps", "eval_every")}
-        if stem.schedule != "wsd" or other != same or not 1 <= b.steps < stem.steps:
+        if run.schedule != "wsd" or other != same or not 1 <= b.steps < run.steps:
             diff = sorted(k for k in same if same[k] != other.get(k))
             raise ValueError(
                 f"a cooldown branch of {b.steps} steps cannot be taken from this run of "
-                f"{stem.steps} steps (schedule {stem.schedule!r}; differing fields: {diff or 'none'}): "
+                f"{run.steps} steps (schedule {run.schedule!r}; differing fields: {diff or 'none'}): "
                 f"branches need schedule 'wsd', fewer steps and otherwise the same settings."
             )
 
 
-class _Run:
+class _Training:
     """The state of one training run and its steps, in the order `train` takes them: build the
     model (from a checkpoint when resuming), loop over steps, evaluate, checkpoint and report
     every `eval_every` steps, and sum it all up in a RunResult."""
@@ -557,7 +557,7 @@ class _Run:
     ) -> None:
         """The cooldown of the shorter budget `cfg` from here, on a copy of this run: trained and
         evaluated as that budget's own run, then this run's state put back exactly (weights,
-        moments, RNG, curve, the data's position), so the stem goes on as if nothing happened.
+        moments, RNG, curve, the data's position), so the run goes on as if nothing happened.
         The copy is held in memory, or on disk where a second copy would not fit."""
         held = self.hold_state(checkpoint_dir)
         kept = (self.cfg, len(self.curve), self.last, self.n_evals, self.acc, self.batches.next)
@@ -595,8 +595,8 @@ class _Run:
             else (self.model.state_dict(), self.opt.state_dict())
         )
         state = {"model": weights, "optimizer": moments, "rng": torch.get_rng_state()}
-        if checkpoint_dir is not None and not stem_copy_fits(self.model_cfg, self.device):
-            path = Path(checkpoint_dir) / BRANCH_STEM_FILE
+        if checkpoint_dir is not None and not run_copy_fits(self.model_cfg, self.device):
+            path = Path(checkpoint_dir) / BRANCH_RUN_FILE
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_file(path) as f:
                 torch.save(state, f)

@@ -68,7 +68,7 @@ def _tracker_flags(args: argparse.Namespace) -> tuple[str, ...]:
 def cmd_run(args: argparse.Namespace) -> int:
     try:
         from sweeps.plans.spec import load_spec
-        from sweeps.running.service import run_sweep
+        from sweeps.running.service import SweepOptions, run_sweep
 
         _check_max_concurrent(args)
         _check_storage(args)
@@ -87,12 +87,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             args.max_concurrent,
             _tracker_flags(args) + (("--adaptive",) if args.adaptive else ()),
         )
-        return run_sweep(
-            spec,
+        opts = SweepOptions(
             address=args.address,
             storage=args.storage,
             max_concurrent=args.max_concurrent,
-            rerun=args.rerun or (),
+            rerun=tuple(args.rerun or ()),
             analyze=not args.no_analyze,
             tracking=tracking,
             verbose=args.verbose,
@@ -101,6 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             carry_from=args.carry_from,
             force=args.force,
         )
+        return run_sweep(spec, opts)
     except _errors() as exc:
         return _fail(str(exc))
 

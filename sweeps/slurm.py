@@ -205,11 +205,7 @@ def fill_defaults(spec, opts: JobOptions, n_todo: int) -> JobOptions:
         opts.why["mem"] = f"{what} x {per:.2g} GB estimated + 2 GB for Ray and the driver"
     if opts.time is None:
         t = totals(spec, rows)
-        hours = (
-            t["gpu_hours"] / max(1, opts.gpus_per_node * opts.nodes)
-            if "gpu_hours" in t
-            else t["cpu_core_hours"] / max(1, opts.cpus_per_task * opts.nodes)
-        )
+        hours = t.hours / max(1, (opts.gpus_per_node if t.on_gpus else opts.cpus_per_task) * opts.nodes)
         minutes = min(24 * 60, max(30, 15 * math.ceil((hours * 60 * 1.5 + 15) / 15)))
         opts.time = format_minutes(minutes)
         opts.why["time"] = (
@@ -683,13 +679,13 @@ def sweep_progress(location: str) -> list[str]:
     started = list(trial_dirs(store, [i for i in ids if i not in finished]))
     plan = totals(spec, plan_rows(spec))
     spent = 0.0 if stored is None else float(stored["flops"].sum())
-    share = spent / plan["flops"] if plan["flops"] else 0.0
+    share = spent / plan.flops if plan.flops else 0.0
     trials = (
         f"trials: {done} done, {len(started)} started (running, or checkpointed and waiting "
         f"to resume), {failed} failed, {n - done - failed - len(started)} not started; "
         f"{n} in the sweep"
     )
-    compute = f"compute: {spent:.3g} FLOPs of finished trials, of {plan['flops']:.3g} planned ({share:.0%})"
+    compute = f"compute: {spent:.3g} FLOPs of finished trials, of {plan.flops:.3g} planned ({share:.0%})"
     return [trials, compute]
 
 

@@ -98,7 +98,7 @@ def test_policy_on_planted_losses_narrows_b_and_keeps_its_budget():
     )
     d, done, picks = replay(spec, target)
     assert d.stop.startswith("target reached") and len(done) < len(spec.trials)
-    lo, hi = d.estimate["ci"]
+    lo, hi = d.estimate.ci
     assert hi - lo <= 1.0 and lo <= 3.0 <= hi  # planted b = 3
     chosen = [why for _, why in picks[8:]]
     assert chosen and all("bootstrap variance of ln b" in why for why in chosen)

@@ -55,7 +55,7 @@ def test_export_to_tensorboard_at_a_file_is_refused_and_says_what_to_do(tmp_path
 
 def test_an_export_trackers_failure_says_to_run_the_export_again():
     from sweeps.plans.tracking import TrialInfo
-    from sweeps.results.feed import Trackers
+    from sweeps.results.feed import Enabled, Trackers
 
     def broken():
         raise OSError("disk full")
@@ -64,9 +64,9 @@ def test_an_export_trackers_failure_says_to_run_the_export_again():
         from sweeps.results.feed import EXPORT_STOPS
 
         t = (
-            Trackers({"tensorboard": broken}, {}, after=EXPORT_STOPS)
+            Trackers([Enabled("tensorboard", broken)], after=EXPORT_STOPS)
             if after
-            else Trackers({"tensorboard": broken}, {"tensorboard": "`x` writes what it lacks."})
+            else Trackers([Enabled("tensorboard", broken, "`x` writes what it lacks.")])
         )
         t.stored(TrialInfo("t1", "d1 w8", "s", (), {}), {"status": "ok", "steps": 1}, [])
         (warning,) = t.close(timeout=30)

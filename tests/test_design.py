@@ -323,7 +323,7 @@ def test_propose_tries_five_budgets_from_one_run():
     t1, t3 = totals(one, plan_rows(one)), totals(three, plan_rows(three))
     # per shape and seed: 900 + 0.2 x (56 + 112 + 225 + 450) = 1068.6 steps against 1300
     steps_one = 900 + sum(round(0.2 * s) for s in (56, 112, 225, 450))
-    assert t1["flops"] / t3["flops"] == pytest.approx(steps_one / 1300, rel=1e-6)
+    assert t1.flops / t3.flops == pytest.approx(steps_one / 1300, rel=1e-6)
     already = dict(d)
     assert all(not str(w["tokens"]).startswith("5 budgets") for _, w in candidate_docs(already, 1e5))
     # every candidate but the plan as written trains on WSD (docs/bench/wsd.md), unless the plan

@@ -238,12 +238,12 @@ def test_plan_cost_counts_what_the_halving_trains(tmp_path):
     spec = parse_spec(halving_spec("eta = 3", tmp_path / "s"))
     t = totals(spec, plan_rows(spec))
     # every group has 3 learning rates and its rung at step 70 of 200
-    assert t["flops"] == pytest.approx(t["full_grid_flops"] * (3 * 70 + 130) / 600)
+    assert t.flops == pytest.approx(t.full_grid_flops * (3 * 70 + 130) / 600)
     # a rung at two-thirds: all three to step 140, the one kept to 200
     late = parse_spec(halving_spec("eta = 3\nat = [0.667]", tmp_path / "s"))
     rows = plan_rows(late)
     assert {late.halving[t.trial_id].rungs[0] for t in late.trials} == {140}
-    assert totals(late, rows)["flops"] == pytest.approx(t["full_grid_flops"] * (3 * 140 + 60) / 600)
+    assert totals(late, rows).flops == pytest.approx(t.full_grid_flops * (3 * 140 + 60) / 600)
 
 
 def test_design_plays_the_halving_out_on_planted_losses(tmp_path):

@@ -19,6 +19,7 @@ from sweeps.plans.packing import (
     GPU_CONTEXT_GB,
     SAFETY,
     SHARES,
+    Node,
     cpu_threads,
     gpu_share,
     host_memory,
@@ -115,6 +116,7 @@ def test_gpu_memory_of_the_nodes():
     cpu = {"Resources": {"CPU": 8}, "Labels": {}}
     labelled = {"Resources": {"CPU": 8, "GPU": 1}, "Labels": {"depthwidth.io/gpu-memory-gb": "24"}}
     odd = {"Resources": {"CPU": 8, "GPU": 1, "accelerator_type:V100": 1}, "Labels": {}}
+    gpu, cpu, labelled, odd = map(Node.of, (gpu, cpu, labelled, odd))  # as ray.nodes() gives them
     assert node_gpu_memory_gb([gpu, cpu]) == 80
     assert node_gpu_memory_gb([gpu, labelled]) == 24  # the smallest: a trial may land anywhere
     assert node_gpu_memory_gb([cpu]) is None

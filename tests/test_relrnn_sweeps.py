@@ -65,7 +65,7 @@ def test_relrnn_smoke_is_cpu_sized():
     # ρ = 30: with 15 the screening evicted symbols before their answer on 2 of 5 seeds
     assert {(t.model.nu, t.model.rho) for t in spec.trials if t.model.family == "relrnn"} == {(10, 30)}
     rows = plan_rows(spec)
-    assert totals(spec, rows)["cpu_core_hours"] < 0.1
+    assert totals(spec, rows).hours < 0.1 and not totals(spec, rows).on_gpus
 
 
 def test_nu_longer_than_the_delay_fails_at_spec_load():

@@ -3,7 +3,8 @@ sweeps/ and analysis/ import each other through any chain (imports inside functi
 package imports only the packages on the floors below it (runstore at the bottom, imported by the
 others and importing none of them, nor torch nor Ray), each part of sweeps/ (plans/, running/,
 cli.py, ...) imports only itself and the parts on the floors below it, and no function there is
-longer than 100 lines, so each package reads from the top down. And docs/design.md's "Layout and
+longer than 100 lines, so each package reads from the top down; sweeps/ and runstore/ look up at
+most MAX_STRING_KEY_LOOKUPS string keys (what crosses them is typed). And docs/design.md's "Layout and
 layering" names every package, module and ready-made spec there is.
 """
 
@@ -366,3 +367,30 @@ def test_the_way_back_from_a_trial_is_typed():
         if f.name != "planted.py"
     }
     assert sum(loads.values()) <= 1, loads
+
+
+# What crosses sweeps/ and runstore/ is typed (TrialConfig, TrialOutcome, PlanRow, Totals, Rating,
+# Estimate, Node, ...); a string key belongs where a file or a foreign API's answer is parsed.
+MAX_STRING_KEY_LOOKUPS = 320
+
+
+def test_sweeps_and_runstore_look_up_few_string_keys():
+    per_file = {
+        str(f.relative_to(REPO)): string_key_lookups(f)
+        for pkg in ("sweeps", "runstore")
+        for f in sorted((REPO / pkg).rglob("*.py"))
+    }
+    most = sorted(per_file.items(), key=lambda kv: -kv[1])[:8]
+    assert sum(per_file.values()) <= MAX_STRING_KEY_LOOKUPS, (sum(per_file.values()), most)
+
+
+def test_the_lookup_count_counts_both_forms_and_nothing_else(tmp_path):
+    f = tmp_path / "a.py"
+    f.write_text(
+        'row["depth"]\n'  # counted: a subscript with a string key
+        'row["n"] = 1\n'  # counted: a store is a lookup too
+        'row.get("width")\n'  # counted: .get with a string key
+        'row.get("seed", 0)\n'  # counted
+        "row[key]\nrow.get(key)\nrow[0]\nrow.get(0)\nrow.get()\nrow.pop('x')\n"  # none of these
+    )
+    assert string_key_lookups(f) == 4

@@ -37,18 +37,18 @@ def test_the_table_is_the_plan_every_budget_from_one_run(runs):
     assert set(runs["trial_id"]) == {t.trial_id for t in spec.trials}  # all 1,440, nothing else
     assert (runs["status"] == "ok").all() and set(runs["schedule"]) == {"wsd"}
     assert sorted(runs["steps"].unique()) == [100, 200, 300, 600, 900]
-    stems = runs[runs["steps"] == 900].set_index("trial_id")
+    full = runs[runs["steps"] == 900].set_index("trial_id")  # the runs the branches are taken from
     branches = runs[runs["steps"] < 900]
-    assert branches["branched_from"].value_counts().reindex(stems.index).eq(4).all()  # 4 each
+    assert branches["branched_from"].value_counts().reindex(full.index).eq(4).all()  # 4 each
     assert (runs.loc[runs["steps"] == 900, "branched_from"] == "").all()
     # each branch names the 900-step run of its own shape, rate and seed
-    parent = stems.loc[branches["branched_from"]]
+    parent = full.loc[branches["branched_from"]]
     for col in ("depth", "width", "lr", "seed"):
         assert (parent[col].to_numpy() == branches[col].to_numpy()).all(), col
     # a branch cost its cooldown alone (20% of its budget); a run its whole length
     share = branches["flops_spent"] / branches["flops"]
     assert share.round(3).eq(0.2).all()
-    assert (stems["flops_spent"] == stems["flops"]).all()
+    assert (full["flops_spent"] == full["flops"]).all()
 
 
 def test_analyze_on_the_table_gives_the_verdict_section_7_states(tmp_path):

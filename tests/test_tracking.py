@@ -68,7 +68,7 @@ def wandb_runs(folder: Path) -> dict[str, dict]:
     from sweeps.results.trackers import wandb_offline_runs
 
     return {
-        rid: {"steps": e["steps"], "status": e["summary"].get("status"), "files": len(e["files"])}
+        rid: {"steps": e.steps, "status": e.summary.get("status"), "files": len(e.files)}
         for rid, e in wandb_offline_runs(str(folder)).items()
     }
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import ast
 import pathlib
+from dataclasses import fields
 
+import hypothesis
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
 
 from depthwidth.config import DataConfig, ModelConfig, TrainConfig
 from sweeps.plans.halving import HalvingPlan
@@ -98,7 +102,7 @@ def test_a_spec_trial_keeps_its_id_and_configs():
     spec = load_spec(str(ROOT / "sweeps" / "smoke.toml"))
     t = spec.trials[0]
     tc = TrialConfig.of(t)
-    assert tc.trial_id == t.trial_id and tc.configs_dict() == t.config_dict()
+    assert tc.trial_id == t.trial_id and tc.configs_dict() == t.configs_dict()
 
 
 def test_no_module_reads_the_tune_config_by_key_but_its_own():
@@ -150,3 +154,37 @@ def test_a_trial_outcome_round_trips_as_a_plain_dict_through_a_tune_report():
     assert TrialOutcome.from_report(report) == out
     assert TrialOutcome.from_report(_json.loads(_json.dumps(report))) == out  # plain values only
     assert TrialOutcome.from_report({"step": 10, "val_loss": 2.0}) is None  # an evaluation
+
+
+RUN_SETTINGS = st.builds(
+    RunSettings,
+    cpus=st.floats(0.0, 64.0),
+    workers=st.integers(1, 64),
+    sharding=st.sampled_from(["ddp", "fsdp"]),
+    max_failures=st.integers(0, 10),
+    store=st.text(max_size=20),
+    experiment=st.text(max_size=20),
+    cwd=st.text(max_size=20),
+    halving_board=st.none() | st.text(max_size=20),
+    environ=st.lists(st.tuples(st.text(max_size=8), st.text(max_size=8)), max_size=3).map(tuple),
+)
+
+
+@hypothesis.given(RUN_SETTINGS, st.sets(st.sampled_from([f.name for f in fields(RunSettings)])))
+@settings(max_examples=200, deadline=None)
+def test_a_field_the_config_lacks_takes_the_one_default_the_dataclass_states(run, dropped):
+    """A stored Tune config from before a field existed lacks it: the reader gives what the
+    dataclass states, the one place each default is written."""
+    d = {k: v for k, v in run.to_dict().items() if k not in dropped}
+    back = RunSettings.from_dict(d)
+    for f in fields(RunSettings):
+        assert getattr(back, f.name) == getattr(RunSettings() if f.name in dropped else run, f.name), f.name
+
+
+@hypothesis.given(st.floats(0.0, 1e12), st.floats(0.0, 8.0), st.floats(0.0, 1e15))
+@settings(max_examples=200, deadline=None)
+def test_what_a_worker_asks_of_ray_round_trips_through_rays_names(cpu, gpu, memory):
+    ask = RayAsk(cpu, gpu, memory)
+    d = ask.to_dict()
+    assert RayAsk.from_dict(d) == ask
+    assert set(d) == {"CPU"} | ({"GPU"} if gpu else set()) | ({"memory"} if memory else set())

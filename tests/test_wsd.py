@@ -87,7 +87,7 @@ def test_a_branch_held_on_disk_equals_one_held_in_memory(tmp_path: Path, monkeyp
         on_branch=lambda c, r, ck: mem.append(r),
         checkpoint_dir=tmp_path / "a",
     )
-    monkeypatch.setattr(t, "stem_copy_fits", lambda cfg, device: False)
+    monkeypatch.setattr(t, "run_copy_fits", lambda cfg, device: False)
     disk = []
     full = train(
         MODEL,
@@ -99,7 +99,7 @@ def test_a_branch_held_on_disk_equals_one_held_in_memory(tmp_path: Path, monkeyp
     )
     assert disk[0].final_val_loss == mem[0].final_val_loss
     assert full.final_val_loss == train(MODEL, DATA, WSD).final_val_loss
-    assert not (tmp_path / "b" / t.BRANCH_STEM_FILE).exists()  # the held copy is gone again
+    assert not (tmp_path / "b" / t.BRANCH_RUN_FILE).exists()  # the held copy is gone again
 
 
 class _Killed(Exception):
@@ -137,13 +137,13 @@ def test_a_resumed_run_takes_no_branch_twice(tmp_path: Path):
 
 
 def test_branches_must_be_shorter_runs_of_the_same_wsd_run():
-    for stem, branch in (
+    for run, branch in (
         (WSD.replace(schedule="cosine"), WSD.replace(steps=20, schedule="cosine")),
         (WSD, WSD.replace(steps=20, lr=3e-3)),
         (WSD, WSD.replace(steps=80)),
     ):
         with pytest.raises(ValueError, match="cannot be taken from this run"):
-            train(MODEL, DATA, stem, branches=[branch])
+            train(MODEL, DATA, run, branches=[branch])
 
 
 def test_a_diverged_run_ends_its_branches_still_to_take_the_same_way():
@@ -196,14 +196,14 @@ def test_a_one_run_plan_counts_each_run_once_and_each_branch_by_its_cooldown(tmp
         steps = {10: 2, 20: 4, 40: 40}[t.train.steps]
         assert rows[t.trial_id].flops == pytest.approx(per_step * steps)
         assert rows[t.trial_id].budget_flops == pytest.approx(per_step * t.train.steps)
-        stem = spec.branched_from.get(t.trial_id)
-        if stem:
-            assert rows[stem].steps == 40 and rows[stem].depth == t.model.depth
+        branched_from = spec.branched_from.get(t.trial_id)
+        if branched_from:
+            assert rows[branched_from].steps == 40 and rows[branched_from].depth == t.model.depth
         total += per_step * steps
     t = totals(spec, list(rows.values()))
-    assert t["flops"] == pytest.approx(total)
-    assert t["separate_runs_flops"] == pytest.approx(sum(r.budget_flops for r in rows.values()))
-    assert t["flops"] / t["separate_runs_flops"] == pytest.approx(46 / 70)
+    assert t.flops == pytest.approx(total)
+    assert t.separate_runs_flops == pytest.approx(sum(r.budget_flops for r in rows.values()))
+    assert t.flops / t.separate_runs_flops == pytest.approx(46 / 70)
 
 
 def test_a_warmup_fraction_is_taken_of_the_shortest_budget(tmp_path: Path):

@@ -71,7 +71,7 @@ def test_one_run_stores_every_budget_and_resumes_between_branches(ray_cluster, t
     assert after.loc[run, "resumed_from_step"] == 16
     # planned FLOPs: the run's 40 steps and each branch's cooldown (2 and 4 steps)
     plan = totals(load_spec(spec), plan_rows(load_spec(spec)))
-    assert after["flops_spent"].sum() == pytest.approx(plan["flops"])
+    assert after["flops_spent"].sum() == pytest.approx(plan.flops)
     per_step = after.loc[run, "flops"] / 40
     assert after.loc[short, "flops_spent"] == pytest.approx(2 * per_step)
     assert after.loc[middle, "flops_spent"] == pytest.approx(4 * per_step)
@@ -147,4 +147,4 @@ def test_a_wsd_halving_judges_its_rung_on_a_cooldown_branch(ray_cluster, tmp_pat
     assert list(runs.reset_index().loc[keep, "trial_id"]) == [best]
     t = totals(loaded, plan_rows(loaded))
     # each of 3 runs to its branch plus the cooldown, the winner on from the branch to 30
-    assert t["flops"] / t["full_grid_flops"] == pytest.approx((3 * rung + 30 - (rung - cooldown)) / 90)
+    assert t.flops / t.full_grid_flops == pytest.approx((3 * rung + 30 - (rung - cooldown)) / 90)

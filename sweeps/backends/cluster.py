@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from depthwidth.clitools import reason
 from runstore.store import ResultStore
 from sweeps.backends import ray_compat
+from sweeps.plans.packing import Node
 from sweeps.plans.spec import Resources, SpecError, SweepSpec
 from sweeps.plans.trialconfig import TrialConfig
 
@@ -148,17 +149,18 @@ def _captured_stderr():
             text.append(tmp.read())
 
 
-def alive_nodes() -> list[dict[str, Any]]:
+def alive_nodes() -> list[Node]:
+    """The cluster's alive nodes, Ray's description of each read once into a Node."""
     import ray
 
-    return [n for n in ray.nodes() if n.get("Alive")]
+    return [Node.of(n) for n in ray.nodes() if n.get("Alive")]
 
 
-def check_resources(resources: Resources, nodes: list[dict[str, Any]]) -> None:
+def check_resources(resources: Resources, nodes: list[Node]) -> None:
     """Every worker asks for the same CPUs and GPU fraction: some node must hold that much
     (`plan_on` then checks each trial's own GPU share and memory)."""
-    cpus = [n["Resources"].get("CPU", 0.0) for n in nodes]
-    gpus = [n["Resources"].get("GPU", 0.0) for n in nodes]
+    cpus = [n.offers("CPU") for n in nodes]
+    gpus = [n.offers("GPU") for n in nodes]
     if resources.auto_gpus:
         if max(gpus, default=0) <= 0:
             raise SpecError("resources.gpus = 'auto' is invalid: no node of the cluster has a GPU.")
@@ -182,7 +184,7 @@ def check_resources(resources: Resources, nodes: list[dict[str, Any]]) -> None:
 
 
 def plan_on(
-    spec: SweepSpec, trials: list, nodes: list[dict[str, Any]], finished=(), planned: list | None = None
+    spec: SweepSpec, trials: list, nodes: list[Node], finished=(), planned: list | None = None
 ) -> dict[str, PlanRow]:
     """Each trial's PlanRow with the GPU memory the cluster's nodes report (sweeps/plans/packing.py),
     its memory checked against its GPU share, and what one of its workers asks of Ray checked
@@ -202,21 +204,21 @@ def plan_on(
     asks: dict[tuple, PlanRow] = {}
     for p in plans.values():
         asks.setdefault(tuple(sorted(p.ray_resources().items())), p)
-    for ask, p in asks.items():
-        _check_ask(dict(ask), p, r.workers, nodes)
+    for p in asks.values():
+        _check_ask(p, r.workers, nodes)
     return plans
 
 
-def _check_ask(ask: dict[str, float], plan: PlanRow, workers: int, nodes: list[dict[str, Any]]) -> None:
-    room = [n["Resources"] for n in nodes]
-    fits = [min(int(res.get(k, 0.0) / v + 1e-9) for k, v in ask.items() if v > 0) for res in room]
+def _check_ask(plan: PlanRow, workers: int, nodes: list[Node]) -> None:
+    ask = plan.ray_resources()
+    fits = [min(int(n.offers(k) / v + 1e-9) for k, v in ask.items() if v > 0) for n in nodes]
     if sum(fits) >= workers:
         return
     at = plan.axes or plan.trial_id
-    if "memory" in ask and not any(fits):
-        largest = max((res.get("memory", 0.0) for res in room), default=0.0)
+    if plan.memory_bytes and not any(fits):
+        largest = max((n.offers("memory") for n in nodes), default=0.0)
         raise SpecError(
-            f"the trial at {at} is invalid: it asks Ray for {ask['memory'] / 1e9:.3g} GB "
+            f"the trial at {at} is invalid: it asks Ray for {plan.memory_bytes / 1e9:.3g} GB "
             f"of memory per worker (its estimate x1.25 + 0.5 GB, rounded up), more than "
             f"any node offers (the largest: {largest / 1e9:.3g} GB); give it a smaller "
             f"batch_size or a node with more memory."
@@ -239,7 +241,7 @@ def trial_resources(config: dict[str, Any]):
     return PlacementGroupFactory([tc.resources.to_dict()])
 
 
-def concurrent_trials(asks: list[dict[str, float]], workers: int, nodes: list[dict[str, Any]]) -> int | None:
+def concurrent_trials(asks: list[dict[str, float]], workers: int, nodes: list[Node]) -> int | None:
     """How many multi-worker trials the cluster holds at once (Ray Train's guide: bound the Tune
     trials that drive Train runs by the limiting resource); None for one-worker trials, which
     Tune packs by their own requests."""
@@ -247,13 +249,13 @@ def concurrent_trials(asks: list[dict[str, float]], workers: int, nodes: list[di
         return None
     total: dict[str, float] = {}
     for n in nodes:
-        for k, v in n["Resources"].items():
+        for k, v in n.resources.items():
             total[k] = total.get(k, 0.0) + v
     per_trial = {k: max(a.get(k, 0.0) for a in asks) * workers for a in asks for k in a}
     return max(1, min(int(total.get(k, 0.0) / v + 1e-9) for k, v in per_trial.items() if v > 0))
 
 
-def check_shared_storage(store: ResultStore, nodes: list[dict[str, Any]]) -> None:
+def check_shared_storage(store: ResultStore, nodes: list[Node]) -> None:
     """A local store path on a multi-node cluster must be one folder every node sees (NFS):
     drop a probe file next to it and ask each node, pinned there, whether it is visible."""
     if not store.is_local or len(nodes) < 2:
@@ -273,8 +275,8 @@ def check_shared_storage(store: ResultStore, nodes: list[dict[str, Any]]) -> Non
             return os.path.exists(path)
 
         refs = {
-            n["NodeManagerAddress"] + " (" + n["NodeID"][:8] + ")": sees.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+            n.name: sees.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)
             ).remote(str(probe))
             for n in nodes
         }

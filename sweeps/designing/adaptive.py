@@ -64,51 +64,95 @@ def spec_cells(spec) -> list[Cell]:
     ]
 
 
-def estimate(runs: pd.DataFrame, n_boot: int = 100, seed: int = 0) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Estimate:
+    """b after a round, as the report states it: its status, value and claimed 95% interval, and
+    the κ-law fit with its bootstrap draws that the next round's choice is scored by (None before
+    a fit)."""
+
+    status: str = "not_identified"
+    base: float | None = None
+    ci: list[float] | None = None
+    width: float = math.inf  # of the interval; infinite while none is claimed (no answer yet)
+    claimed: bool = False
+    n_runs: int | None = None
+    reason: str = ""
+    draws: np.ndarray | None = None  # b of each bootstrap refit of the fit
+    b_fit: float | None = None
+    fit: Any = None
+    sigma2: float = 0.0  # the fit's mean squared residual
+
+    def interval_text(self) -> str:
+        return f"[{self.ci[0]:.3g}, {self.ci[1]:.3g}]" if self.ci else "(no interval)"
+
+    def state_text(self) -> str:
+        if self.status == "initial":
+            return "first batch"
+        if self.ci:
+            return f"b = {self.base:.3g} {self.interval_text()}, {self.status}"
+        return f"b {self.status.replace('_', ' ')}"
+
+    def record(self, round_no: int) -> dict[str, Any]:
+        """Its line of adaptive.jsonl."""
+        width = self.width if math.isfinite(self.width) else None
+        return log_record(
+            "estimate",
+            round=round_no,
+            status=self.status,
+            base=self.base,
+            ci=self.ci,
+            width=width,
+            n_runs=self.n_runs,
+        )
+
+
+def estimate(runs: pd.DataFrame, n_boot: int = 100, seed: int = 0) -> Estimate:
     """b as the report states it (the κ-laws of analysis.laws.regimes and threshold.headline's rules
     for a claim) with its bootstrap draws. `runs`: depth, width, n_params, loss (one row per run,
     after the report's tuning selection)."""
     from analysis.laws import regimes, threshold
 
-    out = {
-        "status": "not_identified",
-        "base": None,
-        "ci": None,
-        "width": math.inf,
-        "claimed": False,
-        "draws": None,
-        "n_runs": int(len(runs)),
-    }
-    if len(runs) < 6 or runs["depth"].nunique() < 2 or runs["width"].nunique() < 2:
-        out["reason"] = "too few runs to fit b"
-        return out
+    n = int(len(runs))
+    if n < 6 or runs["depth"].nunique() < 2 or runs["width"].nunique() < 2:
+        return Estimate(n_runs=n, reason="too few runs to fit b")
     runs = runs.reset_index(drop=True).assign(run_id=lambda d: np.arange(len(d)))
     reg = regimes.fit_regimes(runs, n_boot=n_boot, seed=seed)
     none = threshold.fit_transition([])
-    head = threshold.headline(reg, none, none)
-    out.update(status=head["status"], claimed=bool(head["claimed"]), reason=head.get("reason", ""))
-    if head.get("base_ci") and None not in head["base_ci"]:
-        lo, hi = head["base_ci"]
-        out.update(base=float(head["base"]), ci=[float(lo), float(hi)], width=float(hi - lo))
-    if not head["claimed"]:
-        out["width"] = math.inf  # an interval that is not claimed is no answer yet
+    head = threshold.headline(reg, none, none)  # the analysis's answer, read here once
+    claimed, interval = bool(head["claimed"]), head.get("base_ci")
+    base, ci, width = None, None, math.inf
+    if interval and None not in interval:
+        lo, hi = interval
+        base, ci, width = float(head["base"]), [float(lo), float(hi)], float(hi - lo)
+    fitted: dict[str, Any] = {}
     for name in [reg.get("preferred")] + list(KAPPA_LAWS):
         fit = reg["fits"].get(name)
         if name in KAPPA_LAWS and fit is not None and fit.ok and fit.boot_theta is not None:
-            out["draws"] = np.exp(np.asarray(fit.boot_theta)[:, -1])
-            out["b_fit"] = float(np.exp(fit.theta[-1]))
-            out["fit"] = fit
             r = np.asarray(fit.residuals, float)
-            out["sigma2"] = float(np.mean(r * r)) if len(r) else 0.0
+            fitted = dict(
+                draws=np.exp(np.asarray(fit.boot_theta)[:, -1]),
+                b_fit=float(np.exp(fit.theta[-1])),
+                fit=fit,
+                sigma2=float(np.mean(r * r)) if len(r) else 0.0,
+            )
             break
-    return out
+    return Estimate(
+        status=head["status"],
+        base=base,
+        ci=ci,
+        width=width if claimed else math.inf,  # an interval that is not claimed is no answer yet
+        claimed=claimed,
+        n_runs=n,
+        reason=head.get("reason", ""),
+        **fitted,
+    )
 
 
 @dataclass
 class Decision:
     picks: list[tuple[Cell, str]] = field(default_factory=list)
     stop: str | None = None  # why the sweep stops; None: it goes on with `picks`
-    estimate: dict = field(default_factory=dict)
+    estimate: Estimate = field(default_factory=Estimate)
 
 
 class Policy:
@@ -137,17 +181,17 @@ class Policy:
         left = [c for k, c in self.cells.items() if k not in done]
         affordable = [c for c in left if self._fits_budget(c, n, flops)]
         if len(done) < self.initial_n:
-            est = {"status": "initial", "width": math.inf}
+            est = Estimate(status="initial")
             picks = self._initial(affordable, done)[: self.initial_n - len(done)]
             return self._finish(Decision(picks, estimate=est), left, n, flops)
         est = estimate(runs, self.cfg.bootstrap, self.cfg.seed)
-        if est["width"] <= self.cfg.target_width:
+        if est.width <= self.cfg.target_width:
             return Decision(
-                stop=f"target reached: b's 95% interval is {_ci(est)}, width "
-                f"{est['width']:.3g} <= {self.cfg.target_width:g}",
+                stop=f"target reached: b's 95% interval is {est.interval_text()}, width "
+                f"{est.width:.3g} <= {self.cfg.target_width:g}",
                 estimate=est,
             )
-        if est.get("draws") is not None:
+        if est.draws is not None:
             picks = self._near_threshold(affordable, done, est)
         else:
             picks = self._fill(affordable, done, "b is not fitted yet")
@@ -207,27 +251,25 @@ class Policy:
             out.append((best, f"{why}: the shape farthest from those run"))
         return out
 
-    def _near_threshold(self, cells: list[Cell], done: set[tuple], est: dict) -> list[tuple[Cell, str]]:
+    def _near_threshold(self, cells: list[Cell], done: set[tuple], est: Estimate) -> list[tuple[Cell, str]]:
         """Greedy, per unit of compute: the cells whose loss the bootstrap draws predict most in
         step with ln b, i.e. whose result would most shrink the bootstrap variance of ln b
         (a Gaussian update of the draws' covariance), alternately below and above the fitted L_th."""
         if not cells:
             return []
-        fit, draws = est["fit"], est["draws"]
-        b_hat = est.get("base") or est.get("b_fit")
-        cols = {
-            "N": np.array([c.n_params for c in cells]),
-            "depth": np.array([c.key[0] for c in cells], float),
-            "width": np.array([c.key[1] for c in cells], float),
-        }
+        fit, draws = est.fit, est.draws
+        b_hat = est.base or est.b_fit
+        n_params = np.array([c.n_params for c in cells])
+        depth = np.array([c.key[0] for c in cells], float)
+        width = np.array([c.key[1] for c in cells], float)
         with np.errstate(all="ignore"):
-            pred = np.log(fit.predict(theta=np.asarray(fit.boot_theta), **cols))  # (B, cells)
-        ok = np.all(np.isfinite(pred), axis=1)
+            pred = np.log(fit.predict(theta=np.asarray(fit.boot_theta), N=n_params, depth=depth, width=width))
+        ok = np.all(np.isfinite(pred), axis=1)  # pred: (bootstrap draws, cells)
         C = np.cov(np.column_stack([np.log(draws[ok]), pred[ok]]), rowvar=False)
-        noise = max(est.get("sigma2", 0.0), 1e-8)
+        noise = max(est.sigma2, 1e-8)
         cost = np.array([c.cost for c in cells])
-        lth = np.log(cols["width"]) / math.log(b_hat)
-        above = cols["depth"] > lth
+        lth = np.log(width) / math.log(b_hat)
+        above = depth > lth
         out, taken, side = [], np.zeros(len(cells), bool), None
         for _ in range(min(len(cells), max(self.cfg.batch, 1) * 4)):
             gain = C[0, 1:] ** 2 / (np.diag(C)[1:] + noise)
@@ -241,7 +283,7 @@ class Policy:
             out.append(
                 (
                     c,
-                    f"b = {b_hat:.3g} {_ci(est)} puts L_th({c.key[1]}) at {lth[i]:.2f}, depth "
+                    f"b = {b_hat:.3g} {est.interval_text()} puts L_th({c.key[1]}) at {lth[i]:.2f}, depth "
                     f"{c.key[0]} {'above' if above[i] else 'below'} it; its loss is expected to cut "
                     f"the bootstrap variance of ln b by {100 * gain[i] / max(C[0, 0], 1e-300):.0f}%"
                     f", the most per FLOP on that side",
@@ -251,11 +293,6 @@ class Policy:
             k = i + 1  # condition the draws' covariance on this cell's result
             C = C - np.outer(C[:, k], C[k, :]) / (C[k, k] + noise)
         return out
-
-
-def _ci(est: dict) -> str:
-    ci = est.get("ci")
-    return f"[{ci[0]:.3g}, {ci[1]:.3g}]" if ci else "(no interval)"
 
 
 def _budget_text(cfg: Adaptive) -> str:
@@ -268,18 +305,6 @@ def _budget_text(cfg: Adaptive) -> str:
 def log_record(kind: str, **fields_: Any) -> dict[str, Any]:
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {"kind": kind, "at": now, **fields_}
-
-
-def estimate_record(est: dict, round_no: int) -> dict[str, Any]:
-    return log_record(
-        "estimate",
-        round=round_no,
-        status=est.get("status"),
-        base=est.get("base"),
-        ci=est.get("ci"),
-        width=None if not math.isfinite(est.get("width", math.inf)) else est["width"],
-        n_runs=est.get("n_runs"),
-    )
 
 
 def read_log(text: str) -> list[dict[str, Any]]:

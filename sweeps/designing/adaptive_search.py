@@ -17,7 +17,6 @@ from sweeps.designing.adaptive import (
     Adaptive,
     Cell,
     Policy,
-    estimate_record,
     log_record,
     read_log,
     spec_cells,
@@ -81,7 +80,7 @@ class AdaptiveSearch(Searcher):
         done = {c.key for c in self.cells if any(t in stored or t in self.chosen for t in c.trial_ids)}
         decision = self.policy.decide(self._fit_runs(stored), done)
         self.round += 1
-        records = [estimate_record(decision.estimate, self.round)]
+        records = [decision.estimate.record(self.round)]
         for cell, why in decision.picks:
             ids = [t for t in cell.trial_ids if t in self.configs and t not in stored]
             self.queue += [self.configs[t] for t in ids]
@@ -94,7 +93,7 @@ class AdaptiveSearch(Searcher):
         else:
             self.note(
                 f"adaptive: round {self.round}, {len(decision.picks)} cells chosen "
-                f"({_state(decision.estimate)})"
+                f"({decision.estimate.state_text()})"
             )
         self._append(records)
 
@@ -125,11 +124,3 @@ def _choice(cell: Cell, ids: list[str], why: str, round_no: int) -> dict[str, An
     return log_record(
         "choice", round=round_no, depth=d, width=w, seed=s, trial_ids=ids, flops=cell.cost, reason=why
     )
-
-
-def _state(est: dict) -> str:
-    if est.get("status") == "initial":
-        return "first batch"
-    if est.get("ci"):
-        return f"b = {est['base']:.3g} [{est['ci'][0]:.3g}, {est['ci'][1]:.3g}], {est['status']}"
-    return f"b {est.get('status', 'not identified').replace('_', ' ')}"

@@ -15,6 +15,7 @@ from pathlib import Path
 from depthwidth.clitools import fail
 from sweeps.designing.design_plan import build_model, cost_text, parse_drift, trials_frame
 from sweeps.designing.design_search import PROPOSE_FILES
+from sweeps.designing.rating import Drift, Noise, Rating, summarize
 from sweeps.plans.spec import SpecError, SweepSpec, load_spec
 
 # Replicates and bootstrap refits per replicate: a rating holds every replicate's outcome, so
@@ -91,18 +92,20 @@ def check_args(args) -> None:
 def rate_plan(
     spec: SweepSpec,
     trials,
-    totals: dict,
+    totals,
     model,
+    noise: Noise,
     effects,
     replicates,
     bootstrap: int,
     seed: int,
     jobs: int | None,
     note=None,
-) -> dict:
-    """The design object `design --json` prints (without its noise source). `note(text)` is told
-    how each batch of replicates ended (sweeps/designing/design_progress.py)."""
+) -> Rating:
+    """The plan's rating. `note(text)` is told how each batch of replicates ended
+    (sweeps/designing/design_progress.py)."""
     from analysis.power import design as dz
+    from analysis.reporting.design_note import plan_fingerprint
 
     outcomes = dz.power_runs(
         trials,
@@ -114,48 +117,37 @@ def rate_plan(
         jobs,
         progress=None if note is None else (lambda m: note(f"design: {m}")),
     )
-    summary = dz.summarize(outcomes)
-    low = [float(k) for k, v in summary["power"].items() if v is not None and v < dz.TARGET_POWER]
+    summary = summarize(outcomes)
+    low = summary.below(dz.TARGET_POWER)
     check = None
-    if low and not any(dz.shape_reasons(trials, b) for b in low):
-        worst = min(low, key=lambda b: summary["power"][str(b)])
+    if low and not any(dz.shape_reasons(trials, e.b) for e in low):
+        worst = min(low, key=lambda e: e.power)
         p_half, k = dz.noise_check(
-            trials,
-            worst,
-            model,
-            summary["power"][str(worst)],
-            min(20, replicates or 20),
-            bootstrap,
-            seed,
-            jobs,
+            trials, worst.b, model, worst.power, min(20, replicates or 20), bootstrap, seed, jobs
         )
-        check = (worst, summary["power"][str(worst)], p_half, k)
+        check = (worst.b, worst.power, p_half, k)
     n_seeds, used = dz.seed_counts(trials)
-    reps = outcomes.groupby(outcomes["effect"].astype(str)).size()
-    from analysis.reporting.design_note import plan_fingerprint
-
-    return {
-        "spec": spec.source_path,
-        "name": spec.name,
-        "trials": int(len(trials)),
-        # analyze quotes this rating only for a store of these very trials
-        "plan": {"trials": int(len(trials)), "fingerprint": plan_fingerprint(trials["trial_id"])},
-        "shapes": int(trials.drop_duplicates(["depth", "width"]).shape[0]),
-        "seeds": n_seeds,
-        "seeds_in_fits": used,
-        **summary,
-        "replicates": {("null" if k == dz.NULL else str(float(k))): int(v) for k, v in reps.items()},
-        "bootstrap": bootstrap,
-        "seed": seed,
-        "cost": {k: float(v) for k, v in totals.items()},
-        "model": model.to_dict(),
-        "lr_drift": drift_of(model, trials),
-        "advice": dz.advice(trials, summary, model, check, outcomes),
-        "outcomes": outcomes,
-    }
+    return Rating(
+        spec=spec.source_path,
+        name=spec.name,
+        trials=int(len(trials)),
+        fingerprint=plan_fingerprint(trials["trial_id"]),
+        shapes=int(trials.drop_duplicates(["depth", "width"]).shape[0]),
+        seeds=n_seeds,
+        seeds_in_fits=used,
+        summary=summary,
+        bootstrap=bootstrap,
+        seed=seed,
+        cost=totals,
+        model=model,
+        lr_drift=drift_of(model, trials),
+        advice=dz.advice(trials, summary.raw, model, check, outcomes),
+        outcomes=outcomes,
+        noise=noise,
+    )
 
 
-def drift_of(model, trials) -> dict | None:
+def drift_of(model, trials) -> Drift | None:
     """The planted drift of the best learning rate with shape, and what it spans on this plan's
     shapes (None where the plan has one rate per shape chosen by nothing: no lr in its trials)."""
     import numpy as np
@@ -166,84 +158,64 @@ def drift_of(model, trials) -> dict | None:
         return None
     shapes = trials.drop_duplicates(["depth", "width"])
     best = lr_optimum(shapes["depth"], shapes["width"], model)
-    return {
-        "width_exp": model.lr_width_exp,
-        "width_se": model.lr_width_exp_se,
-        "depth_exp": model.lr_depth_exp,
-        "depth_se": model.lr_depth_exp_se,
-        "spread": float(np.max(best) / np.min(best)),
-        "rates": sorted(float(x) for x in np.unique(trials["lr"])),
-    }
+    return Drift(
+        width_exp=model.lr_width_exp,
+        width_se=model.lr_width_exp_se,
+        depth_exp=model.lr_depth_exp,
+        depth_se=model.lr_depth_exp_se,
+        spread=float(np.max(best) / np.min(best)),
+        rates=sorted(float(x) for x in np.unique(trials["lr"])),
+    )
 
 
-def report_text(r: dict) -> str:
-    n = r["noise"]
+def report_text(r: Rating) -> str:
+    n, s = r.noise, r.summary
+    drift = (
+        []
+        if r.lr_drift is None
+        else [r.lr_drift.line(n.lr_drift_source or "assumed from the parametrization")]
+    )
     lines = [
-        f"design of sweep {r['name']!r} ({r['spec']}): {r['trials']} trials, {r['shapes']} "
-        f"shapes, {r['seeds']} seeds per setting ({r['seeds_in_fits']} per shape in the fits)",
-        f"cost: {cost_text(r['cost'])}",
-        f"seed noise: {n['value']:.2%} of the loss ({n['source']}"
-        + (f": {n['note']}" if n.get("note") else "")
-        + ")",
+        f"design of sweep {r.name!r} ({r.spec}): {r.trials} trials, {r.shapes} "
+        f"shapes, {r.seeds} seeds per setting ({r.seeds_in_fits} per shape in the fits)",
+        f"cost: {cost_text(r.cost)}",
+        f"seed noise: {n.value:.2%} of the loss ({n.source}" + (f": {n.note}" if n.note else "") + ")",
         f"each replicate plants losses from the two-regime law (docs/design-power.md) and is "
-        f"analysed as `analyze` does ({r['bootstrap']} bootstrap refits)",
-        *_drift_lines(r.get("lr_drift"), n),
+        f"analysed as `analyze` does ({r.bootstrap} bootstrap refits)",
+        *drift,
         "",
         f"{'b':>6}  {'replicates':>10}  {'power':>14}  {'claimed':>8}  {'covers b':>8}  "
         f"{'median interval width':>21}  {'bias of b (claimed)':>22}",
     ]
-    for k, p in r["power"].items():
-        mc, cl, cov = r["power_mc"][k], r["claim_rate"][k], r["coverage"][k]
-        w = r["median_interval_width"][k]
-        cov_s = "-" if cov["rate"] is None else f"{cov['rate']:.2f}"
-        w_s = "-" if w is None else f"{w:.3g}"
+    for e in s.effects:
+        cov_s = "-" if e.coverage.rate is None else f"{e.coverage.rate:.2f}"
+        w_s = "-" if e.median_width is None else f"{e.median_width:.3g}"
+        bias = "-" if e.bias is None else e.bias.text()
         lines.append(
-            f"{float(k):>6g}  {r['replicates'][k]:>10}  {p:>6.2f} ± {mc['se']:.2f}  "
-            f"{cl['rate']:>8.2f}  {cov_s:>8}  {w_s:>21}  {_bias_text(r['bias'].get(k)):>22}"
+            f"{e.b:>6g}  {e.replicates:>10}  {e.power:>6.2f} ± {e.power_mc.se:.2f}  "
+            f"{e.claim_rate.rate:>8.2f}  {cov_s:>8}  {w_s:>21}  {bias:>22}"
         )
-    fc = r["false_claim"]
+    fc = s.false_claim
     lines.append(
-        f"{'null':>6}  {r['replicates'].get('null', 0):>10}  false claims {fc['rate']:.2f} "
-        f"± {fc['se']:.2f} (95% interval {fc['ci'][0]:.2f}-{fc['ci'][1]:.2f})"
+        f"{'null':>6}  {s.null_replicates:>10}  false claims {fc.rate:.2f} "
+        f"± {fc.se:.2f} (95% interval {fc.ci[0]:.2f}-{fc.ci[1]:.2f})"
     )
-    mde = r["min_detectable_effect"]
+    mde = s.detectable
     if mde is None:
         lines.append("minimum detectable b at 80% power: none of the effects simulated")
     else:
-        lo = ("≤ " if mde["low_open"] else "") + f"{mde['low']:.3g}"
-        hi = ("≥ " if mde["high_open"] else "") + f"{mde['high']:.3g}"
+        lo = ("≤ " if mde.low_open else "") + f"{mde.low:.3g}"
+        hi = ("≥ " if mde.high_open else "") + f"{mde.high:.3g}"
         lines.append(
             f"power ≥ 80% for b from {lo} to {hi} (interpolated between the effects "
             f"simulated; Monte Carlo error as above)"
         )
-    if r["advice"]:
-        lines.append(f"advice: {r['advice']}")
+    if r.advice:
+        lines.append(f"advice: {r.advice}")
     return "\n".join(lines)
 
 
-def _bias_text(b: dict | None) -> str:
-    if not b or b.get("mean") is None:
-        return "-"
-    se = "" if b.get("se") is None else f" ± {b['se']:.2f}"
-    below = f", {b['misses_below']}/{b['misses']} misses below" if b.get("misses") else ""
-    return f"{b['mean']:+.3f}{se}{below}"
-
-
-def _drift_lines(d: dict | None, noise: dict) -> list[str]:
-    if d is None:
-        return []
-    where = noise.get("lr_drift_source", "assumed from the parametrization")
-    se = lambda v: f" ± {v:.2f}" if v else ""
-    one = len(d["rates"]) == 1
-    return [
-        f"best learning rate planted to drift with shape as lr* ∝ width^{d['width_exp']:.2f}"
-        f"{se(d['width_se'])} · depth^{d['depth_exp']:.2f}{se(d['depth_se'])} ({where}): a factor "
-        f"{d['spread']:.2f} across this plan's shapes"
-        + (", which its one rate does not follow" if one else "")
-    ]
-
-
-def write_out(r: dict, out: str) -> list[str]:
+def write_out(r: Rating, out: str) -> list[str]:
     """power.png, outcomes.csv (one row per replicate) and design.json in `out`."""
     from analysis.power.design import plot_power
     from runstore.files import atomic_file
@@ -252,16 +224,12 @@ def write_out(r: dict, out: str) -> list[str]:
     d.mkdir(parents=True, exist_ok=True)
     # each file atomically (a link in its place is replaced, never written through)
     with atomic_file(d / "power.png") as f:
-        plot_power(r, f, f"{r['name']}: {r['trials']} trials, noise {r['noise']['value']:.1%}")
+        plot_power(r.summary.raw, f, f"{r.name}: {r.trials} trials, noise {r.noise.value:.1%}")
     with atomic_file(d / "outcomes.csv", "w") as f:
-        r["outcomes"].to_csv(f, index=False)
+        r.outcomes.to_csv(f, index=False)
     with atomic_file(d / "design.json", "w") as f:
-        f.write(json.dumps(public(r), indent=1, default=float))
+        f.write(json.dumps(r.to_dict(), indent=1, default=float))
     return [str(d / n) for n in OUT_FILES]
-
-
-def public(r: dict) -> dict:
-    return {k: v for k, v in r.items() if k != "outcomes"}
 
 
 def cmd_design(args: argparse.Namespace) -> int:
@@ -290,6 +258,7 @@ def cmd_design(args: argparse.Namespace) -> int:
             trials,
             totals,
             model,
+            noise,
             effects,
             args.replicates,
             args.bootstrap,
@@ -297,10 +266,9 @@ def cmd_design(args: argparse.Namespace) -> int:
             args.jobs,
             note=view.note if view else None,
         )
-    r["noise"] = noise
     files = write_out(r, args.out) if args.out else []
     if args.json:
-        print(json.dumps(public(r), default=float))
+        print(json.dumps(r.to_dict(), default=float))
     else:
         print(report_text(r))
         print("figure: " + files[0] if files else "figure and per-replicate table: add --out DIR")

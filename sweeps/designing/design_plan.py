@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 
+from sweeps.designing.rating import Noise
 from sweeps.plans.adaptive_spec import too_few_shapes
 from sweeps.plans.spec import SpecError, SweepSpec
 
@@ -88,12 +89,12 @@ def default_model(spec: SweepSpec, trials, noise: float | None, drift: tuple | N
 
 
 def build_model(spec, trials, args):
-    """The planted model and a description of where its noise comes from."""
+    """The planted model and where its noise comes from (a Noise, sweeps/designing/rating.py)."""
     from analysis.power.design import model_from_pilot
 
     drift = parse_drift(getattr(args, "lr_drift", None))
     model = default_model(spec, trials, args.noise, drift)
-    stated = {"lr_drift_source": "stated by --lr-drift"} if drift is not None else {}
+    stated = "stated by --lr-drift" if drift is not None else None
     if args.pilot:
         from analysis.readers.inputs import InputError, load
 
@@ -107,22 +108,21 @@ def build_model(spec, trials, args):
             raise SpecError(f"--pilot = {args.pilot!r} is invalid: {exc}") from None
         if "lr_drift" in found:
             seen = " and ".join(found["lr_drift"]["measured"]) or "neither width nor depth"
-            stated = {"lr_drift_source": f"measured on the pilot's best rates in {seen}"}
-        return model, {"value": model.noise, "source": "pilot", "pilot": args.pilot, **found, **stated}
+            stated = f"measured on the pilot's best rates in {seen}"
+        return model, Noise(model.noise, "pilot", pilot=args.pilot, found=found, lr_drift_source=stated)
     if args.noise is not None:
-        return model, {"value": model.noise, "source": "--noise", **stated}
-    return model, {
-        "value": model.noise,
-        "source": "assumed",
-        "note": "no --pilot or --noise given: a 2% seed-to-seed spread is assumed",
-        **stated,
-    }
-
-
-def cost_text(cost: dict) -> str:
-    unit = (
-        f"{cost['gpu_hours']:.3g} GPU-hours"
-        if "gpu_hours" in cost
-        else f"{cost['cpu_core_hours']:.3g} CPU core-hours"
+        return model, Noise(model.noise, "--noise", lr_drift_source=stated)
+    return model, Noise(
+        model.noise,
+        "assumed",
+        note="no --pilot or --noise given: a 2% seed-to-seed spread is assumed",
+        lr_drift_source=stated,
     )
-    return f"{cost['flops']:.3g} FLOPs = {cost['pf_days']:.3g} PF-days, {unit} (as `sweep plan` estimates)"
+
+
+def cost_text(cost) -> str:
+    """A plan's Totals (sweeps/plans/plan.py) in words."""
+    return (
+        f"{cost.flops:.3g} FLOPs = {cost.pf_days:.3g} PF-days, {cost.hours_text()} "
+        f"(as `sweep plan` estimates)"
+    )

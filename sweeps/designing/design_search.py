@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import itertools
 import json
 import math
 import os
@@ -25,6 +24,8 @@ import tomllib
 
 from depthwidth.clitools import fail
 from runstore.files import is_remote
+from sweeps.designing.rating import PowerSummary, summarize
+from sweeps.designing.variants import candidate_docs, to_toml
 from sweeps.plans.budget import missing_data_allowed
 from sweeps.plans.spec import SpecError, parse_spec
 
@@ -59,40 +60,6 @@ def parse_budget_value(text: str | None, resources) -> float:
     return v * PF_DAY if unit == "pf-days" else v
 
 
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v) if isinstance(v, int) or math.isfinite(v) else json.dumps(str(v))
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} as TOML")
-
-
-def to_toml(doc: dict, prefix: str = "") -> str:
-    """A spec document as TOML: plain keys first, then one [table] per mapping, [[points]]."""
-    lines, tables = [], []
-    for k, v in doc.items():
-        if isinstance(v, dict):
-            tables.append((k, v))
-        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            tables.append((k, v))
-        else:
-            lines.append(f"{k} = {_toml_value(v)}")
-    out = "\n".join(lines)
-    for k, v in tables:
-        name = f"{prefix}{k}"
-        if isinstance(v, list):
-            for item in v:
-                out += f"\n\n[[{name}]]\n" + to_toml(item, f"{name}.").strip()
-        else:
-            body = to_toml(v, f"{name}.")
-            out += f"\n\n[{name}]\n" + body.strip() if body.strip() else ""
-    return out.strip() + "\n"
-
-
 @dataclass
 class Candidate:
     """One candidate plan: its spec document, what it changes of the plan as written, its cost and
@@ -110,6 +77,7 @@ class Candidate:
     note: str = ""
     spec: Any = None
     trials: Any = None  # the plan's trials as a table (sweeps/designing/design_plan.py)
+    totals: Any = None  # what it trains in all (sweeps/plans/plan.py Totals)
     n_trials: int | None = None
     flops: float | None = None
     cost: float | None = None  # in the spec's unit: GPU-hours or CPU core-hours
@@ -160,148 +128,6 @@ class Candidate:
         }
 
 
-def candidate_docs(doc: dict, tokens: float) -> list[tuple[dict, dict]]:
-    """(spec document, what changed) for every combination of depth cap, token rule, seeds and
-    lr points, the spec as written first."""
-    grid = doc.get("grid", {})
-    lrs = list(grid.get("lr", [])) or [None]
-    seeds0 = list(grid.get("seed", [0]))
-    budget0 = doc.get("budget")
-    out = [
-        (
-            doc,
-            {
-                "depth_cap": "as written",
-                "tokens": "as written",
-                "seeds": len(seeds0),
-                "lr_points": len(lrs) if lrs != [None] else 1,
-            },
-        )
-    ]
-    caps = ["as written", 3, 2]
-    rules = ["as written", "fixed"] if budget0 else ["as written"]
-    three = three_budgets(doc, tokens)
-    if three:
-        rules.append("three")
-    five = five_from_one_run(doc, tokens)
-    if five:
-        rules.append("one run")
-    lr_sets = [lrs] + ([[lrs[len(lrs) // 2]]] if len(lrs) >= 3 else [])
-    for cap, rule, n_seeds, lr_set in itertools.product(caps, rules, (2, 3, 4, 6), lr_sets):
-        d = copy.deepcopy(doc)
-        d.setdefault("grid", {})["seed"] = list(range(n_seeds))
-        if lr_set != [None]:
-            d["grid"]["lr"] = lr_set
-            if len(lr_set) == 1:
-                d.pop("halving", None)  # one learning rate leaves nothing to halve
-        if cap != "as written":
-            where = d.get("where", [])
-            d["where"] = ([where] if isinstance(where, str) else list(where)) + [
-                f"depth <= {cap} * log3(width)"
-            ]
-        if rule == "fixed":
-            keep = {k: v for k, v in budget0.items() if k in ("evals", "warmup_fraction")}
-            d["budget"] = {"tokens": float(f"{tokens:.3g}"), **keep}
-        elif rule == "three":
-            _steps_axis(d, three["steps"], budget0)
-        elif rule == "one run":
-            _one_run(d, five["steps"], budget0)
-        labels = {
-            "as written": "as written",
-            "fixed": f"{tokens:.3g} fixed",
-            "three": three and three["label"],
-            "one run": five and five["label"],
-        }
-        what = {
-            "depth_cap": cap,
-            "tokens": labels[rule],
-            "seeds": n_seeds,
-            "lr_points": len(lr_set),
-        }
-        if what != out[0][1]:
-            # a proposal trains on warmup-stable-decay, which beat cosine at every shape by about
-            # four seed SDs (docs/bench/wsd.md), unless the plan names its schedule
-            train = d.setdefault("train", {})
-            train.setdefault("schedule", "wsd")
-            out.append((d, {**what, "wsd": train["schedule"] == "wsd"}))
-    return out
-
-
-def _steps_axis(d: dict, steps: list[int], budget0: dict | None) -> None:
-    """The plan's budgets as a `steps` axis shared by every shape, in place of its [budget]."""
-    evals = int((budget0 or {}).get("evals") or 5)
-    frac = (budget0 or {}).get("warmup_fraction")
-    d.pop("budget", None)
-    d["grid"]["steps"] = steps
-    train = d.setdefault("train", {})
-    train.pop("steps", None)  # the axis sets it
-    if int(train.get("eval_every", 10**9)) > min(steps) // 2:  # keep two evaluations
-        train["eval_every"] = max(1, min(steps) // evals)
-    if frac is not None:  # the budget's warmup fraction, of the shortest run, for every run
-        train["warmup_steps"] = int(round(float(frac) * min(steps)))
-
-
-def _one_run(d: dict, steps: list[int], budget0: dict | None) -> None:
-    """The budgets as cooldown branches of one WSD run per shape (sweeps/plans/branches.py): the
-    schedule, from_one_run, no halving (a one-run plan trains its learning rates in full), and a
-    warmup that ends before the shortest budget's cooldown starts."""
-    _steps_axis(d, steps, budget0)
-    d["budget"] = {"from_one_run": True}
-    d.pop("halving", None)
-    train = d["train"]
-    train["schedule"] = "wsd"
-    cooldown = float(train.get("cooldown_fraction", 0.2))
-    room = min(steps) - max(1, round(cooldown * min(steps)))
-    if int(train.get("warmup_steps", 20)) > room:
-        train["warmup_steps"] = max(0, min(steps) // 10)
-
-
-def five_from_one_run(doc: dict, tokens: float) -> dict | None:
-    """Five token budgets a factor 2 apart up to the plan's longest (the top of three_budgets),
-    each a cooldown branch of one run per shape: more values of D for L(N, D) at about the cost
-    of the longest run alone (docs/science.md §10). None where three_budgets finds no top, or
-    the plan already takes its budgets from one run."""
-    if (doc.get("budget") or {}).get("from_one_run"):
-        return None
-    grid = doc.get("grid", {})
-    steps = sorted({int(s) for s in grid.get("steps", [])})
-    three = three_budgets(doc, tokens) if not (steps and len(steps) >= 3) else {"steps": steps}
-    if not three:
-        return None
-    top = max(three["steps"])
-    five = sorted({max(1, round(top / 2**k)) for k in range(5)})
-    if len(five) < 5 or five[0] < 10:
-        return None
-    return {"steps": five, "label": "5 budgets from one run: " + "/".join(map(str, five)) + " steps"}
-
-
-def three_budgets(doc: dict, tokens: float) -> dict | None:
-    """Three token budgets a factor 3 apart, the same for every shape, as a `steps` axis: the
-    data term of L(N, D) needs at least three values of D to be told from the floor E, and D
-    must not ride on N. The plan's own steps axis is extended downwards (300, 900 -> 100, 300,
-    900); otherwise the budgets end at the plan's mean tokens per trial. None when the plan
-    already has three shared budgets, or its tokens per step are not fixed."""
-    from depthwidth.config import ModelConfig, TrainConfig
-
-    grid = doc.get("grid", {})
-    if any(k in grid for k in ("batch_size", "train.batch_size", "seq_len", "model.seq_len")):
-        return None
-    steps = sorted({int(s) for s in grid.get("steps", [])})
-    if steps and "budget" not in doc:
-        if len(steps) >= 3:
-            return None
-        while len(steps) < 3:
-            steps.insert(0, max(1, round(steps[0] / 3)))
-    else:
-        batch = int(doc.get("train", {}).get("batch_size", TrainConfig().batch_size))
-        seq = int(doc.get("model", {}).get("seq_len", ModelConfig().seq_len))
-        top = max(1, round(tokens / (batch * seq)))
-        steps = [max(1, round(top / 9)), max(1, round(top / 3)), top]
-    if len(set(steps)) < 3:
-        return None
-    return {"steps": steps, "label": "3 budgets: " + "/".join(map(str, steps)) + " steps"}
-
-
 def _most_seeds(pool: list[Candidate], limit: int) -> list[Candidate]:
     """Per structure (depth cap, token rule, lr points) the variant with the most seeds that fits
     the budget (more seeds never cost power); then at most `limit` of them, costliest first, and
@@ -335,25 +161,22 @@ def _screen(c: Candidate, model, target: float, args) -> None:
     from analysis.power import design as dz
 
     out = dz.simulate(c.trials, [target], model, args.screen, args.bootstrap, args.seed, args.jobs)
-    _rated(c, out, target, args.screen, "screened")
+    _rated(c, summarize(out), target, args.screen, "screened")
 
 
 def _final(c: Candidate, model, target: float, args) -> None:
     from analysis.power import design as dz
 
     out = dz.power_runs(c.trials, [target], model, args.replicates, args.bootstrap, args.seed, args.jobs)
-    k = str(float(target))
-    _rated(c, out, target, int((out["effect"].astype(str) == k).sum()), "rated")
+    s = summarize(out)
+    _rated(c, s, target, s.at(target).replicates, "rated")
 
 
-def _rated(c: Candidate, out, target: float, replicates: int, stage: str) -> None:
+def _rated(c: Candidate, s: PowerSummary, target: float, replicates: int, stage: str) -> None:
     """A candidate's power, its Monte Carlo error, false claims and interval width at `target`."""
-    from analysis.power import design as dz
-
-    s = dz.summarize(out)
-    k = str(float(target))
-    c.power, c.power_se = s["power"][k], s["power_mc"][k]["se"]
-    c.false_claim, c.width = s["false_claim"]["rate"], s["median_interval_width"][k]
+    at = s.at(target)
+    c.power, c.power_se = at.power, at.power_mc.se
+    c.false_claim, c.width = s.false_claim.rate, at.median_width
     c.replicates, c.stage = replicates, stage
 
 
@@ -397,7 +220,7 @@ def propose(args, effects) -> int:
             check_output_folder(default_out(spec), "--out", PROPOSE_FILES)
     except (SpecError, ValueError) as exc:
         return fail(str(exc))
-    unit = "gpu_hours" if "gpu_hours" in base_totals else "cpu_core_hours"
+    unit = base_totals.unit
     tokens = float(np.exp(np.mean(np.log(base_trials["tokens"].to_numpy(float)))))
     cands, seen = [], {}
     for i, (doc, what) in enumerate(candidate_docs(tomllib.loads(spec.text), tokens)):
@@ -409,8 +232,8 @@ def propose(args, effects) -> int:
             c.note = str(exc)
             cands.append(c)
             continue
-        c.n_trials, c.flops, c.cost = len(c.trials), tot["flops"], tot.get(unit)
-        c.within_budget = tot["flops"] <= budget * (1 + 1e-9)
+        c.totals, c.n_trials, c.flops, c.cost = tot, len(c.trials), tot.flops, tot.hours
+        c.within_budget = tot.flops <= budget * (1 + 1e-9)
         key = frozenset(c.trials["trial_id"])
         if key in seen:
             c.stage, c.within_budget, c.note = "duplicate", False, f"the same trials as candidate {seen[key]}"
@@ -495,8 +318,8 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
         f"replicates (docs/design-power.md): power {best.power:.2f} at b = {args.target:g}, "
         f"false claims {best.false_claim:.2f}, median interval width "
         f"{'-' if best.width is None else format(best.width, '.3g')} "
-        f"({best.replicates} replicates, seed noise {noise['value']:.2%}, "
-        f"{toml_comment(noise['source'])}).\n"
+        f"({best.replicates} replicates, seed noise {noise.value:.2%}, "
+        f"{toml_comment(noise.source)}).\n"
     )
     toml_path, table = out / "proposed.toml", _table(cands, unit)
     text = head + to_toml(doc)
@@ -507,6 +330,7 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
         table.to_csv(f, index=False)
     with atomic_file(out / "candidates.md", "w") as f:
         f.write(_markdown(table.drop(columns=["note"])))
+    within = int(sum(c.within_budget for c in cands))
     result = {
         "proposed": str(toml_path),
         "candidates": str(out / "candidates.csv"),
@@ -522,21 +346,20 @@ def _write(args, spec, cands, best, unit, budget, noise, cost_text) -> int:
         "median_interval_width": best.width,
         "replicates": best.replicates,
         "cost": {"flops": best.flops, unit: best.cost},
-        "noise": noise,
+        "noise": noise.to_dict(),
         "n_candidates": len(cands),
-        "n_within_budget": int(sum(c.within_budget for c in cands)),
+        "n_within_budget": within,
     }
     if args.json:
         print(json.dumps(result, default=float))
     else:
         print(
-            f"{len(cands)} candidate plans, {result['n_within_budget']} within {args.budget} "
+            f"{len(cands)} candidate plans, {within} within {args.budget} "
             f"({budget:.3g} FLOPs); screened on {args.screen} replicates each, the best "
             f"{args.finalists} and the plan as written rated in full"
         )
         print(verdict)
-        cost = {"flops": best.flops, "pf_days": best.flops / 8.64e19, unit: best.cost}
-        print(f"proposed spec: {toml_path} (cost: {cost_text(cost)})")
+        print(f"proposed spec: {toml_path} (cost: {cost_text(best.totals)})")
         print(f"every candidate: {out / 'candidates.csv'}, {out / 'candidates.md'}")
     return 0
 

@@ -4,7 +4,7 @@ follows it) are one warmup-stable-decay run. The longest is trained, and each sh
 cooldown branch taken from it where that budget's cooldown starts (depthwidth.train).
 
 Each budget keeps its own trial and trial_id (its config is that of the WSD run it stands for);
-this module only says which trials share a run, and what each one costs: the stem its whole
+this module only says which trials share a run, and what each one costs: the run its whole
 length, a branch its cooldown alone.
 """
 
@@ -20,14 +20,13 @@ _LENGTH_FIELDS = ("steps", "eval_every")  # what may differ between the budgets 
 
 
 def _key(trial, drop: Sequence[str] = _LENGTH_FIELDS) -> str:
-    cfg = trial.config_dict()
-    cfg["train"] = {k: v for k, v in cfg["train"].items() if k not in drop}
-    return json.dumps(cfg, sort_keys=True, default=str)
+    train = {k: v for k, v in trial.train.to_dict().items() if k not in drop}
+    return json.dumps({**trial.configs_dict(), "train": train}, sort_keys=True, default=str)
 
 
 def groups(trials: Iterable) -> list[tuple[Any, list]]:
-    """(stem, branches) for each run: the longest trial of each set that differs only in length,
-    and the shorter ones, shortest first; in the order the stems first appear."""
+    """(run, branches) for each run: the longest trial of each set that differs only in length,
+    and the shorter ones, shortest first; in the order the runs first appear."""
     by_key: dict[str, list] = {}
     for t in trials:
         by_key.setdefault(_key(t), []).append(t)
@@ -41,7 +40,7 @@ def groups(trials: Iterable) -> list[tuple[Any, list]]:
 def branched_from(trials: Iterable) -> dict[str, str]:
     """trial_id -> the trial_id of the run it branches from, for each branch among `trials`
     (the stored column of the same name)."""
-    return {b.trial_id: stem.trial_id for stem, branches in groups(trials) for b in branches}
+    return {b.trial_id: run.trial_id for run, branches in groups(trials) for b in branches}
 
 
 def branches_taken(spec, finished: Iterable[str] = ()) -> dict[str, str]:
@@ -73,13 +72,13 @@ def check_one_run(trials: Sequence, path: str) -> dict[str, str]:
                 f'{t.train.schedule!r}: cooldown branches need schedule = "wsd" (a cosine run '
                 f"must know its length from the start)."
             )
-    for stem, branches in groups(trials):
-        twin = next((b for b in branches if b.train.steps == stem.train.steps), None)
+    for run, branches in groups(trials):
+        twin = next((b for b in branches if b.train.steps == run.train.steps), None)
         if twin is not None:  # same length, differing only in how often it is evaluated
             raise SpecError(
                 f"{path}: train.eval_every = {twin.train.eval_every} is invalid with "
-                f"budget.from_one_run = true: it and eval_every = {stem.train.eval_every} make two "
-                f"budgets of {stem.train.steps} steps of one run, and a cooldown branch must be "
+                f"budget.from_one_run = true: it and eval_every = {run.train.eval_every} make two "
+                f"budgets of {run.train.steps} steps of one run, and a cooldown branch must be "
                 f"shorter than the run it leaves; give each budget its own length, or one eval_every."
             )
     loose: dict[str, set[int]] = {}

@@ -158,7 +158,7 @@ def plan(trials: Sequence, h: Halving, path: str, field: tuple[str, str]) -> dic
     out = {}
     for t in trials:
         rungs = rung_steps(t.train.steps, t.train.eval_every, h, path)
-        group = group_of(t.config_dict(), *field)
+        group = group_of(t.configs_dict(), *field)
         cooldowns = None
         if t.train.schedule == "wsd":  # each rung judged on a cooldown branch, a complete short run
             try:

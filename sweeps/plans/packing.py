@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 # The estimate is "accurate to a small factor" (accounting.py), and the allocator fragments:
@@ -106,24 +107,55 @@ def machine_load() -> tuple[float | None, int | None]:
         return None, os.cpu_count()
 
 
-def node_gpu_memory_gb(nodes: Iterable[dict[str, Any]]) -> float | None:
+@dataclass(frozen=True)
+class Node:
+    """One Ray node as `ray.nodes()` describes it, read once where Ray's answer enters
+    (sweeps/backends/cluster.py `alive_nodes`): its id and address, what it offers Ray (by Ray's
+    resource names: CPU, GPU, memory, accelerator_type:...), and its labels."""
+
+    node_id: str
+    address: str
+    resources: Mapping[str, float]
+    labels: Mapping[str, str]
+
+    @classmethod
+    def of(cls, n: Mapping[str, Any]) -> Node:
+        return cls(
+            node_id=str(n.get("NodeID", "")),
+            address=str(n.get("NodeManagerAddress", "")),
+            resources=dict(n.get("Resources") or {}),
+            labels=dict(n.get("Labels") or {}),
+        )
+
+    def offers(self, resource: str) -> float:
+        """How much of a Ray resource it has (0 where it has none)."""
+        return float(self.resources.get(resource, 0.0))
+
+    @property
+    def name(self) -> str:
+        return f"{self.address} ({self.node_id[:8]})"
+
+    def gpu_memory_gb(self) -> float | None:
+        """The memory of one of its GPUs: our label, else Ray's accelerator type where the type
+        fixes it; None where neither says."""
+        if GPU_MEMORY_LABEL in self.labels:
+            try:
+                return float(self.labels[GPU_MEMORY_LABEL])
+            except ValueError:
+                pass
+        kinds = [k.split(":", 1)[1] for k in self.resources if k.startswith("accelerator_type:")]
+        kinds += [self.labels.get("ray.io/accelerator-type", "")]
+        return next((float(ACCELERATOR_GB[k]) for k in kinds if k in ACCELERATOR_GB), None)
+
+
+def node_gpu_memory_gb(nodes: Iterable[Node]) -> float | None:
     """GPU memory per GPU of the cluster, from each GPU node's label or accelerator type; the
     smallest over the nodes, since a trial may land on any of them. None when no GPU node says."""
     sizes = []
     for n in nodes:
-        res, labels = n.get("Resources", {}), n.get("Labels") or {}
-        if res.get("GPU", 0) <= 0:
+        if n.offers("GPU") <= 0:
             continue
-        gb = None
-        if GPU_MEMORY_LABEL in labels:
-            try:
-                gb = float(labels[GPU_MEMORY_LABEL])
-            except ValueError:
-                gb = None
-        if gb is None:
-            kinds = [k.split(":", 1)[1] for k in res if k.startswith("accelerator_type:")]
-            kinds += [labels.get("ray.io/accelerator-type", "")]
-            gb = next((float(ACCELERATOR_GB[k]) for k in kinds if k in ACCELERATOR_GB), None)
+        gb = n.gpu_memory_gb()
         if gb is None:
             return None  # one GPU node of unknown size: fall back to the spec for all
         sizes.append(gb)

@@ -8,6 +8,7 @@ throughput the spec assumes (resources.gpu_tflops / cpu_gflops).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
@@ -53,12 +54,9 @@ class PlanRow:
 
     def ray_resources(self) -> dict[str, float]:
         """What one worker of this trial asks Ray for: CPUs, a GPU share, host memory (CPU trials)."""
-        ask = {"CPU": float(self.cpus)}
-        if self.gpus:
-            ask["GPU"] = float(self.gpus)
-        if self.memory_bytes:
-            ask["memory"] = float(self.memory_bytes)
-        return ask
+        gpu = {"GPU": float(self.gpus)} if self.gpus else {}
+        memory = {"memory": float(self.memory_bytes)} if self.memory_bytes else {}
+        return {"CPU": float(self.cpus), **gpu, **memory}
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -224,30 +222,76 @@ def plan_json(spec: SweepSpec, finished: set[str] | None = None) -> str:
     check_sizes(spec, rows)
     for row in rows:
         obj = {k: v for k, v in row.to_dict().items() if k != "fsdp_workers_to_fit"}
-        obj["mem_budget_gb"] = None if obj["mem_budget_gb"] != obj["mem_budget_gb"] else obj["mem_budget_gb"]
-        obj["ray_resources_per_worker"] = row.ray_resources()
-        obj["done"] = bool(finished and row.trial_id in finished)
+        budget = row.mem_budget_gb
+        obj.update(
+            mem_budget_gb=None if math.isnan(budget) else budget,  # NaN on CPU: JSON has no NaN
+            ray_resources_per_worker=row.ray_resources(),
+            done=bool(finished and row.trial_id in finished),
+        )
         lines.append(json.dumps(obj, sort_keys=True))
     return "\n".join(lines)
 
 
-def totals(spec: SweepSpec, rows: list[PlanRow]) -> dict[str, float]:
+@dataclass(frozen=True)
+class Totals:
+    """What a plan trains in all: FLOPs, PF-days, and the hours at the spec's assumed throughput
+    (GPU-hours on GPUs, CPU core-hours on CPUs); against what separate runs would train where its
+    budgets are branches of one run, and against the full grid where it halves."""
+
+    trials: int
+    flops: float
+    pf_days: float
+    hours: float
+    on_gpus: bool
+    separate_runs_flops: float | None = None  # each budget trained on its own
+    full_grid_flops: float | None = None  # every trial of a halving to its last step
+
+    @property
+    def unit(self) -> str:
+        """The name of `hours` in the plan's JSON and CSV files."""
+        return "gpu_hours" if self.on_gpus else "cpu_core_hours"
+
+    def hours_text(self, short: bool = False) -> str:
+        what = (
+            ("GPU-h" if short else "GPU-hours")
+            if self.on_gpus
+            else ("CPU core-h" if short else "CPU core-hours")
+        )
+        return f"{self.hours:.3g} {what}"
+
+    def to_dict(self) -> dict[str, float]:
+        """As `design --json` writes the cost: every figure a float, the optional ones only where
+        the plan has them."""
+        extra = {"separate_runs_flops": self.separate_runs_flops, "full_grid_flops": self.full_grid_flops}
+        return {
+            "trials": float(self.trials),
+            "flops": self.flops,
+            "pf_days": self.pf_days,
+            **{k: v for k, v in extra.items() if v is not None},
+            self.unit: self.hours,
+        }
+
+
+def totals(spec: SweepSpec, rows: list[PlanRow]) -> Totals:
     r = spec.resources
-    flops = float(sum(row.flops for row in rows))
-    out = {"trials": float(len(rows)), "flops": flops, "pf_days": flops / PF_DAY}
+    flops = full = float(sum(row.flops for row in rows))
+    separate = None
     if spec.branched_from:  # each budget trained on its own, against one run with cooldown branches
-        out["separate_runs_flops"] = float(sum(row.budget_flops for row in rows))
+        separate = float(sum(row.budget_flops for row in rows))
     if spec.halving:  # what the successive halving trains of the full grid (sweeps/plans/halving.py)
         from sweeps.plans.halving import expected_flops
 
-        out["full_grid_flops"] = flops
-        flops = out["flops"] = expected_flops(rows, spec.halving)
-        out["pf_days"] = flops / PF_DAY
-    if r.uses_gpus:
-        out["gpu_hours"] = flops / (r.gpu_tflops * 1e12) / 3600.0
-    else:
-        out["cpu_core_hours"] = flops / (r.cpu_gflops * 1e9) / 3600.0
-    return out
+        flops = expected_flops(rows, spec.halving)
+    throughput = r.gpu_tflops * 1e12 if r.uses_gpus else r.cpu_gflops * 1e9
+    return Totals(
+        trials=len(rows),
+        flops=flops,
+        pf_days=flops / PF_DAY,
+        hours=flops / throughput / 3600.0,
+        on_gpus=r.uses_gpus,
+        separate_runs_flops=separate,
+        full_grid_flops=full if spec.halving else None,
+    )
 
 
 def _share(q: float) -> str:
@@ -303,31 +347,31 @@ def plan_text(spec: SweepSpec, finished: set[str] | None = None, store: str | No
         )
     elif per:
         lines.append(f"memory and GPU fraction are {per.rstrip('; ')}")
-    if "full_grid_flops" in t:
+    if t.full_grid_flops is not None:
         h = next(iter(spec.halving.values()))
         lines.append(
             f"successive halving over {h.axis} (eta {h.eta}, rungs at steps "
             f"{', '.join(map(str, h.rungs))} of the first trial): the losers stop at their rung, so "
-            f"the sweep trains {t['flops'] / t['full_grid_flops']:.0%} of the full grid's "
-            f"{t['full_grid_flops']:.3g} FLOPs"
+            f"the sweep trains {t.flops / t.full_grid_flops:.0%} of the full grid's "
+            f"{t.full_grid_flops:.3g} FLOPs"
         )
-    if "separate_runs_flops" in t:
+    if t.separate_runs_flops is not None:
         n_branches = sum(1 for row in rows if row.branched_from)
         lines.append(
             f"every budget from one run (budget.from_one_run): {len(rows) - n_branches} WSD runs, each with a "
             f"cooldown branch per shorter budget ({n_branches} branches), train "
-            f"{t['flops'] / t['separate_runs_flops']:.0%} of the "
-            f"{t['separate_runs_flops']:.3g} FLOPs of separate runs; a branch row's FLOPs are its cooldown"
+            f"{t.flops / t.separate_runs_flops:.0%} of the "
+            f"{t.separate_runs_flops:.3g} FLOPs of separate runs; a branch row's FLOPs are its cooldown"
         )
-    lines.append(f"total training compute {t['flops']:.3g} FLOPs = {t['pf_days']:.3g} PF-days")
-    if "gpu_hours" in t:
+    lines.append(f"total training compute {t.flops:.3g} FLOPs = {t.pf_days:.3g} PF-days")
+    if t.on_gpus:
         lines.append(
-            f"estimated {t['gpu_hours']:.3g} GPU-hours at an assumed {r.gpu_tflops:g} TFLOP/s "
+            f"estimated {t.hours_text()} at an assumed {r.gpu_tflops:g} TFLOP/s "
             f"sustained per GPU (packing changes wall time, not GPU-hours)"
         )
     else:
         lines.append(
-            f"estimated {t['cpu_core_hours']:.3g} CPU core-hours at an assumed "
+            f"estimated {t.hours_text()} at an assumed "
             f"{r.cpu_gflops:g} GFLOP/s per core ({r.cpus * r.workers:g} CPU per trial)"
         )
     if finished is not None:

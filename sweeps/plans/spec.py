@@ -60,6 +60,7 @@ from sweeps.plans.expand import MAX_TRIALS, _cheap_sources, grid_trials
 from sweeps.plans.halving import HalvingPlan, parse_halving
 from sweeps.plans.halving import plan as plan_halving
 from sweeps.plans.tracking import Tracking, parse_tracking
+from sweeps.plans.trialconfig import WithConfigs, configs_dict
 from sweeps.plans.where import WhereError, compile_where, evaluate_where, where_names
 
 try:  # Python 3.11+
@@ -137,16 +138,13 @@ class Resources:
 
 
 @dataclass(frozen=True)
-class Trial:
+class Trial(WithConfigs):
     trial_id: str
     model: ModelConfig
     data: DataConfig
     train: TrainConfig
     axes: tuple[tuple[str, Any], ...]  # the grid coordinates that made this trial, for display
     aliases: tuple[str, ...] = ()  # its ids from before data paths were resolved (sweeps/plans/datapath.py)
-
-    def config_dict(self) -> dict[str, dict[str, Any]]:
-        return {"model": self.model.to_dict(), "data": self.data.to_dict(), "train": self.train.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -191,7 +189,7 @@ def identity(
     """What defines a run, as its trial_id hashes it: the three configs less how the run is
     executed (EXECUTION_FIELDS) and less the fields added since at their earlier value
     (LATER_FIELDS); the data path stands as `data_id` where one is given."""
-    parts = {"model": model.to_dict(), "data": data.to_dict(), "train": train.to_dict()}
+    parts = configs_dict(model, data, train)
     if data_id is not None and parts["data"].get("path"):
         parts["data"]["path"] = data_id
     for section, names in EXECUTION_FIELDS.items():
@@ -436,7 +434,7 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
     if halving and "adaptive" in doc:
         raise fail(path, "halving", dict(doc["halving"]), "an [adaptive] sweep chooses its own trials")
     halving_plan = plan_halving(trials, halving, path, _halving_axis(halving.axis, path)) if halving else {}
-    branched = {}
+    branched_from = {}
     if budget is not None and budget.from_one_run:
         if halving:
             raise fail(
@@ -453,7 +451,7 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
                 resources.workers,
                 "budget.from_one_run takes its cooldown branches in one-process trials only",
             )
-        branched = check_one_run(trials, path)
+        branched_from = check_one_run(trials, path)
     adaptive = None
     if "adaptive" in doc:  # every table of the spec is checked here, for every command that reads it
         from sweeps.plans.adaptive_spec import check_adaptive, parse_adaptive
@@ -471,14 +469,14 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
         budget,
         tracking,
         halving_plan,
-        branched,
+        branched_from,
         adaptive=adaptive,
     )
 
 
 def _one_warmup(budget: Budget, base: dict, axes: Mapping[str, Any], path: str) -> Budget:
     """budget.warmup_fraction of a sweep whose budgets share one run: a fraction of the shortest
-    budget, the same number of steps for all of them (the stem's warmup is every branch's)."""
+    budget, the same number of steps for all of them (the run's warmup is every branch's)."""
     lengths = [
         v for name, vals in axes.items() if resolve_axis(name, path) == ("train", "steps") for v in vals
     ]

@@ -50,8 +50,7 @@ def planned(path: Path) -> dict[str, Any]:
     with quiet():
         spec = load_spec(path, allow_missing_data=True)
         t = totals(spec, plan_rows(spec))
-    key = next(k for k in COST_KEYS if k in t)
-    return {"trials": int(t["trials"]), key: float(t[key])}
+    return {"trials": t.trials, t.unit: t.hours}
 
 
 def read_index(folder: Path | None = None) -> dict[str, dict[str, Any]]:

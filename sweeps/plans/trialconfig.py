@@ -11,12 +11,41 @@ What a trial produced goes the other way as runstore/record.py's `RunRecord`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from depthwidth.config import DataConfig, ModelConfig, TrainConfig
 from sweeps.plans.halving import HalvingPlan
+
+
+def configs_dict(model: ModelConfig, data: DataConfig, train: TrainConfig) -> dict[str, dict[str, Any]]:
+    """The three configs of a run as the store's JSON columns keep them (and its id hashes them)."""
+    return {"model": model.to_dict(), "data": data.to_dict(), "train": train.to_dict()}
+
+
+class WithConfigs:
+    """What a spec's trial (sweeps/plans/spec.py `Trial`) and a TrialConfig share: the run's three
+    configs, and their dict."""
+
+    model: ModelConfig
+    data: DataConfig
+    train: TrainConfig
+
+    def configs_dict(self) -> dict[str, dict[str, Any]]:
+        return configs_dict(self.model, self.data, self.train)
+
+
+def from_fields(cls, d: Mapping[str, Any], read: Mapping[str, Callable[[Any], Any]] | None = None) -> Any:
+    """An instance of the dataclass `cls` from the fields `d` holds, each through its `read`
+    function where it has one; a field `d` lacks keeps the default the dataclass states (its one
+    place)."""
+    read = read or {}
+    return cls(**{f.name: read.get(f.name, _same)(d[f.name]) for f in fields(cls) if f.name in d})
+
+
+def _same(v: Any) -> Any:
+    return v
 
 
 @dataclass(frozen=True)
@@ -26,6 +55,13 @@ class Branch:
 
     trial_id: str
     train: TrainConfig
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trial_id": self.trial_id, "train": self.train.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Branch:
+        return from_fields(cls, d, {"train": TrainConfig.from_dict})
 
 
 @dataclass(frozen=True)
@@ -38,17 +74,15 @@ class RayAsk:
 
     def to_dict(self) -> dict[str, float]:
         """Ray's resource dict: CPU always, GPU and memory where asked."""
-        out = {"CPU": float(self.cpu)}
-        if self.gpu:
-            out["GPU"] = float(self.gpu)
-        if self.memory:
-            out["memory"] = float(self.memory)
-        return out
+        asked = {"CPU": self.cpu, "GPU": self.gpu, "memory": self.memory}
+        return {k: float(v) for k, v in asked.items() if v or k == "CPU"}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, float]) -> RayAsk:
-        return cls(
-            cpu=float(d.get("CPU", 1.0)), gpu=float(d.get("GPU", 0.0)), memory=float(d.get("memory", 0.0))
+        """From Ray's resource dict; what it does not ask for is the default."""
+        named = {"CPU": "cpu", "GPU": "gpu", "memory": "memory"}  # Ray's name -> the field's
+        return from_fields(
+            cls, {named[k]: v for k, v in d.items() if k in named}, dict.fromkeys(named.values(), float)
         )
 
 
@@ -93,21 +127,11 @@ class RunSettings:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RunSettings:
-        return cls(
-            cpus=d.get("cpus", 1.0),
-            workers=int(d.get("workers", 1)),
-            sharding=d.get("sharding", "ddp"),
-            max_failures=int(d.get("max_failures", 0)),
-            store=d.get("store", ""),
-            experiment=d.get("experiment", ""),
-            cwd=d.get("cwd", ""),
-            halving_board=d.get("halving_board"),
-            environ=tuple((str(k), str(v)) for k, v in d.get("environ") or ()),
-        )
+        return from_fields(cls, d, {"environ": lambda kvs: tuple((str(k), str(v)) for k, v in kvs or ())})
 
 
 @dataclass(frozen=True)
-class TrialConfig:
+class TrialConfig(WithConfigs):
     """One trial: its id and configs; its Ray request per worker, worker count and work per
     step (for its torch threads); the checkpoints of earlier driver runs it may resume from,
     furthest first; its halving record (sweeps/plans/halving.py) and cooldown branches, where it has
@@ -137,33 +161,27 @@ class TrialConfig:
             "workers": self.workers,
             "flops_per_step": self.flops_per_step,
         }
-        if self.halving:
-            trial["halving"] = self.halving.to_dict()
-        if self.branches:
-            trial["branches"] = [{"trial_id": b.trial_id, "train": b.train.to_dict()} for b in self.branches]
-        if self.branched_from:
-            trial["branched_from"] = self.branched_from
+        optional = {
+            "halving": self.halving.to_dict() if self.halving else None,
+            "branches": [b.to_dict() for b in self.branches],
+            "branched_from": self.branched_from,
+        }
+        trial.update((k, v) for k, v in optional.items() if v)  # only where the trial has them
         return {"trial": trial, "run": self.run.to_dict()}
 
     @classmethod
     def from_dict(cls, config: Mapping[str, Any]) -> TrialConfig:
-        t = config["trial"]
-        return cls(
-            trial_id=t["trial_id"],
-            model=ModelConfig.from_dict(t["model"]),
-            data=DataConfig.from_dict(t["data"]),
-            train=TrainConfig.from_dict(t["train"]),
-            resources=RayAsk.from_dict(t.get("resources") or {}),
-            workers=int(t.get("workers", 1)),
-            flops_per_step=t.get("flops_per_step"),
-            resume_uris=tuple(t.get("resume_uris", ())),
-            halving=HalvingPlan.from_dict(t["halving"]) if t.get("halving") else None,
-            branches=tuple(
-                Branch(b["trial_id"], TrainConfig.from_dict(b["train"])) for b in t.get("branches", ())
-            ),
-            branched_from=t.get("branched_from", ""),
-            run=RunSettings.from_dict(config.get("run") or {}),
-        )
+        read = {
+            "model": ModelConfig.from_dict,
+            "data": DataConfig.from_dict,
+            "train": TrainConfig.from_dict,
+            "resources": lambda d: RayAsk.from_dict(d or {}),
+            "resume_uris": tuple,
+            "halving": lambda d: HalvingPlan.from_dict(d) if d else None,
+            "branches": lambda bs: tuple(Branch.from_dict(b) for b in bs),
+            "run": lambda d: RunSettings.from_dict(d or {}),
+        }
+        return from_fields(cls, {**config["trial"], "run": config.get("run")}, read)
 
     @classmethod
     def of(cls, trial, **more: Any) -> TrialConfig:
@@ -176,10 +194,6 @@ class TrialConfig:
         return config["trial"]["trial_id"]
 
     # -- what the rest of the sweep asks of a trial ------------------------------------------
-    def configs_dict(self) -> dict[str, dict[str, Any]]:
-        """The three configs as the store's JSON columns keep them."""
-        return {"model": self.model.to_dict(), "data": self.data.to_dict(), "train": self.train.to_dict()}
-
     def row_config(self) -> dict[str, Any]:
         """What runstore/store.py's `make_row` reads of the trial for its row."""
         return {

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from depthwidth.result import RunResult
+from sweeps.plans.trialconfig import from_fields
 
 OUTCOME_KEY = "outcome"  # the report that carries a finished run: TrialOutcome.to_dict()
 
@@ -50,17 +51,17 @@ class TrialOutcome:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrialOutcome:
-        losses = d.get("rung_losses")
-        return cls(
-            trial_id=str(d["trial_id"]),
-            result=RunResult.from_dict(d["result"]),
-            node_id=str(d.get("node_id", "")),
-            node_ip=str(d.get("node_ip", "")),
-            resumed_from_step=int(d.get("resumed_from_step", 0)),
-            resume_note=str(d.get("resume_note", "")),
-            workers=None if d.get("workers") is None else int(d["workers"]),
-            rung_losses=None if losses is None else tuple(float(x) for x in losses),
-        )
+        read = {
+            "trial_id": str,
+            "result": RunResult.from_dict,
+            "node_id": str,
+            "node_ip": str,
+            "resumed_from_step": int,
+            "resume_note": str,
+            "workers": lambda v: None if v is None else int(v),
+            "rung_losses": lambda v: None if v is None else tuple(float(x) for x in v),
+        }
+        return from_fields(cls, d, read)
 
     # -- as a Tune report ---------------------------------------------------------------------
     def report(self, **progress: Any) -> dict[str, Any]:

@@ -28,7 +28,7 @@ def trial_label(trial) -> str:
 
 def trial_info(trial, sweep: str) -> TrialInfo:
     """A spec Trial as the trackers see it."""
-    return TrialInfo(trial.trial_id, trial_label(trial), sweep, tuple(trial.axes), trial.config_dict())
+    return TrialInfo(trial.trial_id, trial_label(trial), sweep, tuple(trial.axes), trial.configs_dict())
 
 
 def stored_infos(store, runs) -> dict[str, TrialInfo]:
@@ -108,8 +108,10 @@ def build(tracking: Tracking, sweep: str, store, export: bool = False) -> Tracke
     from sweeps.results.feed import EXPORT_STOPS
     from sweeps.results.trackers import factories
 
-    made, later = factories(tracking, sweep, store.root if store.is_local else None, store.location)
-    return Trackers(made, {}, after=EXPORT_STOPS) if export else Trackers(made, later)
+    enabled = factories(tracking, sweep, store.root if store.is_local else None, store.location)
+    if export:  # an export's failure says to run it again, not how to send the results later
+        return Trackers([replace(e, later="") for e in enabled], after=EXPORT_STOPS)
+    return Trackers(enabled)
 
 
 def check_mlflow_output(uri: str) -> None:
@@ -168,13 +170,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     warnings = trackers.close(timeout=None)
     for w in warnings:
         print(w, file=sys.stderr)
-    for name, s in trackers.summary().items():
-        state = "failed" if s["failed"] else "done"
+    sent = trackers.summary()
+    for s in sent:
         print(
-            f"{name}: {state}; {s['runs_created']} runs created, {s['steps_logged']} steps logged "
-            f"(trials it already held are skipped)"
+            f"{s.name}: {'failed' if s.failed else 'done'}; {s.runs_created} runs created, "
+            f"{s.steps_logged} steps logged (trials it already held are skipped)"
         )
-    return 1 if any(s["failed"] for s in trackers.summary().values()) else 0
+    return 1 if any(s.failed for s in sent) else 0
 
 
 def add_tracker_flags(p: argparse.ArgumentParser, tensorboard_dir_only: bool = False) -> None:

@@ -16,6 +16,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sweeps.plans.tracking import TrialInfo, eval_metrics, final_metrics
@@ -31,6 +32,26 @@ EXPORT_STOPS = (
     "nothing was lost: the store is untouched; fix the cause and run the same export "
     "again, which sends only what the tracker lacks."
 )
+
+
+@dataclass(frozen=True)
+class Enabled:
+    """An enabled tracker: its name, a function building it (called in its own thread), and the
+    sentence saying how to send the stored results later should it fail (none in an export)."""
+
+    name: str
+    make: Callable[[], Any]
+    later: str = ""
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What one tracker did: the runs it created and the steps it logged, and whether it failed."""
+
+    name: str
+    runs_created: int
+    steps_logged: int
+    failed: bool
 
 
 class _Trial:
@@ -143,13 +164,9 @@ class _Worker(threading.Thread):
 class Trackers:
     """The enabled trackers of one driver run (or one `depthwidth export`)."""
 
-    def __init__(
-        self, factories: dict[str, Callable[[], Any]], later: dict[str, str], after: str = SWEEP_GOES_ON
-    ):
+    def __init__(self, enabled: list[Enabled], after: str = SWEEP_GOES_ON):
         self._warnings: queue.Queue = queue.Queue()
-        self.workers = [
-            _Worker(name, f, self._warnings.put, later.get(name, ""), after) for name, f in factories.items()
-        ]
+        self.workers = [_Worker(e.name, e.make, self._warnings.put, e.later, after) for e in enabled]
         for w in self.workers:
             w.start()
 
@@ -207,8 +224,5 @@ class Trackers:
         ]
         return self.warnings() + late
 
-    def summary(self) -> dict[str, dict[str, int]]:
-        return {
-            w.label: {"runs_created": w.created_runs, "steps_logged": w.logged_steps, "failed": int(w.dead)}
-            for w in self.workers
-        }
+    def summary(self) -> list[Sent]:
+        return [Sent(w.label, w.created_runs, w.logged_steps, w.dead) for w in self.workers]

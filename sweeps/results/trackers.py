@@ -16,10 +16,12 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from sweeps.plans.tracking import STEP_KEY, Tracking, TrialInfo
+from sweeps.results.feed import Enabled
 
 TRIAL_TAG = "depthwidth.trial_id"
 STATUS_TAG = "depthwidth.status"
@@ -161,22 +163,35 @@ def wandb_records(path: str) -> Iterator[Any]:
             pending += chunk
 
 
-def wandb_offline_runs(folder: str) -> dict[str, dict[str, Any]]:
-    """run id -> {"steps": [history steps, in file order], "summary": {...}, "files": [...]} over
-    every offline run folder under `folder`/wandb (a resumed run has one folder per attempt)."""
-    out: dict[str, dict[str, Any]] = {}
+@dataclass
+class OfflineRun:
+    """What a W&B offline run's files hold: its history steps in file order, its summary, and
+    the files (a resumed run has one folder per attempt)."""
+
+    steps: list[int] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return "status" in self.summary  # a trial's run gets its status when it finishes
+
+
+def wandb_offline_runs(folder: str) -> dict[str, OfflineRun]:
+    """run id -> its OfflineRun, over every offline run folder under `folder`/wandb."""
+    out: dict[str, OfflineRun] = {}
     for path in sorted(glob.glob(os.path.join(folder, "wandb", "offline-run-*", "run-*.wandb"))):
         rid = re.sub(r"^run-|\.wandb$", "", os.path.basename(path))
-        entry = out.setdefault(rid, {"steps": [], "summary": {}, "files": []})
-        entry["files"].append(path)
+        entry = out.setdefault(rid, OfflineRun())
+        entry.files.append(path)
         for rec in wandb_records(path):
             kind = rec.WhichOneof("record_type")
             if kind == "history":
-                entry["steps"].append(int(rec.history.step.num))
+                entry.steps.append(int(rec.history.step.num))
             elif kind == "summary":
                 for item in rec.summary.update:
                     if item.key and not item.key.startswith("_"):
-                        entry["summary"][item.key] = json.loads(item.value_json)
+                        entry.summary[item.key] = json.loads(item.value_json)
     return out
 
 
@@ -193,7 +208,7 @@ class WandbTracker:
         self.known: dict[str, tuple[set[int], bool]] = {}
         if mode == "offline":
             for rid, e in wandb_offline_runs(folder).items():
-                self.known[rid] = (set(e["steps"]), "status" in e["summary"])
+                self.known[rid] = (set(e.steps), e.finished)
         else:
             api = wandb.Api(timeout=20)
             path = f"{entity or api.default_entity}/{project}"
@@ -379,33 +394,32 @@ class TensorBoardTracker:
 # -- from a Tracking config to the trackers -----------------------------------------------------
 
 
-def factories(
-    tracking: Tracking, sweep: str, store_root: str | None, store_display: str
-) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
-    """name -> a function building that tracker (called in its own thread), and for each the
-    sentence saying how to send the stored results later."""
-    made: dict[str, Callable[[], Any]] = {}
-    later: dict[str, str] = {}
+def factories(tracking: Tracking, sweep: str, store_root: str | None, store_display: str) -> list[Enabled]:
+    """Each tracker the config enables: a function building it (called in its own thread), and
+    the sentence saying how to send the stored results later."""
+    out = []
     if tracking.mlflow:
         uri = tracking.mlflow
-        made["mlflow"] = lambda: MlflowTracker(uri, sweep)
-        later["mlflow"] = f"`depthwidth export {store_display} --mlflow {uri}` sends what it lacks."
+        later = f"`depthwidth export {store_display} --mlflow {uri}` sends what it lacks."
+        out.append(Enabled("mlflow", lambda: MlflowTracker(uri, sweep), later))
     if tracking.wandb_project:
         folder = os.environ.get("WANDB_DIR") or store_root or os.getcwd()
         t = tracking
-        made["wandb"] = lambda: WandbTracker(t.wandb_project, t.wandb_mode, t.wandb_entity, folder)
-        later["wandb"] = (
+        later = (
             f"`depthwidth export {store_display} --wandb {t.wandb_project}"
             f"{' --wandb-mode offline' if t.wandb_mode == 'offline' else ''}` sends "
             f"what it lacks."
         )
+        out.append(
+            Enabled(
+                "wandb", lambda: WandbTracker(t.wandb_project, t.wandb_mode, t.wandb_entity, folder), later
+            )
+        )
     if tracking.tensorboard:
         logdir = tensorboard_dir(tracking, store_root)
-        made["tensorboard"] = lambda: TensorBoardTracker(logdir)
-        later["tensorboard"] = (
-            f"`depthwidth export {store_display} --tensorboard {logdir}` writes what it lacks."
-        )
-    return made, later
+        later = f"`depthwidth export {store_display} --tensorboard {logdir}` writes what it lacks."
+        out.append(Enabled("tensorboard", lambda: TensorBoardTracker(logdir), later))
+    return out
 
 
 def tensorboard_dir(tracking: Tracking, store_root: str | None) -> str:

@@ -18,6 +18,7 @@ budget (`planned_columns`); `branched_from` is empty or the spec's run for that 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,11 +79,15 @@ def _check_record(rec: dict[str, Any], pos: int, trial, spec, path: str) -> dict
     (SpecError naming the first column that is not), with the columns it lacks filled in from the
     configuration. A trial_id copied onto another run's row, or a row with forged counts, would otherwise
     enter the fits under the wrong shape or size."""
-    stem = spec.branched_from.get(trial.trial_id)
+    branched_from = spec.branched_from.get(trial.trial_id)  # the spec's, against the row's
     branch = str(rec.get("branched_from") or "")
-    if branch and branch not in _ids_of(spec, stem):
-        why = f"the run it branches from is {stem!r}" if stem else "it is not a cooldown branch of this spec"
-        raise _mismatch(rec, pos, path, "branched_from", "" if stem is None else stem, branch, why)
+    if branch and branch not in _ids_of(spec, branched_from):
+        why = (
+            f"the run it branches from is {branched_from!r}"
+            if branched_from
+            else "it is not a cooldown branch of this spec"
+        )
+        raise _mismatch(rec, pos, path, "branched_from", branched_from or "", branch, why)
     tc = TrialConfig.of(trial, branched_from=branch)
     want = {k: v for k, v in config_columns(tc).items() if k not in ("trial_id", "branched_from")}
     planned = planned_columns(tc)
@@ -151,9 +156,26 @@ def _close(got: Any, want: Any) -> bool:
         return False
 
 
+@dataclass
+class LeftOut:
+    """The rows of a --from table that are not carried: not trials of the spec, already in the
+    store, or a repeat of a row carried before them."""
+
+    other: int = 0
+    held: int = 0
+    repeat: int = 0
+
+    def text(self) -> str:
+        return (
+            (f", {self.held} already in the store" if self.held else "")
+            + (f", {self.other} not trials of this spec left out" if self.other else "")
+            + (f", {self.repeat} repeated" if self.repeat else "")
+        )
+
+
 def rows_to_carry(
     table: pd.DataFrame, spec, stored: set[str], path: str = "TABLE"
-) -> tuple[list[dict[str, Any]], dict[str, int]]:
+) -> tuple[list[dict[str, Any]], LeftOut]:
     """(the rows of `table` that are trials of `spec` the store lacks, counts of the rest);
     SpecError when a row's configuration is not that of the trial its trial_id names."""
     ids = {t.trial_id for t in spec.trials} | {a for t in spec.trials for a in t.aliases}
@@ -166,20 +188,20 @@ def rows_to_carry(
             rec = _check_record(rec, int(pos), trial_of[str(rec["trial_id"])], spec, path)
         checked.append(rec)
     have = {known.get(s, s) for s in stored}
-    rows, counts = [], {"other": 0, "held": 0, "repeat": 0}
+    rows, left = [], LeftOut()
     taken: set[str] = set()
     for rec in checked:
         tid = str(rec["trial_id"])
         if tid not in ids:
-            counts["other"] += 1
+            left.other += 1
         elif known[tid] in have:
-            counts["held"] += 1
+            left.held += 1
         elif known[tid] in taken:
-            counts["repeat"] += 1
+            left.repeat += 1
         else:
             taken.add(known[tid])
             rows.append(rec)
-    return rows, counts
+    return rows, left
 
 
 def _plain(v: Any) -> Any:
@@ -193,15 +215,9 @@ def _plain(v: Any) -> Any:
 
 def carry(store, spec, table: pd.DataFrame, path: str, out) -> int:
     """Record the finished trials of `spec` in `table` (read_table's) in `store`; how many."""
-    rows, counts = rows_to_carry(table, spec, set(store.runs()["trial_id"]), path)
+    rows, left = rows_to_carry(table, spec, set(store.runs()["trial_id"]), path)
     for row in rows:
         record = RunRecord.from_dict(row)
         store.add_trial(record, [], {k: v for k, v in row.items() if k not in record.to_dict()})
-    held = f", {counts['held']} already in the store" if counts["held"] else ""
-    other = f", {counts['other']} not trials of this spec left out" if counts["other"] else ""
-    repeat = f", {counts['repeat']} repeated" if counts["repeat"] else ""
-    print(
-        f"[{spec.name}] {len(rows)} finished trial(s) carried from {path}{held}{other}{repeat}",
-        file=out,
-    )
+    print(f"[{spec.name}] {len(rows)} finished trial(s) carried from {path}{left.text()}", file=out)
     return len(rows)

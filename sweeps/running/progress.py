@@ -101,11 +101,10 @@ class ProgressView:
         return done / total if total else 1.0
 
     def line(self) -> str:
-        counts = {
-            s: sum(1 for v in self.status.values() if v == s) for s in ("ok", "diverged", "failed", "error")
-        }
-        n_done = counts["ok"] + counts["diverged"]
-        n_failed = counts["failed"] + counts["error"]
+        ok, diverged, failed, error = (
+            sum(1 for v in self.status.values() if v == s) for s in ("ok", "diverged", "failed", "error")
+        )
+        n_done, n_failed = ok + diverged, failed + error
         pending = len(self.work) - len(self.status) - len(self.running)
         elapsed = self.clock() - self.t0
         f = self.fraction()
@@ -115,7 +114,7 @@ class ProgressView:
         if len(self.status) >= len(self.work):
             eta = 0.0
         best = f"best val {self.best[0]:.4f} ({self.best[1]})" if self.best else "best val -"
-        div = f", {counts['diverged']} diverged" if counts["diverged"] else ""
+        div = f", {diverged} diverged" if diverged else ""
         return (
             f"[{self.name}] {n_done}/{len(self.work)} done{div} | {len(self.running)} running | "
             f"{max(pending, 0)} pending | {n_failed} failed | {best} | "

@@ -29,6 +29,7 @@ from sweeps.backends import cluster, ray_compat
 from sweeps.designing.adaptive import Adaptive, check_adaptive
 from sweeps.plans.branches import groups
 from sweeps.plans.halving import BOARD_PREFIX, HalvingPlan, grouped
+from sweeps.plans.packing import Node
 from sweeps.plans.plan import PlanRow, check_memory, check_node_memory, plan_rows
 from sweeps.plans.spec import SpecError, SweepSpec, tomllib
 from sweeps.plans.tracking import Tracking, check_available
@@ -54,37 +55,41 @@ _QUIET_LOGGERS = ("ray.tune.analysis.experiment_analysis", "ray.tune.tune", "ray
 _SILENT_LOGGERS = ("ray.tune", "ray.train", "ray.air")
 
 
-def run_sweep(
-    spec: SweepSpec,
-    *,
-    address: str | None = None,
-    storage: str | None = None,
-    max_concurrent: int | None = None,
-    rerun: Iterable[str] = (),
-    analyze: bool = True,
-    out: TextIO | None = None,
-    tracking: Tracking | None = None,
-    verbose: bool = False,
-    command: str | None = None,
-    adaptive: bool = False,
-    carry_from: str | None = None,
-    force: bool = False,
-) -> int:
+@dataclass(frozen=True)
+class SweepOptions:
+    """How the user asked for one `sweep run`, as sweeps/cli.py builds it from the command line.
+    `address`: the Ray cluster (default: RAY_ADDRESS, else an embedded Ray); `storage`: the store
+    (default: the spec's storage.path); `rerun`: trial ids or a status to run again from scratch;
+    `tracking`: the experiment trackers (default: the spec's); `command`: what the user types to
+    continue an unfinished sweep (default: `depthwidth sweep run` with these options); `adaptive`
+    (or an [adaptive] table in the spec): run only the trials sweeps/designing/adaptive.py chooses;
+    `carry_from`: a runs table (`sweep results --csv`) whose finished trials are taken first;
+    `force`: use a storage folder that is a project's own folder (pyproject.toml or .git)."""
+
+    address: str | None = None
+    storage: str | None = None
+    max_concurrent: int | None = None
+    rerun: tuple[str, ...] = ()
+    analyze: bool = True
+    tracking: Tracking | None = None
+    verbose: bool = False
+    command: str | None = None
+    adaptive: bool = False
+    carry_from: str | None = None
+    force: bool = False
+
+
+def run_sweep(spec: SweepSpec, opts: SweepOptions = SweepOptions(), out: TextIO | None = None) -> int:
     """Run what the store lacks. Returns 0 when every trial of the spec is in the store.
-    `adaptive` (or an [adaptive] table in the spec) runs only the trials sweeps/designing/adaptive.py chooses.
-    `tracking` (default: the spec's) names the experiment trackers; `command` is what the user
-    types to continue an unfinished sweep (default: `depthwidth sweep run` with these options).
-    `carry_from`: a runs table (`sweep results --csv`) whose finished trials are taken first.
-    `force`: use a storage folder that is a project's own folder (pyproject.toml or .git).
 
     The steps, each below in this order: check everything that needs no cluster (`prepare`);
     start or join Ray and check the cluster against the trials (`_plan_on_cluster`); run the
     trials on Tune, the driver storing each as it finishes (`_tune`); fold the store, stop Ray,
     print the summary and analyse (`_finish`)."""
-    tracking = spec.tracking if tracking is None else tracking
+    tracking = spec.tracking if opts.tracking is None else opts.tracking
     check_available(tracking)
     chooser = spec.adaptive  # the [adaptive] table, checked when the spec was read
-    if chooser is None and adaptive:
+    if chooser is None and opts.adaptive:
         check_adaptive(spec.trials, spec.source_path)
         chooser = Adaptive()
     if chooser is not None and spec.halving:
@@ -92,22 +97,16 @@ def run_sweep(
             f"--adaptive is invalid for {spec.source_path}: its [halving] runs every setting of a "
             f"group, while an adaptive sweep chooses its own trials; use one of them."
         )
-    location = storage or spec.storage
+    location = opts.storage or spec.storage
     check_tracker_outputs(tracking, None if is_remote(location) else local_path(location))
-    store, todo, again, plans = prepare(spec, storage, rerun, carry_from, out, force)
-    run = _Run(
-        spec,
-        store,
-        out or sys.stdout,
-        tracking,
-        verbose,
-        max_concurrent,
-        command or continue_command(spec.source_path, storage, address, max_concurrent),
-        chooser,
+    store, todo, again, plans = prepare(spec, opts.storage, opts.rerun, opts.carry_from, out, opts.force)
+    command = opts.command or continue_command(
+        spec.source_path, opts.storage, opts.address, opts.max_concurrent
     )
+    run = SweepRun(spec, store, out or sys.stdout, replace(opts, tracking=tracking, command=command), chooser)
     if not todo:
-        return _nothing_to_run(run, analyze)
-    started_ray = cluster.connect(address, verbose=verbose)
+        return _nothing_to_run(run)
+    started_ray = cluster.connect(opts.address, verbose=opts.verbose)
     try:
         plans, nodes = _plan_on_cluster(run, todo, plans)
         code = _tune(run, todo, again, plans, nodes)
@@ -115,22 +114,20 @@ def run_sweep(
         store.close()  # folds the parts this run wrote into runs.parquet and curves.parquet
         stopping = cluster.stop(started_ray)
     try:
-        return _finish(store, analyze, run.out, code)
+        return _finish(store, opts.analyze, run.out, code)
     finally:
         stopping.join()
 
 
 @dataclass
-class _Run:
-    """One `sweep run`: the spec, its store, and how the user asked for it."""
+class SweepRun:
+    """One `sweep run`: the spec, its store, where it prints, and how the user asked for it (its
+    tracking and continue command filled in)."""
 
     spec: SweepSpec
     store: ResultStore
     out: TextIO
-    tracking: Tracking
-    verbose: bool
-    max_concurrent: int | None
-    command: str  # what the user types to continue it
+    opts: SweepOptions
     chooser: Any = None  # an adaptive sweep's settings (sweeps/designing/adaptive.py), else None
     board: str | None = None  # the successive halving's board actor (sweeps/plans/halving.py), else None
 
@@ -220,21 +217,21 @@ def select_trials(spec: SweepSpec, store: ResultStore, rerun: Iterable[str]) -> 
     return todo, again
 
 
-def _nothing_to_run(run: _Run, analyze: bool) -> int:
+def _nothing_to_run(run: SweepRun) -> int:
     spec, store = run.spec, run.store
     print(
         f"[{spec.name}] all {len(spec.trials)} trials are already in {store.location}; nothing to run.",
         file=run.out,
     )
     store.write_spec(spec.text, spec.source_path)
-    if run.tracking.enabled:
-        _catch_up(spec, store, run.tracking, run.out)
+    if run.opts.tracking.enabled:
+        _catch_up(spec, store, run.opts.tracking, run.out)
     _clear_finished(store)
-    return _finish(store, analyze, run.out, 0)
+    return _finish(store, run.opts.analyze, run.out, 0)
 
 
 def _plan_on_cluster(
-    run: _Run, todo: list, plans: dict[str, PlanRow]
+    run: SweepRun, todo: list, plans: dict[str, PlanRow]
 ) -> tuple[dict[str, PlanRow], list[dict[str, Any]]]:
     """Every check against the Ray nodes (resources, memory, GPU shares, shared storage), then
     the store is locked and its spec written: (each trial's PlanRow, the nodes). A trial is
@@ -261,13 +258,10 @@ def _plan_on_cluster(
     return plans, nodes
 
 
-def _check_node_memory(spec: SweepSpec, rows: list[PlanRow], nodes: list[dict[str, Any]]) -> None:
+def _check_node_memory(spec: SweepSpec, rows: list[PlanRow], nodes: list[Node]) -> None:
     """CPU trials against the largest node: Ray's `memory` and `object_store_memory` resources
     together are what the node had free when Ray started on it."""
-    largest = max(
-        (n["Resources"].get("memory", 0) + n["Resources"].get("object_store_memory", 0) for n in nodes),
-        default=0,
-    )
+    largest = max((n.offers("memory") + n.offers("object_store_memory") for n in nodes), default=0)
     if largest > 0:
         check_node_memory(
             spec,
@@ -277,9 +271,7 @@ def _check_node_memory(spec: SweepSpec, rows: list[PlanRow], nodes: list[dict[st
         )
 
 
-def _tune(
-    run: _Run, todo: list, again: set[str], plans: dict[str, PlanRow], nodes: list[dict[str, Any]]
-) -> int:
+def _tune(run: SweepRun, todo: list, again: set[str], plans: dict[str, PlanRow], nodes: list[Node]) -> int:
     """The trials still to do, on Ray Tune; 0 when all of them are stored, else 1 after the
     paragraph that says why not (sweeps/running/outcome.py)."""
     from sweeps.running.driver import StoreWriter, TrackerFeed  # lazy: imports Ray
@@ -290,11 +282,13 @@ def _tune(
         todo = grouped(todo, halving)
         run.board = f"{BOARD_PREFIX}{run.spec.name}-{os.getpid()}"
         board = start_board(run.board, todo, halving, run.store)  # noqa: F841 (kept alive while Tune runs)
-    trials, resume = _trial_configs(run.store, todo, again, plans, halving, bool(run.spec.branched_from))
+    trials, resume = _trial_configs(run.store, todo, again, plans, halving, run.spec.branched_from)
     feed = _Feed(run, todo, plans, resume)
     ray_compat.lighter_tune((StoreWriter, TrackerFeed))
     limit = (
-        run.max_concurrent or run.spec.resources.max_concurrent or _concurrent_limit(run.spec, plans, nodes)
+        run.opts.max_concurrent
+        or run.spec.resources.max_concurrent
+        or _concurrent_limit(run.spec, plans, nodes)
     )
     ended = _fit_in_chunks(run, trials, feed, limit)
     feed.view.close()
@@ -317,12 +311,12 @@ def _tune(
             n_missing=len(missing),
             n_stored=len(run.store.runs()),
             store=run.store.location,
-            command=run.command,
+            command=run.opts.command,
             store_failure=feed.driver.failure,
             errors=errors,
             max_failures=r.max_failures,
-            crash=ended.get("crash"),
-            interrupted=ended.get("interrupted", False),
+            crash=ended.crash,
+            interrupted=ended.interrupted,
         ),
         file=run.out,
     )
@@ -335,15 +329,15 @@ def _trial_configs(
     again: set[str],
     plans: dict[str, PlanRow],
     halving: Mapping[str, HalvingPlan] | None = None,
-    one_run: bool = False,
+    branched_from: Mapping[str, str] | None = None,
 ) -> tuple[list[TrialConfig], dict[str, list]]:
     """Each trial's config as its Tune function reads it, with the checkpoints in the store it
-    may resume from (furthest first); a trial to rerun gets none. With `one_run`
-    (budget.from_one_run) the budgets still to do of one run are one Tune trial: the longest,
-    carrying the shorter ones as its cooldown branches (sweeps/plans/branches.py)."""
+    may resume from (furthest first); a trial to rerun gets none. Where the spec has cooldown
+    branches (`branched_from`, budget.from_one_run) the budgets still to do of one run are one
+    Tune trial: the longest, carrying the shorter ones as its branches (sweeps/plans/branches.py)."""
     shares: dict[str, list] = {t.trial_id: [] for t in todo}
-    if one_run:  # one Tune trial per run: the longest budget still to do, and its branches
-        shares = {stem.trial_id: branches for stem, branches in groups(todo)}
+    if branched_from:  # one Tune trial per run: the longest budget still to do, and its branches
+        shares = {run.trial_id: branches for run, branches in groups(todo)}
     runs = [t for t in todo if t.trial_id in shares]
     resume = find_checkpoints(store, [t.trial_id for t in runs if t.trial_id not in again])
     trials = [
@@ -363,7 +357,7 @@ def _trial_configs(
 class _Feed:
     """Where the trials' reports go: the progress view, the store's writer and the trackers."""
 
-    run: _Run
+    run: SweepRun
     todo: list
     plans: dict[str, PlanRow]
     resume: dict[str, list]
@@ -386,8 +380,8 @@ class _Feed:
         self.driver = StoreWriter(run.spec.name, run.store, self.view, self.labels)
         self.callbacks = [self.driver]
         self.trackers = None
-        if run.tracking.enabled:
-            self.trackers, self.infos = _trackers(run.spec, run.store, run.tracking)
+        if run.opts.tracking.enabled:
+            self.trackers, self.infos = _trackers(run.spec, run.store, run.opts.tracking)
             self.callbacks.append(TrackerFeed(self.trackers, self.infos, self.driver))
 
     def unfinished(self, part: list[TrialConfig]) -> bool:
@@ -406,23 +400,35 @@ class _Feed:
             print(message, file=self.run.out)
 
 
-def _concurrent_limit(spec: SweepSpec, plans: dict[str, PlanRow], nodes: list[dict[str, Any]]) -> int | None:
+def _concurrent_limit(spec: SweepSpec, plans: dict[str, PlanRow], nodes: list[Node]) -> int | None:
     return cluster.concurrent_trials(
         [p.ray_resources() for p in plans.values()], spec.resources.workers, nodes
     )
 
 
-def _fit_in_chunks(run: _Run, trials: list[TrialConfig], feed: _Feed, limit: int | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Ended:
+    """How a Tune run ended early, if it did: an error inside Tune, or the user's Ctrl-C."""
+
+    crash: Exception | None = None
+    interrupted: bool = False
+
+    @property
+    def early(self) -> bool:
+        return self.crash is not None or self.interrupted
+
+
+def _fit_in_chunks(run: SweepRun, trials: list[TrialConfig], feed: _Feed, limit: int | None) -> Ended:
     """Tune keeps every trial of a run in memory (~100 KB each, and rewrites them all at every
     experiment checkpoint), so a sweep of thousands is several Tune runs in a row, the next
     started only when the last ended with each of its trials stored or failed. Returns how the
-    last one ended: {"crash": exc} (an error inside Tune), {"interrupted": True} or {}."""
+    last one ended."""
     r = run.spec.resources
     exp = f"{run.spec.name}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}"
     chunks = [trials[i : i + CHUNK_TRIALS] for i in range(0, len(trials), CHUNK_TRIALS)]
     if run.chooser is not None:  # an adaptive sweep is one Tune run: its searcher makes trials as it chooses
         chunks = [trials]
-    ended: dict[str, Any] = {}
+    ended = Ended()
     for k, part in enumerate(chunks):
         name = exp if len(chunks) == 1 else f"{exp}-{k + 1}"
         settings = RunSettings(
@@ -437,19 +443,19 @@ def _fit_in_chunks(run: _Run, trials: list[TrialConfig], feed: _Feed, limit: int
             environ=depthwidth_environ(),
         )
         tuner = _tuner(run, [replace(t, run=settings).to_dict() for t in part], name, feed, limit)
-        with _quiet_tune(run.verbose):
+        with _quiet_tune(run.opts.verbose):
             try:
                 tuner.fit()  # Tune turns Ctrl-C into a graceful stop; the trials left are reported
             except KeyboardInterrupt:
-                ended = {"interrupted": True}
+                ended = Ended(interrupted=True)
             except Exception as exc:  # an error inside Tune: told in the closing paragraph
-                ended = {"crash": exc}
-        if ended or feed.driver.failure is not None or feed.unfinished(part):
+                ended = Ended(crash=exc)
+        if ended.early or feed.driver.failure is not None or feed.unfinished(part):
             break  # stopped before the end: the later Tune runs do not start
     return ended
 
 
-def _tuner(run: _Run, configs: list[dict[str, Any]], name: str, feed: _Feed, limit: int | None):
+def _tuner(run: SweepRun, configs: list[dict[str, Any]], name: str, feed: _Feed, limit: int | None):
     """One Tune run of these trials: each trial's own resources, handed over one at a time,
     reused actors, checkpoints in the store's tune/ folder."""
     from ray import tune  # lazy, here and below: these import Ray
@@ -570,9 +576,9 @@ def _clear_finished(store: ResultStore) -> None:
     clear_checkpoints(store, store.finished_ids())
 
 
-def _describe(nodes: list[dict[str, Any]]) -> str:
-    cpus = sum(n["Resources"].get("CPU", 0) for n in nodes)
-    gpus = sum(n["Resources"].get("GPU", 0) for n in nodes)
+def _describe(nodes: list[Node]) -> str:
+    cpus = sum(n.offers("CPU") for n in nodes)
+    gpus = sum(n.offers("GPU") for n in nodes)
     return f"Ray: {len(nodes)} node{'s' if len(nodes) != 1 else ''}, {cpus:g} CPUs" + (
         f", {gpus:g} GPUs" if gpus else ""
     )
