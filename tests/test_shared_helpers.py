@@ -17,9 +17,8 @@ from helpers import TINY_TABLES, spec_toml, write_spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-# Text within the Basic Multilingual Plane: the writer escapes through JSON, whose \u escapes of
-# a character beyond it (a surrogate pair) TOML does not read.
-TEXT = st.text(st.characters(max_codepoint=0xFFFF, exclude_categories=("Cs",)), max_size=20)
+# Any text but a lone surrogate, which no TOML text can hold (depthwidth/config.py toml_string)
+TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=20)
 SCALARS = st.one_of(
     st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False, allow_infinity=False), st.booleans(), TEXT
 )

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
 import math
 from dataclasses import dataclass, replace
 from typing import Any
+
+from depthwidth.config import toml_string
 
 
 @dataclass(frozen=True)
@@ -227,9 +228,9 @@ def _toml_value(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):
-        return repr(v) if isinstance(v, int) or math.isfinite(v) else json.dumps(str(v))
+        return repr(v) if isinstance(v, int) or math.isfinite(v) else toml_string(str(v))
     if isinstance(v, str):
-        return json.dumps(v)
+        return toml_string(v)  # one writer of TOML strings (depthwidth/config.py)
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     raise TypeError(f"cannot write {type(v).__name__} as TOML")
