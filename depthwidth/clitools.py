@@ -6,6 +6,7 @@ any work starts, so a run never trains or fits for minutes and then fails to sav
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -96,3 +97,12 @@ def remove_orphaned(parent: Path, pattern: re.Pattern[str]) -> None:
             if m and p.is_dir() and not p.is_symlink() and int(m.group(1)) != os.getpid():
                 if not _alive(int(m.group(1))):
                     shutil.rmtree(p, ignore_errors=True)
+
+
+def duration(seconds: float) -> str:
+    """Elapsed or remaining time as a progress line shows it: 1:05, 1:02:03, or ? when unknown."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return "?"
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"

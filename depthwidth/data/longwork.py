@@ -14,18 +14,10 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
+from depthwidth.clitools import duration as fmt_duration
 
 SAY_EVERY_S = 2.0
 STOP_WAIT_S = 2.0  # how long a stopped command waits for a Rust call to notice before it leaves
-
-
-def fmt_duration(seconds: float) -> str:
-    if not np.isfinite(seconds) or seconds < 0:
-        return "?"
-    m, s = divmod(int(round(seconds)), 60)
-    h, m = divmod(m, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
 class Progress:

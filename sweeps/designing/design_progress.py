@@ -18,17 +18,10 @@ from contextlib import contextmanager
 from typing import TextIO
 
 from analysis.power import events
+from depthwidth.clitools import duration
 
 REFRESH_S = 0.5
 LOG_EVERY_S = 30.0
-
-
-def duration(seconds: float) -> str:
-    if not math.isfinite(seconds) or seconds < 0:
-        return "?"
-    minutes, s = divmod(int(round(seconds)), 60)
-    h, m = divmod(minutes, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
 class ReplicateProgress:

@@ -14,6 +14,8 @@ import sys
 import time
 from typing import TextIO
 
+from depthwidth.clitools import duration as fmt_duration
+
 # A training step's fixed cost (Python, kernel launches, the optimizer) in FLOP-equivalents:
 # ~25 ms at ~20 GFLOP/s on a laptop core. Below it a step costs about the same whatever the size.
 STEP_OVERHEAD_FLOPS = 5e8
@@ -21,15 +23,6 @@ STEP_OVERHEAD_FLOPS = 5e8
 
 def trial_cost(steps: int, flops: float) -> float:
     return steps * (1.0 + flops / max(steps, 1) / STEP_OVERHEAD_FLOPS)
-
-
-def fmt_duration(seconds: float) -> str:
-    if not math.isfinite(seconds) or seconds < 0:
-        return "?"
-    s = int(round(seconds))
-    h, rem = divmod(s, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
 class ProgressView:
