@@ -11,11 +11,12 @@ What a trial produced goes the other way as runstore/record.py's `RunRecord`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from depthwidth.config import DataConfig, ModelConfig, TrainConfig
+from sweeps.plans.fields import from_fields
 from sweeps.plans.halving import HalvingPlan
 
 
@@ -34,18 +35,6 @@ class WithConfigs:
 
     def configs_dict(self) -> dict[str, dict[str, Any]]:
         return configs_dict(self.model, self.data, self.train)
-
-
-def from_fields(cls, d: Mapping[str, Any], read: Mapping[str, Callable[[Any], Any]] | None = None) -> Any:
-    """An instance of the dataclass `cls` from the fields `d` holds, each through its `read`
-    function where it has one; a field `d` lacks keeps the default the dataclass states (its one
-    place)."""
-    read = read or {}
-    return cls(**{f.name: read.get(f.name, _same)(d[f.name]) for f in fields(cls) if f.name in d})
-
-
-def _same(v: Any) -> Any:
-    return v
 
 
 @dataclass(frozen=True)

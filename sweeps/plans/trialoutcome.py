@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from depthwidth.result import RunResult
-from sweeps.plans.trialconfig import from_fields
+from sweeps.plans.fields import from_fields
 
 OUTCOME_KEY = "outcome"  # the report that carries a finished run: TrialOutcome.to_dict()
 

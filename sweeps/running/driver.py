@@ -89,27 +89,25 @@ class StoreWriter(tune.Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         tc = TrialConfig.from_dict(trial.config)
-        tid = tc.trial_id
-        if result.get(RESUME_NOTE_KEY) and tid not in self.noted:  # a damaged checkpoint passed over
-            self.noted.add(tid)
-            self.view.note(f"trial {self.labels[tid]}: {result[RESUME_NOTE_KEY]}")
-        outcome = TrialOutcome.from_report(result)
-        if outcome is None:  # an evaluation
-            self.view.progressed(tid, result.get("progress"))
-            return
-        if outcome.trial_id != tid:  # a cooldown branch of this run (sweeps/plans/branches.py)
-            self.store_trial(tc.branch(outcome.trial_id), outcome)
-            result[OUTCOME_KEY] = None
-            return
-        if self.store_trial(tc, outcome):
+        if result.get(RESUME_NOTE_KEY) and tc.trial_id not in self.noted:  # a damaged checkpoint passed over
+            self.noted.add(tc.trial_id)
+            self.view.note(f"trial {self.labels[tc.trial_id]}: {result[RESUME_NOTE_KEY]}")
+        if self.store_report(tc, result):
             result[OUTCOME_KEY] = None  # stored: Tune keeps the last result of every trial, not the curve
 
-    def store_trial(self, tc: TrialConfig, outcome: TrialOutcome) -> bool:
-        """Record one finished run (`tc`: its config, or its cooldown branch's). False when it was
-        stored already (a restart repeating its report) or the store failed."""
-        tid = tc.trial_id
+    def store_report(self, tc: TrialConfig, result: dict) -> bool:
+        """Record the finished run that the report `result` of trial `tc` carries: the trial's own,
+        or one of its cooldown branches' (sweeps/plans/branches.py). False for an evaluation's
+        report, for a run stored already (a restart repeating its report), or when the store failed."""
+        outcome = TrialOutcome.from_report(result)
+        if outcome is None:  # an evaluation
+            self.view.progressed(tc.trial_id, result.get("progress"))
+            return False
+        tid = outcome.trial_id
         if tid in self.written or self.failure is not None:
             return False
+        if tid != tc.trial_id:  # one of the run's cooldown branches
+            tc = tc.branch(tid)
         run = record_of(self.sweep, tc, outcome)
         try:
             self.store.add_trial(run.record, run.curve, run.beside)
@@ -119,10 +117,9 @@ class StoreWriter(tune.Callback):
         self.written.add(tid)
         if self.stored is not None:
             self.stored.append(run)
-        res = outcome.result
-        self.view.finished(tid, res.status, float(res.final_val_loss))
-        if res.status == "failed":
-            self.view.note(f"trial {self.labels[tid]} failed: {res.error}")
+        self.view.finished(tid, run.record.status, run.record.final_val_loss)
+        if run.record.status == "failed":
+            self.view.note(f"trial {self.labels[tid]} failed: {run.record.error}")
         return True
 
     def on_trial_recover(self, iteration, trials, trial, **info):
