@@ -132,6 +132,26 @@ def test_a_branched_from_other_than_the_specs_run_is_refused(planted, row, value
         rows_to_carry(forged, spec, set())
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    row=st.integers(0, 3),
+    cols=st.sets(st.sampled_from(CHECKED), min_size=1, max_size=6),
+    blank=st.sampled_from([math.nan, None]),
+)
+def test_a_column_left_empty_is_carried_as_the_trial_fixes_it(planted, row, cols, blank):
+    """An empty cell (an older export, or a NaN) is what the configuration fixes: a run that ended
+    is never carried with an unknown count or cost, whichever cells the table left empty."""
+    spec, table = planted
+    holed = table.copy()
+    for col in cols:
+        holed[col] = holed[col].astype(object)
+        holed.loc[row, col] = blank
+    whole, _ = rows_to_carry(table, spec, set())
+    rows, _ = rows_to_carry(holed, spec, set())
+    for col in CHECKED:
+        assert not _differs(rows[row][col], whole[row][col]), (col, rows[row][col], whole[row][col])
+
+
 def test_a_run_that_did_not_end_may_spend_less_but_never_more_than_its_budget(planted):
     spec, table = planted
     stopped = table.copy()
@@ -162,6 +182,19 @@ def test_from_refuses_a_forged_row_through_the_cli_with_nothing_written(tmp_path
     r = cli("sweep", "run", spec, "--storage", tmp_path / "s", "--from", tmp_path / "t.csv", "--no-analyze")
     assert r.returncode == 2 and words in sentence(r), r.stderr
     assert not (tmp_path / "s").exists()
+
+
+def test_from_carries_an_empty_flops_spent_as_the_plans_never_as_nan(tmp_path):
+    spec = spec_file(tmp_path)
+    table = table_of(load_spec(spec))
+    planned = table.set_index("trial_id")["flops_spent"]
+    table["flops_spent"] = math.nan
+    table.to_csv(tmp_path / "t.csv", index=False)
+    store = tmp_path / "s"
+    r = cli("sweep", "run", spec, "--storage", store, "--from", tmp_path / "t.csv", "--no-analyze")
+    assert r.returncode == 0 and "4 finished trial(s) carried" in r.stdout, r.stderr
+    runs = pd.read_parquet(store / "runs.parquet").set_index("trial_id")
+    assert runs["flops_spent"].to_dict() == pytest.approx(planned.to_dict(), rel=1e-12)
 
 
 def test_a_budget_added_after_its_run_is_stored_is_planned_and_run_in_full(tmp_path):

@@ -109,7 +109,7 @@ def _check_record(rec: dict[str, Any], pos: int, trial, spec, path: str) -> dict
     known = {k: v for k, v in rec.items() if not _missing(v)}
     sizes = {k: planned[k] for k in SIZE_COLUMNS}
     spent = {k: planned[k] for k in SPENT_COLUMNS} if ended else {"flops": math.nan, "flops_spent": math.nan}
-    return {**want, **sizes, **spent, **rec, **known}
+    return {**rec, **want, **sizes, **spent, **known}
 
 
 def _ids_of(spec, trial_id: str | None) -> set[str]:
