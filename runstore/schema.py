@@ -195,13 +195,18 @@ def halving_problem(cell) -> str | None:
         return f"a halving record is at most {MAX_HALVING_CHARS:,} characters of JSON"
     try:
         rec = json.loads(cell)
-    except (ValueError, RecursionError):
+    except RecursionError:
+        return "a halving record is a JSON object, and this is nested too deeply to read"
+    except ValueError:
         return "a halving record is a JSON object, and this is not JSON"
     if not isinstance(rec, dict):
         return "a halving record is a JSON object with axis, eta, rungs, losses and group"
     missing = [k for k in ("axis", "eta", "rungs", "group") if k not in rec]
     if missing:
-        return f"a halving record needs {', '.join(missing)} (it has axis, eta, rungs, losses and group)"
+        return (
+            f"a halving record has the fields axis, eta, rungs, losses and group, and this one "
+            f"lacks {', '.join(missing)}"
+        )
     rungs, losses = rec["rungs"], rec.get("losses", [])
     if not isinstance(rec["axis"], str):
         return "its axis must be the name of a column"

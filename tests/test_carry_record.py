@@ -225,9 +225,7 @@ def test_two_budgets_of_one_length_in_one_run_are_refused_when_the_spec_is_read(
     twin = write_spec(tmp_path, spec_toml("onerun", base=ONE_RUN, grid=grid, train=train), "twin.toml")
     r = cli("sweep", "plan", twin)
     assert (
-        r.returncode == 2
-        and "train.eval_every = " in sentence(r)
-        and "two budgets of 20 steps" in sentence(r)
+        r.returncode == 2 and "grid.eval_every = " in sentence(r) and "two budgets of 20 steps" in sentence(r)
     )
 
 

@@ -90,11 +90,14 @@ def test_a_probe_cell_is_refused_unless_a_finite_loss_sized_number(col, value):
     "cell, why",
     [
         ("abc", "this is not JSON"),
-        (json.dumps({"rungs": [10], "eta": 3, "axis": "lr"}), "needs group"),
+        (json.dumps({"rungs": [10], "eta": 3, "axis": "lr"}), "this one lacks group"),
         (json.dumps({**RECORD, "eta": "x"}), "eta must be a whole number"),
         (json.dumps({**RECORD, "losses": "abc"}), "losses must be a list"),
         (json.dumps({**RECORD, "rungs": 5}), "rungs must be a list"),
-        ("[" * 50_000 + "]" * 50_000, "this is not JSON"),  # nested past Python's recursion limit
+        (
+            "[" * 50_000 + "]" * 50_000,
+            "this is nested too deeply to read",
+        ),  # nested past Python's recursion limit
         ("[" * 60_000 + "]" * 60_000, "at most 100,000 characters"),
     ],
 )

@@ -61,10 +61,10 @@ def cost_share(train) -> float:
     return (train.steps - train.cooldown_start) / train.steps
 
 
-def check_one_run(trials: Sequence, path: str) -> dict[str, str]:
+def check_one_run(trials: Sequence, path: str, eval_field: str = "train.eval_every") -> dict[str, str]:
     """The spec's runs, checked: every trial on the WSD schedule, and the budgets of one run
     alike but for their length (a warmup that differs between them would make each its own
-    run, silently). Returns `branched_from(trials)`."""
+    run, silently). `eval_field`: where the spec sets eval_every. Returns `branched_from(trials)`."""
     for t in trials:
         if t.train.schedule != "wsd":
             raise SpecError(
@@ -76,7 +76,7 @@ def check_one_run(trials: Sequence, path: str) -> dict[str, str]:
         twin = next((b for b in branches if b.train.steps == run.train.steps), None)
         if twin is not None:  # same length, differing only in how often it is evaluated
             raise SpecError(
-                f"{path}: train.eval_every = {twin.train.eval_every} is invalid with "
+                f"{path}: {eval_field} = {twin.train.eval_every} is invalid with "
                 f"budget.from_one_run = true: it and eval_every = {run.train.eval_every} make two "
                 f"budgets of {run.train.steps} steps of one run, and a cooldown branch must be "
                 f"shorter than the run it leaves; give each budget its own length, or one eval_every."

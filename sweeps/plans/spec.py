@@ -451,7 +451,8 @@ def parse_spec(text: str, source_path: str = "<spec>", base_dir: str | None = No
                 resources.workers,
                 "budget.from_one_run takes its cooldown branches in one-process trials only",
             )
-        branched_from = check_one_run(trials, path)
+        axis = "grid.eval_every" if "eval_every" in doc.get("grid", {}) else "train.eval_every"
+        branched_from = check_one_run(trials, path, axis)
     adaptive = None
     if "adaptive" in doc:  # every table of the spec is checked here, for every command that reads it
         from sweeps.plans.adaptive_spec import check_adaptive, parse_adaptive
