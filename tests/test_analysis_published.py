@@ -4,6 +4,7 @@ L(N, D) constants, and Gemstones' own JSON lines must be read as they are, with 
 sits on a bound saying so (docs/science.md §8-9)."""
 
 import json
+import math
 
 import pytest
 
@@ -87,3 +88,14 @@ def test_gemstones_lines_are_read_as_they_are_and_no_bound_is_reported_ok(shared
     on_disk = json.loads((tmp_path / "out" / "report.json").read_text())
     assert on_disk["regime_accounting"]["theory_b3"] == acc["theory_b3"]
     assert (tmp_path / "out" / "phase_map.png").stat().st_size > 15_000
+    # A scale fixed only within decades says so, and exactly for those whose interval is that wide
+    report = (tmp_path / "out" / "report.md").read_text()
+    c = r["chinchilla"]
+    cis = {**{k: c["ci"][k] for k in ("A", "B")}, "G": c["compute_optimal"]["ci"]["G"]}
+    wide = {k for k, (lo, hi) in cis.items() if lo > 0 and math.log10(hi / lo) > 2}
+    assert wide, cis  # these 22 runs fix B only within decades
+    loose = next(ln for ln in report.splitlines() if ln.startswith("Loosely fixed by these data: "))
+    assert {k for k in cis if f" {k} (its 95% interval spans " in " " + loose[29:]} == wide
+    # a b that is not identified in a refit is given no point, and b = 3 is not judged against it
+    rows = [ln for ln in report.splitlines() if ln.startswith("| ") and ": not identified [" in ln]
+    assert rows and all(ln.rstrip(" |").split(" | ")[-2] == "–" for ln in rows)

@@ -16,6 +16,8 @@ from test_analysis_sensitivity import KAPLAN, P3, sensitivity_of
 
 from analysis.fitting import synthetic
 from analysis.laws import sensitivity
+from analysis.reporting.answer import _rests_on
+from analysis.reporting.markdown_sections import sensitivity_md
 
 
 def _row(s: dict, label: str) -> dict:
@@ -225,3 +227,49 @@ def test_analyze_leaves_out_a_stated_sample_of_many_seeds(tmp_path):
     note = "40 seeds: 8 of them, spread evenly over their values (0, 6, 11, 17, 22, 28, 33, 39)"
     assert s["notes"][0].startswith(note)
     assert f"- {note}" in (tmp_path / "out" / "report.md").read_text()
+
+
+@settings(max_examples=200, deadline=None)
+@given(ref=VERDICTS, row=VERDICTS)
+def test_the_table_gives_no_point_and_no_judgement_of_b_3_where_b_is_not_identified(ref, row):
+    """A b on its bound or with a profile open across the range is no estimate: its row shows
+    the profile interval alone, and b = 3 is judged only against an identified b's interval."""
+    rows = [
+        {
+            **v,
+            "left_out": name,
+            "n_runs": 10,
+            "changes": sensitivity._changes(ref, v) if name != "none" else [],
+        }
+        for name, v in (("none", ref), ("width 64", row))
+    ]
+    s = {"status": "ok", "headline": "x", "method": "y", "reference": rows[0], "refits": rows[1:]}
+    md = sensitivity_md({"sensitivity": s})
+    for v, line in zip(rows, [ln for ln in md if ln.startswith(("| none ", "| width 64 "))]):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        tl = v["threshold_law"]
+        if tl is None:
+            assert cells[4] == "–" and cells[5] == "–"
+        elif tl["status"] != "ok":
+            assert cells[4].startswith("two_regime: not identified [") and cells[5] == "–"
+        else:
+            assert cells[4].startswith(f"two_regime: {tl['b']:.3g} [")
+            assert cells[5] == ("excluded" if tl["excludes_theory"] else "inside")
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ("preferred", "without width 256, another law is preferred"),
+        ("near_tie", "without width 256, the preferred law leads by under 2 units of BIC"),
+        ("identified", "without width 256, b is identified"),
+    ],
+)
+def test_the_answer_says_what_the_slice_it_rests_on_changes(change, words):
+    s = {
+        "status": "ok",
+        "changed": ["width 256"],
+        "reference": {"threshold_law": _tl(status="not_identified")},
+        "refits": [{"left_out": "width 256", "changes": [change]}],
+    }
+    assert _rests_on({"sensitivity": s}) == f"; {words} (see Sensitivity)"

@@ -38,15 +38,27 @@ def _fit(core: str, *optional: str) -> str:
 
 
 def _rests_on(r: dict) -> str:
-    """'; it rests on depth 1 (see Sensitivity)' when one or two slices left out change the
-    verdict; with more, that single slices do."""
+    """'; without depth 1, another law is preferred (see Sensitivity)' when one or two slices
+    left out change the verdict, each with the first change it makes (analysis/laws/sensitivity.py
+    `_changes`); with more, that single slices do."""
     s = r.get("sensitivity") or {}
     changed = list(s.get("changed") or [])
     if s.get("status") != "ok" or not changed:
         return ""
     if len(changed) > 2:
         return "; it changes with single slices of the design left out (see Sensitivity)"
-    return f"; it rests on {' and '.join(changed)} (see Sensitivity)"
+    ref_law = (s.get("reference") or {}).get("threshold_law") or {}
+    identified = ref_law.get("status") == "ok"  # b on all runs (sensitivity.py `_identified`)
+    words = {
+        "preferred": "another law is preferred",
+        "status": "the claim changes",
+        "near_tie": "the preferred law leads by under 2 units of BIC",
+        "identified": "b is not identified" if identified else "b is identified",
+        "theory": "b = 3 moves across b's interval",
+    }
+    kinds = {row["left_out"]: row["changes"][0] for row in s.get("refits") or [] if row.get("changes")}
+    parts = [f"without {label}, {words.get(kinds.get(label), 'the verdict changes')}" for label in changed]
+    return f"; {' and '.join(parts)} (see Sensitivity)"
 
 
 def _theory(thr: dict) -> str:

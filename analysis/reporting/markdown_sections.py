@@ -55,6 +55,21 @@ def inputs_md(r: dict, runs_line: str | None = None) -> list[str]:
     return L + [""]
 
 
+LOOSE_DECADES = 2.0  # a positive scale whose 95% interval spans more than this many decades
+
+
+def _decades(cis: dict) -> dict[str, float]:
+    """The positive scales among `cis` (name: [lo, hi]) whose interval spans more than
+    LOOSE_DECADES decades, with how many it spans."""
+    out = {}
+    for k, ci in cis.items():
+        if ci and None not in ci and ci[0] > 0 and ci[1] > 0:
+            d = math.log10(ci[1] / ci[0])
+            if d > LOOSE_DECADES:
+                out[k] = d
+    return out
+
+
 @writes_markdown
 def chinchilla_md(r: dict) -> list[str]:
     c = r.get("chinchilla")
@@ -101,6 +116,15 @@ def chinchilla_md(r: dict) -> list[str]:
         "|---|---|---|---|---|",
     ]
     L += ["| " + " | ".join(row) + " |" for row in rows] + [""]
+    loose = _decades({**{k: c["ci"].get(k) for k in ("A", "B")}, "G": co["ci"].get("G")})
+    if loose:
+        L += [
+            "Loosely fixed by these data: "
+            + ", ".join(f"{k} (its 95% interval spans {d:.1f} decades)" for k, d in loose.items())
+            + ". A scale trades off against its exponent: such a point is one fit among many nearly "
+            "as good.",
+            "",
+        ]
     dist = c.get("besiroglu_se_distance") or {}
     if dist:
         L += [
@@ -232,10 +256,23 @@ def sensitivity_sentence(r: dict) -> str | None:
 
 
 def _b_cell(tl: dict | None) -> str:
+    """The best threshold law's b and its profile interval; a b that is not identified (on its
+    bound, or a profile open across the range) has no point, only its profile."""
     if not tl:
         return "–"
     lo, hi = tl["interval"]
-    return f"{tl['law']}: {_g(tl['b'])} [{_g(lo)}, {_g(hi)}]" + (" (open)" if tl["open"] else "")
+    b = _g(tl["b"]) if tl["status"] == "ok" else "not identified"
+    return f"{tl['law']}: {b} [{_g(lo)}, {_g(hi)}]" + (" (open)" if tl["open"] else "")
+
+
+def _b3_cell(tl: dict | None) -> str:
+    """b = 3 against b's interval, judged only where b is identified."""
+    if not tl or tl["status"] != "ok":
+        return "–"
+    b3 = "excluded" if tl["excludes_theory"] else "inside"
+    if tl.get("theory_form_alone"):
+        b3 += " (the law's form alone: no run below log_3 d)"
+    return b3
 
 
 @writes_markdown
@@ -251,19 +288,22 @@ def sensitivity_md(r: dict) -> list[str]:
     L += [_upper(s["headline"]) + ".", "", f"How: {s['method']}.", ""]
     L += [f"- {_upper(n)}." for n in s.get("notes") or []] + ([""] if s.get("notes") else [])
     L += [
+        "Where the best threshold law's b is not identified (on its bound, or its profile open "
+        "across the range), the row gives its profile interval without a point, and b = 3 is not "
+        "judged against it (–).",
+        "",
+    ]
+    L += [
         "| left out | runs | preferred law (BIC margin) | b: verdict | best threshold law: b [profile 95%] "
         "| b = 3 | changes |",
         "|---|---|---|---|---|---|---|",
     ]
     for row in [s["reference"]] + s["refits"]:
         tl = row.get("threshold_law")
-        b3 = "–" if not tl else ("excluded" if tl["excludes_theory"] else "inside")
-        if tl and tl.get("theory_form_alone"):
-            b3 += " (the law's form alone: no run below log_3 d)"
         margin = f" ({_g(row['bic_margin'])})" if row.get("bic_margin") is not None else ""
         L.append(
             f"| {row['left_out']} | {row['n_runs']} | {row['preferred']}{margin} | "
-            f"{row['status'].replace('_', ' ')} | {_b_cell(tl)} | {b3} | "
+            f"{row['status'].replace('_', ' ')} | {_b_cell(tl)} | {_b3_cell(tl)} | "
             f"{', '.join(row.get('changes') or []) or '–'} |"
         )
     return L + [""]
