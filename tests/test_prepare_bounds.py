@@ -203,6 +203,19 @@ def test_ctrl_c_stops_encoding_and_the_next_run_removes_what_a_killed_one_left(t
     assert left == [f".other.prepare-{os.getpid()}"]
 
 
+def test_a_killed_runs_folder_under_this_very_pid_is_no_obstacle(tmp_path):
+    """A pid comes back (a container's first processes): the folder a killed run left under the
+    pid of this one is this output's, and the claim's lock says no live run owns it."""
+    from depthwidth.data.prepare import Request, prepare
+
+    small = tmp_path / "small.txt"
+    small.write_text("\n\n".join(documents(60)))
+    (tmp_path / f".out.prepare-{os.getpid()}" / "x").mkdir(parents=True)
+    meta = prepare(Request(corpus=str(small), out=str(tmp_path / "out"), vocab=300, val_fraction=0.2))
+    assert meta["train"]["tokens"] > 0 and (tmp_path / "out" / "meta.json").is_file()
+    assert not [p.name for p in tmp_path.iterdir() if "prepare-" in p.name]
+
+
 # -- class 7: crashes and messages -----------------------------------------------------------------
 def _refused(tmp_path: Path, *args) -> str:
     before = sorted(p.name for p in tmp_path.iterdir())

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from depthwidth.clitools import reason, remove_orphaned
+from depthwidth.clitools import reason
 from depthwidth.data.base import DataError
 from depthwidth.data.corpus import Corpus, Piece, available_cores
 from depthwidth.data.longwork import STOP, Progress, in_worker, rust_stderr, stopping
@@ -50,7 +50,6 @@ MIN_VOCAB = 256 + 1  # the 256 bytes of a byte-level BPE and the end-of-text tok
 DEFAULT_VOCAB = 32768
 BATCH_CHARS = 4 << 20  # characters handed to one encode_batch call
 MIN_VAL_TOKENS = 100_000  # fewer, and data prepare warns that the validation loss will be noisy
-WORK_RE = re.compile(r"^\..+\.prepare-(\d+)$")  # the working folder `.NAME.prepare-<pid>`
 
 
 @dataclass(frozen=True)
@@ -364,10 +363,15 @@ def prepare(req: Request, claim: Claim | None = None, stream=None) -> dict[str, 
     if claim is None:
         claim = claim_out(req)
     out = Path(os.path.realpath(Path(req.out).expanduser().absolute()))
-    remove_orphaned(out.parent, WORK_RE)
     tmp = out.parent / f".{out.name}.prepare-{os.getpid()}"
-    tmp.mkdir()
     try:
+        # this output's working folders left by killed runs (whatever their pid, which may be
+        # ours again): the claim's lock means no live run owns one; other outputs' stay theirs
+        mine = re.compile(rf"\.{re.escape(out.name)}\.prepare-\d+")
+        for stale in out.parent.iterdir():
+            if mine.fullmatch(stale.name) and stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+        tmp.mkdir()
         meta = build(req, tmp, stream)
         claim.recheck()  # what is in the folder now, under the lock, before anything is replaced
         out.mkdir(exist_ok=True)
