@@ -240,3 +240,20 @@ def test_an_early_rung_on_wsd_names_the_field_the_spec_sets(tmp_path):
     )
     r = cli("sweep", "plan", write_spec(tmp_path, text, "h.toml"))
     assert r.returncode == 2 and 'halving.at = [0.05] is invalid with schedule = "wsd"' in sentence(r)
+
+
+def test_the_planted_trainables_rows_are_whole_records(planted):
+    """The planted trainable (sweeps/running/planted.py) records what train() would: its rows, as
+    the store writes them, are carried by --from as they are."""
+    from sweeps.plans.trialoutcome import TrialOutcome
+    from sweeps.running.planted import planted_result
+    from sweeps.running.record import record_of
+
+    spec, _ = planted
+    rows = []
+    for t in spec.trials:
+        tc = TrialConfig.of(t, branched_from=spec.branched_from.get(t.trial_id, ""))
+        run = record_of("onerun", tc, TrialOutcome(t.trial_id, planted_result(tc)))
+        rows.append({**run.record.to_dict(), **run.beside})
+    carried, _ = rows_to_carry(pd.DataFrame(rows), spec, set())
+    assert len(carried) == len(spec.trials)

@@ -17,6 +17,7 @@ import numpy as np
 from depthwidth.result import RunResult
 from sweeps.plans.trialconfig import TrialConfig
 from sweeps.plans.trialoutcome import TrialOutcome
+from sweeps.running.record import planned_columns
 
 PLANTED_ENV = "DEPTHWIDTH_PLANTED_LAW"
 DEFAULT_LAW = {"E": 1.5, "A_kappa": 20.0, "alpha_kappa": 0.3, "b": 3.0, "noise": 0.02}
@@ -25,17 +26,16 @@ DEFAULT_LAW = {"E": 1.5, "A_kappa": 20.0, "alpha_kappa": 0.3, "b": 3.0, "noise":
 def planted_result(tc: TrialConfig, law: dict | None = None) -> RunResult:
     """The RunResult of a trial under the planted law."""
     from analysis.fitting.synthetic import planted_loss
-    from depthwidth.accounting import count_params, train_flops_per_token
     from sweeps.plans.budget import resolve_model
 
     p = {**DEFAULT_LAW, **(law or {})}
     model, train = resolve_model(tc.model, tc.data), tc.train
-    counts = count_params(model)
+    planned = planned_columns(tc)  # the counts train() records for this trial
     # seeded by the trial id: a rerun of the same trial draws the same loss
     rng = np.random.default_rng(int(hashlib.sha256(tc.trial_id.encode()).hexdigest()[:8], 16))
     clean = float(planted_loss("two_regime", [model.depth], [model.width], p)[0])
     loss = clean * float(np.exp(rng.normal(0.0, p["noise"])))
-    tokens = train.steps * train.batch_size * model.seq_len
+    tokens = planned["tokens"]
     curve = [{"step": train.steps, "tokens": tokens, "train_loss": loss, "val_loss": loss, "lr": train.lr}]
     return RunResult(
         status="ok",
@@ -43,16 +43,16 @@ def planted_result(tc: TrialConfig, law: dict | None = None) -> RunResult:
         final_val_loss=loss,
         steps=train.steps,
         tokens=tokens,
-        flops=train_flops_per_token(model) * tokens,
+        flops=planned["flops"],
         wall_s=0.0,
-        n_params=counts.n_params,
-        n_params_total=counts.n_params_total,
-        flops_per_token=train_flops_per_token(model),
+        n_params=planned["n_params"],
+        n_params_total=planned["n_params_total"],
+        flops_per_token=planned["flops_per_token"],
         device="planted",
         torch_version="",
         depthwidth_version="planted",
         unigram_entropy=float("nan"),
-        vocab_size=model.vocab_size,
+        vocab_size=planned["vocab_size"],
         curve=curve,
     )
 
