@@ -246,3 +246,14 @@ def test_kaplan_md_opens_with_its_answer():
         == "Beside Kaplan et al. 2020, in these runs alpha_N = 0.08 [0.07, 0.09] holds their 0.076; alpha_S is not fitted."
     )
     assert render_kaplan(k).splitlines()[2] == said
+
+
+def test_an_interval_saved_as_null_is_written_as_unknown_not_a_crash():
+    """report.json keeps a non-finite interval end as null; the answer read from it says '–'."""
+    r = {
+        "depths": [1, 2, 3],
+        "widths": [16, 32],
+        "threshold": {"status": "ok", "base": 2.0, "base_ci": [1.1, None]},
+        "regimes": {"preferred": "two_regime"},
+    }
+    assert "b's interval [1.1, –] is too wide to claim at depths 1–3, widths 16–32" in answer(r)

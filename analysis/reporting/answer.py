@@ -10,6 +10,8 @@ exclusion of b = 3) are added only while the sentence stays within MAX_CHARS.
 
 from __future__ import annotations
 
+from analysis.reporting.markdown_sections import _g
+
 MAX_CHARS = 250
 
 
@@ -18,10 +20,6 @@ def _range(values, fmt: str = "g") -> str:
     vals = sorted(float(v) for v in values)
     lo, hi = format(vals[0], fmt), format(vals[-1], fmt)
     return lo if lo == hi else f"{lo}–{hi}"
-
-
-def _g(v: float) -> str:
-    return f"{v:.3g}"
 
 
 def _design(r: dict) -> str:
