@@ -451,14 +451,20 @@ def prepare_job(args: argparse.Namespace) -> tuple[Any, JobOptions, str, str, st
             notes.append(note)
     folder = script_folder(location, spec.name)
     path = os.path.join(folder, f"{spec.name}.sbatch")
-    where = (
-        f"--storage = {args.storage!r}"
-        if args.storage
-        else f"{spec.source_path}: storage.path = {spec.storage!r}"
-    )
-    check_script_place(folder, path, where)
+    if is_remote(location):  # its script goes in the working folder, whatever the store
+        where, field, instead = (
+            f"the working folder {os.getcwd()!r}",
+            "the working folder",
+            "run it elsewhere",
+        )
+    elif args.storage:
+        where, field, instead = f"--storage = {args.storage!r}", "--storage", "give the sweep another storage"
+    else:
+        where = f"{spec.source_path}: storage.path = {spec.storage!r}"
+        field, instead = "storage.path", "give the sweep another storage"
+    check_script_place(folder, path, where, instead)
     # every path the script will hold, before anything is written: refused here, not half-written
-    sbatch_value("--storage", folder)
+    sbatch_value(field, folder)
     sbatch_value("the working folder", os.getcwd())
     check_script_value("the Python interpreter", sys.executable)
     todo = prepare(spec, location, force=opts.force).todo
@@ -474,21 +480,22 @@ def prepare_job(args: argparse.Namespace) -> tuple[Any, JobOptions, str, str, st
     return spec, opts, location, folder, path, notes
 
 
-def check_script_place(folder: str, path: str, where: str) -> None:
+def check_script_place(folder: str, path: str, where: str, instead: str) -> None:
     """The script's folder must be a folder (or not exist yet) and the script's own name not a
-    folder: checked before anything is written, naming the store that holds them (`where`)."""
+    folder: checked before anything is written, naming the place that holds them (`where`) and
+    what to do `instead`."""
     if os.path.lexists(folder) and not os.path.isdir(folder):
         what = "a link to a file" if os.path.islink(folder) else "a file"
         if os.path.islink(folder) and not os.path.exists(folder):
             what = "a link to nothing"
         raise SpecError(
             f"{where} is invalid: its {os.path.basename(folder)} is {what}, where the "
-            f"script's folder goes; move it aside or give the sweep another storage."
+            f"script's folder goes; move it aside or {instead}."
         )
     if os.path.isdir(path):
         raise SpecError(
             f"{where} is invalid: {path} is a folder, where the batch script goes; move it "
-            f"aside or give the sweep another storage."
+            f"aside or {instead}."
         )
 
 

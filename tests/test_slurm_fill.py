@@ -300,6 +300,16 @@ def test_a_store_whose_slurm_is_not_a_folder_is_refused_before_writing(tmp_path:
     assert after == before
 
 
+def test_a_remote_stores_script_place_is_named_as_the_working_folder(tmp_path: Path):
+    """A remote store's script goes in the working folder: a file in its way is that folder's,
+    and another storage would not help."""
+    (tmp_path / "tiny-slurm").write_bytes(b"x")
+    spec = _spec(tmp_path)
+    out = _cli("slurm", str(spec), "--storage", "s3://bucket/store", cwd=tmp_path)
+    _refused(out, f"the working folder {str(tmp_path)!r} is invalid: its tiny-slurm is a file")
+    assert "run it elsewhere" in out.stderr and "another storage" not in out.stderr
+
+
 def test_a_folder_where_the_script_goes_is_refused(tmp_path: Path):
     (tmp_path / "store" / "slurm" / "tiny.sbatch").mkdir(parents=True)
     spec = _spec(tmp_path)
