@@ -56,11 +56,15 @@ class _Document:
         self.parts.append(text)
         self.size += len(text)
         self.has_text = self.has_text or bool(text)
-        while self.size > MAX_PIECE:
-            whole = "".join(self.parts)
-            i = cut(whole, MAX_PIECE)
-            yield Piece(self.doc, whole[:i], self.where)
-            self.parts, self.size = [whole[i:]], len(whole) - i
+        if self.size <= MAX_PIECE:
+            return
+        whole, start = "".join(self.parts), 0  # joined once: a long record is cut in one pass
+        while len(whole) - start > MAX_PIECE:
+            i = start + cut(whole[start : start + MAX_PIECE], MAX_PIECE)
+            yield Piece(self.doc, whole[start:i], self.where)
+            start = i
+        rest = whole[start:]
+        self.parts, self.size = [rest], len(rest)
 
     def end(self) -> Piece:
         return Piece(self.doc, "".join(self.parts), self.where)
