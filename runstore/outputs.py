@@ -113,9 +113,10 @@ def _file_checks(p: Path, flag: str, given: str, force: bool) -> None:
         if not probe.is_dir():
             raise _bad(flag, given, f"{str(probe)!r} is a file, not a folder")
         raise _bad(flag, given, f"the folder {str(p.parent)!r} does not exist")
-    if p.parent.exists() and not os.access(p.parent, os.W_OK | os.X_OK):
+    if not p.parent.is_dir():
+        raise _bad(flag, given, f"{str(p.parent)!r} is a file, not a folder")
+    if not os.access(p.parent, os.W_OK | os.X_OK):
         raise _bad(flag, given, f"the folder {str(p.parent)!r} is not writable")
-    _writable_folder(p.parent, flag, given)
 
 
 def _folder_checks(p: Path, flag: str, given: str, names: tuple[str, ...], in_store: str) -> None:

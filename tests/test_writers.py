@@ -264,3 +264,13 @@ def test_kaplan_writes_nothing_into_a_store_and_says_where_it_wrote(tiny, tmp_pa
             or msg == "--out = '' is invalid: it names no folder; give a path."
         )
     assert snapshot(store) == before
+
+
+def test_a_file_where_the_outputs_folder_goes_is_named_a_file(tmp_path):
+    (tmp_path / "afile").write_text("f")
+    target = tmp_path / "afile" / "out.csv"
+    r = cli("seprank", "--depth", "1", "--width", "2", "--out", target)
+    assert (
+        sentence(r)
+        == f"--out = {str(target)!r} is invalid: {str(tmp_path / 'afile')!r} is a file, not a folder."
+    )
