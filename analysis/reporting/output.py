@@ -23,7 +23,7 @@ from depthwidth.clitools import reason, remove_orphaned
 from depthwidth.clitools import terminate_cleanly as terminate_cleanly  # the one definition
 from runstore.files import StoreError, atomic_file
 from runstore.location import Location
-from runstore.outputs import ANYWHERE, OutputError, claim_folder
+from runstore.outputs import ANYWHERE, OutputError, claim_folder, nearest_existing
 
 MANIFEST = "report-files.json"
 WORK_PREFIX = ".depthwidth-report-"  # + pid + "-": an unfinished report's working folder
@@ -95,9 +95,7 @@ def _work_parent(dest: Location) -> Path:
     """Beside the destination (same disk, so it is found and cleaned by the next run), else the
     system's temporary folder."""
     if dest.is_local:
-        probe = Path(dest.root).absolute().parent
-        while not probe.exists() and probe != probe.parent:
-            probe = probe.parent
+        probe = nearest_existing(Path(dest.root).absolute().parent)
         if probe.is_dir() and os.access(probe, os.W_OK | os.X_OK):
             return probe
     return Path(tempfile.gettempdir())
