@@ -324,6 +324,7 @@ def test_every_markdown_writer_escapes_its_arguments():
         "analysis.reporting.markdown",
         "analysis.reporting.markdown_sections",
         "analysis.reporting.adaptive_report",
+        "analysis.reporting.copying",
         "analysis.kerg.relrnn_compare",
         "analysis.kerg.relrnn",
     ]

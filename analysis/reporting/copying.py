@@ -17,6 +17,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from scipy import stats
 
+from analysis.reporting.markup import writes_markdown
+
 COLUMN = "copy_gain"
 CONTROL = "copy_gain_vs_control"
 RULE = (
@@ -109,6 +111,7 @@ def _ci_text(ci) -> str:
     return f"[{ci[0]:.3g}, {ci[1]:.3g}]" if ci else "(one seed: no interval)"
 
 
+@writes_markdown
 def markdown(c: dict | None) -> list[str]:
     """report.md's copying section: the rule, the measure and a row per shape."""
     if not c or c.get("status") != "ok":

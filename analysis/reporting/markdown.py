@@ -550,10 +550,8 @@ def _tail(r: dict) -> list[str]:
 def _relrnn_md(section: dict) -> str:
     """The recurrent family's section, drawn again from its fields (escaped as the rest), never
     from a stored Markdown string, which would be text here."""
-    try:
-        from analysis.kerg.relrnn import section_markdown
-    except ImportError:  # the family's module is absent: its stored text, escaped, stands in
-        return section.get("markdown", "")
+    from analysis.kerg.relrnn import section_markdown  # matplotlib's import, only where needed
+
     return section_markdown(section)
 
 

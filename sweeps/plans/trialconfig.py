@@ -183,15 +183,6 @@ class TrialConfig(WithConfigs):
         return config["trial"]["trial_id"]
 
     # -- what the rest of the sweep asks of a trial ------------------------------------------
-    def row_config(self) -> dict[str, Any]:
-        """What runstore/store.py's `make_row` reads of the trial for its row."""
-        return {
-            "trial_id": self.trial_id,
-            **self.configs_dict(),
-            "workers": self.workers,
-            "branched_from": self.branched_from,
-        }
-
     def branch(self, trial_id: str) -> TrialConfig:
         """The config of this run's cooldown branch `trial_id`, as its row records it."""
         b = next(b for b in self.branches if b.trial_id == trial_id)

@@ -26,7 +26,7 @@ import pandas as pd
 
 from depthwidth.config import DataConfig, ModelConfig, TrainConfig
 from runstore.layout import OK
-from runstore.record import REQUIRED_RUN_COLUMNS, TEXT_RUN_COLUMNS, RunRecord, config_of
+from runstore.record import REQUIRED_RUN_COLUMNS, RUN_COLUMNS, TEXT_RUN_COLUMNS, RunRecord, config_of
 from runstore.schema import TableError, check_table, one_row_per_run
 from runstore.tables import upgraded
 from sweeps.plans.errors import SpecError
@@ -218,6 +218,6 @@ def carry(store, spec, table: pd.DataFrame, path: str, out) -> int:
     rows, left = rows_to_carry(table, spec, set(store.runs()["trial_id"]), path)
     for row in rows:
         record = RunRecord.from_dict(row)
-        store.add_trial(record, [], {k: v for k, v in row.items() if k not in record.to_dict()})
+        store.add_trial(record, [], {k: v for k, v in row.items() if k not in RUN_COLUMNS})
     print(f"[{spec.name}] {len(rows)} finished trial(s) carried from {path}{left.text()}", file=out)
     return len(rows)
