@@ -109,7 +109,7 @@ class _Serializable:
         return cls.from_dict(json.loads(s))
 
     def to_toml(self) -> str:
-        return "".join(f"{k} = {_toml_value(v)}\n" for k, v in self.to_dict().items())
+        return "".join(f"{k} = {toml_value(v)}\n" for k, v in self.to_dict().items())
 
     @classmethod
     def from_toml(cls, s: str):
@@ -119,13 +119,17 @@ class _Serializable:
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
 
 
-def _toml_value(v: Any) -> str:
+def toml_value(v: Any) -> str:
+    """A TOML value: a boolean, a number (nan and inf as TOML writes them), a string through
+    `toml_string`, or a list of these."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):
         return repr(v)
     if isinstance(v, str):
         return toml_string(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
     raise TypeError(f"cannot write {v!r} as TOML")
 
 

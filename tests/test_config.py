@@ -125,6 +125,32 @@ def test_a_string_written_as_toml_reads_back_as_itself(text):
     assert tomllib.loads(f"a = {toml_string(text)}\n")["a"] == text
 
 
+SCALARS = (
+    st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=SCALARS | st.lists(SCALARS, max_size=5) | st.just(float("nan")))
+def test_a_value_written_as_toml_reads_back_as_itself(value):
+    """The one TOML value writer (a spec `design --propose` writes, a config's TOML): booleans,
+    any 64-bit integer, any float (inf and nan as TOML spells them), text, and lists of these."""
+    import math
+
+    import tomllib
+
+    from depthwidth.config import toml_value
+
+    got = tomllib.loads(f"a = {toml_value(value)}\n")["a"]
+    if isinstance(value, float) and math.isnan(value):
+        assert math.isnan(got)
+    else:
+        assert got == value and type(got) is type(value)
+
+
 def test_a_lone_surrogate_is_refused_as_toml():
     from depthwidth.config import toml_string
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import copy
 import itertools
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from depthwidth.config import toml_string
+from depthwidth.config import toml_value
 
 
 @dataclass(frozen=True)
@@ -224,18 +223,6 @@ def three_budgets(doc: dict, tokens: float) -> Budgets | None:
     return Budgets(steps, "3 budgets: " + "/".join(map(str, steps)) + " steps")
 
 
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v) if isinstance(v, int) or math.isfinite(v) else toml_string(str(v))
-    if isinstance(v, str):
-        return toml_string(v)  # one writer of TOML strings (depthwidth/config.py)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} as TOML")
-
-
 def to_toml(doc: dict, prefix: str = "") -> str:
     """A spec document as TOML: plain keys first, then one [table] per mapping, [[points]]."""
     lines, tables = [], []
@@ -245,7 +232,7 @@ def to_toml(doc: dict, prefix: str = "") -> str:
         elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
             tables.append((k, v))
         else:
-            lines.append(f"{k} = {_toml_value(v)}")
+            lines.append(f"{k} = {toml_value(v)}")
     out = "\n".join(lines)
     for k, v in tables:
         name = f"{prefix}{k}"
