@@ -273,3 +273,10 @@ def test_the_answer_says_what_the_slice_it_rests_on_changes(change, words):
         "refits": [{"left_out": "width 256", "changes": [change]}],
     }
     assert _rests_on({"sensitivity": s}) == f"; {words} (see Sensitivity)"
+
+
+def test_a_sentence_opening_with_a_symbol_keeps_its_case():
+    from analysis.reporting.markdown_sections import _upper
+
+    assert _upper("b is identified on all runs") == "b is identified on all runs"  # b, not B
+    assert _upper("the preference for shape") == "The preference for shape"

@@ -310,4 +310,8 @@ def sensitivity_md(r: dict) -> list[str]:
 
 
 def _upper(text: str) -> str:
+    """The sentence with its first letter capitalized, unless that letter is a symbol on its own
+    (b, the threshold base, is not B, the data term's scale)."""
+    if len(text) > 1 and not text[1].isalpha():
+        return text
     return text[:1].upper() + text[1:]
